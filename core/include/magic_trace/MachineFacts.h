@@ -1,0 +1,77 @@
+//===- MachineFacts.h - What this machine offers for tracing ----*- C++ -*-===//
+//
+// The facts behind `magic-trace doctor`: CPU identity, the intel_pt PMU (type,
+// capabilities, config format), perf and ptrace permissions, library versions,
+// and which recording backends follow from them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_MACHINEFACTS_H
+#define MAGIC_TRACE_MACHINEFACTS_H
+
+#include "llvm/Support/JSON.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace magic_trace {
+
+/// CPU identity as libipt wants it for errata (family/model/stepping).
+struct CpuIdentity {
+  std::string vendor; ///< "GenuineIntel", "AuthenticAMD", ... or "unknown".
+  unsigned family = 0;
+  unsigned model = 0;
+  unsigned stepping = 0;
+};
+
+/// The intel_pt PMU as sysfs describes it.
+struct IntelPtPmu {
+  bool present = false;
+  std::optional<int> type; ///< perf_event_attr.type for intel_pt.
+  std::map<std::string, std::string> caps;   ///< caps/<name> -> contents.
+  std::map<std::string, std::string> format; ///< format/<name> -> "config:0".
+};
+
+/// Whether one recording backend works on this machine, and why.
+struct BackendVerdict {
+  std::string name;
+  bool available = false;
+  std::string reason;
+};
+
+struct MachineFacts {
+  CpuIdentity cpu;
+  IntelPtPmu intelPt;
+  std::optional<int> perfEventParanoid;
+  std::optional<int> ptraceScope; ///< Absent when Yama is not built in.
+  bool isRoot = false;
+  std::string libiptVersion;
+  std::string llvmVersion;
+  std::vector<BackendVerdict> backends;
+};
+
+/// Where to read the machine from; tests point these at a fake tree.
+struct ProbeOptions {
+  std::string procRoot = "/proc";
+  std::string sysRoot = "/sys";
+  /// Effective uid; std::nullopt means "ask the OS".
+  std::optional<unsigned> euid;
+};
+
+/// Reads the machine. Never fails: a fact that cannot be read stays unset and
+/// the text says so.
+MachineFacts probeMachine(const ProbeOptions &options = ProbeOptions());
+
+/// Parses the first processor's block of /proc/cpuinfo text.
+CpuIdentity parseCpuInfo(llvm::StringRef cpuinfoText);
+
+/// One line per fact, each saying what follows from it.
+std::string renderFactsText(const MachineFacts &facts);
+
+/// The same facts as one JSON object.
+llvm::json::Value renderFactsJson(const MachineFacts &facts);
+
+} // namespace magic_trace
+
+#endif

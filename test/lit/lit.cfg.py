@@ -1,0 +1,37 @@
+# lit configuration for magic-trace's end-to-end tests.
+import os
+
+import lit.formats
+
+config.name = "magic-trace"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".test"]
+config.excludes = ["Inputs"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.mt_obj_root, "test", "lit")
+
+# FileCheck, not, count come from LLVM 22; our tools from the build.
+config.environment["PATH"] = os.pathsep.join(
+    [config.llvm_tools_dir, config.mt_tools_dir, config.environment.get("PATH", "/usr/bin:/bin")])
+# Python scripts driving LLDB need its module and its server (Debian quirk).
+config.environment["PYTHONPATH"] = "/usr/lib/llvm-22/lib/python3.11/site-packages"
+config.environment["LLDB_DEBUGSERVER_PATH"] = "/usr/lib/llvm-22/bin/lldb-server"
+for var in ["HOME", "TMPDIR", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LD_PRELOAD"]:
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+
+plugin = os.path.join(config.mt_lib_dir, "libmagic-trace-lldb.so")
+lldb = os.path.join(config.llvm_tools_dir, "lldb")
+# --no-lldbinit keeps a user's ~/.lldbinit out of the tests.
+config.substitutions.append(("%lldb", lldb + " --no-lldbinit"))
+config.substitutions.append(("%plugin", plugin))
+config.substitutions.append(("%inputs", config.mt_inputs_dir))
+config.substitutions.append(("%srcroot", config.mt_src_root))
+config.substitutions.append(("%python", "python3"))
+
+# Features describing this machine's truth, for tests whose expectation
+# depends on the hardware (REQUIRES: intel-pt / no-intel-pt).
+if os.path.isdir("/sys/bus/event_source/devices/intel_pt"):
+    config.available_features.add("intel-pt")
+else:
+    config.available_features.add("no-intel-pt")

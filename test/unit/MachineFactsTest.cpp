@@ -1,0 +1,113 @@
+// Unit tests for the facts behind `magic-trace doctor`, on fake /proc and /sys
+// trees laid out like the real ones.
+#include "magic_trace/MachineFacts.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+using namespace magic_trace;
+
+namespace {
+
+class FakeRoot {
+public:
+  FakeRoot() {
+    llvm::SmallString<128> dir;
+    EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("mt-facts", dir));
+    root = dir.str().str();
+  }
+  ~FakeRoot() { llvm::sys::fs::remove_directories(root); }
+
+  void write(const std::string &relative, const std::string &contents) {
+    std::string path = root + "/" + relative;
+    llvm::sys::fs::create_directories(llvm::sys::path::parent_path(path));
+    std::error_code ec;
+    llvm::raw_fd_ostream os(path, ec);
+    ASSERT_FALSE(ec);
+    os << contents;
+  }
+
+  std::string root;
+};
+
+// The first lines of a real /proc/cpuinfo of an Intel machine.
+const char *intelCpuinfo = "processor\t: 0\n"
+                           "vendor_id\t: GenuineIntel\n"
+                           "cpu family\t: 6\n"
+                           "model\t\t: 85\n"
+                           "model name\t: Intel(R) Xeon(R) Gold 6148\n"
+                           "stepping\t: 4\n"
+                           "\n"
+                           "processor\t: 1\n"
+                           "vendor_id\t: SomethingElse\n";
+
+TEST(MachineFactsTest, ParsesFirstProcessorOnly) {
+  CpuIdentity cpu = parseCpuInfo(intelCpuinfo);
+  EXPECT_EQ(cpu.vendor, "GenuineIntel");
+  EXPECT_EQ(cpu.family, 6u);
+  EXPECT_EQ(cpu.model, 85u);
+  EXPECT_EQ(cpu.stepping, 4u);
+}
+
+TEST(MachineFactsTest, EmptyCpuinfoIsUnknownVendor) {
+  EXPECT_EQ(parseCpuInfo("").vendor, "unknown");
+}
+
+TEST(MachineFactsTest, IntelPtPresentAndPermittedMeansPerfAvailable) {
+  FakeRoot fake;
+  fake.write("proc/cpuinfo", intelCpuinfo);
+  fake.write("proc/sys/kernel/perf_event_paranoid", "2\n");
+  fake.write("proc/sys/kernel/yama/ptrace_scope", "1\n");
+  fake.write("sys/bus/event_source/devices/intel_pt/type", "8\n");
+  fake.write("sys/bus/event_source/devices/intel_pt/caps/psb_cyc", "1\n");
+  fake.write("sys/bus/event_source/devices/intel_pt/caps/mtc", "1\n");
+  fake.write("sys/bus/event_source/devices/intel_pt/format/cyc", "config:1\n");
+  MachineFacts facts = probeMachine(
+      ProbeOptions{fake.root + "/proc", fake.root + "/sys", 1000u});
+  EXPECT_TRUE(facts.intelPt.present);
+  ASSERT_TRUE(facts.intelPt.type.has_value());
+  EXPECT_EQ(*facts.intelPt.type, 8);
+  EXPECT_EQ(facts.intelPt.caps.at("psb_cyc"), "1");
+  EXPECT_EQ(facts.intelPt.format.at("cyc"), "config:1");
+  EXPECT_EQ(facts.ptraceScope, 1);
+  ASSERT_EQ(facts.backends.size(), 2u);
+  EXPECT_EQ(facts.backends[0].name, "perf");
+  EXPECT_TRUE(facts.backends[0].available);
+  EXPECT_TRUE(facts.backends[1].available);
+}
+
+TEST(MachineFactsTest, StrictParanoidBlocksPerfForNonRoot) {
+  FakeRoot fake;
+  fake.write("proc/cpuinfo", intelCpuinfo);
+  fake.write("proc/sys/kernel/perf_event_paranoid", "3\n");
+  fake.write("sys/bus/event_source/devices/intel_pt/type", "8\n");
+  MachineFacts user = probeMachine(
+      ProbeOptions{fake.root + "/proc", fake.root + "/sys", 1000u});
+  EXPECT_FALSE(user.backends[0].available);
+  EXPECT_NE(user.backends[0].reason.find("perf_event_paranoid is 3"),
+            std::string::npos);
+  MachineFacts root =
+      probeMachine(ProbeOptions{fake.root + "/proc", fake.root + "/sys", 0u});
+  EXPECT_TRUE(root.backends[0].available);
+}
+
+TEST(MachineFactsTest, NoPmuMeansOnlyEmulate) {
+  FakeRoot fake;
+  fake.write("proc/cpuinfo", "vendor_id : AuthenticAMD\ncpu family : 25\n");
+  MachineFacts facts =
+      probeMachine(ProbeOptions{fake.root + "/proc", fake.root + "/sys", 0u});
+  EXPECT_FALSE(facts.intelPt.present);
+  EXPECT_FALSE(facts.backends[0].available);
+  EXPECT_NE(facts.backends[0].reason.find("--backend emulate"),
+            std::string::npos);
+  EXPECT_TRUE(facts.backends[1].available);
+  EXPECT_FALSE(facts.perfEventParanoid.has_value());
+  std::string text = renderFactsText(facts);
+  EXPECT_NE(text.find("perf_event_paranoid: unreadable"), std::string::npos);
+  EXPECT_NE(text.find("intel_pt PMU: absent"), std::string::npos);
+}
+
+} // namespace
