@@ -8,6 +8,8 @@
 #ifndef MAGIC_TRACE_MACHINEFACTS_H
 #define MAGIC_TRACE_MACHINEFACTS_H
 
+#include "magic_trace/CpuIdentity.h"
+
 #include "llvm/Support/JSON.h"
 
 #include <map>
@@ -16,14 +18,6 @@
 #include <vector>
 
 namespace magic_trace {
-
-/// CPU identity as libipt wants it for errata (family/model/stepping).
-struct CpuIdentity {
-  std::string vendor; ///< "GenuineIntel", "AuthenticAMD", ... or "unknown".
-  unsigned family = 0;
-  unsigned model = 0;
-  unsigned stepping = 0;
-};
 
 /// The intel_pt PMU as sysfs describes it.
 struct IntelPtPmu {

@@ -1,0 +1,88 @@
+//===- Snapshot.h - What a recorder hands to the pipeline -------*- C++ -*-===//
+//
+// One snapshot: per-thread PT bytes (oldest first), CPU identity, TSC -> ns
+// conversion, the module list with every loaded segment, and the stop context
+// (each thread's stack at the stop, from the debugger's unwinder). Every
+// backend (perf, emulate, bundle) produces this; decode, symbolize and the
+// model consume it. It holds no libipt or LLDB types.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_SNAPSHOT_H
+#define MAGIC_TRACE_SNAPSHOT_H
+
+#include "magic_trace/CpuIdentity.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace magic_trace {
+
+/// TSC -> nanoseconds, as perf_event_mmap_page defines it (time_zero,
+/// time_mult, time_shift). The emulator fills it for its virtual clock.
+struct TimeConversion {
+  uint64_t timeZero = 0;
+  uint32_t timeMult = 1;
+  uint16_t timeShift = 0;
+
+  /// ns = time_zero + (tsc * time_mult) >> time_shift, computed without
+  /// overflow the way perf_event_open(2) shows.
+  uint64_t tscToNs(uint64_t tsc) const {
+    uint64_t quot = tsc >> timeShift;
+    uint64_t rem = tsc & ((uint64_t(1) << timeShift) - 1);
+    return timeZero + quot * timeMult + ((rem * timeMult) >> timeShift);
+  }
+};
+
+/// One mapping of a module's file into the process.
+struct LoadedSegment {
+  uint64_t address = 0;    ///< Runtime start address.
+  uint64_t size = 0;       ///< Bytes mapped.
+  uint64_t fileOffset = 0; ///< Offset in the file of the first mapped byte.
+  bool executable = false;
+};
+
+/// A loaded module as the debugger (or a bundle) knows it.
+struct Module {
+  std::string path;     ///< Path at run time ("systemPath" in LLDB bundles).
+  std::string fileCopy; ///< A copy to read instead of `path`; empty if none.
+  std::string
+      buildId; ///< Lower-case hex GNU build-id / LLDB UUID; may be empty.
+  uint64_t loadAddress = 0; ///< Lowest mapped address (file offset 0).
+  std::vector<LoadedSegment> segments; ///< Empty: derive from the ELF headers.
+
+  /// The file to open: the copy when there is one.
+  const std::string &fileToRead() const {
+    return fileCopy.empty() ? path : fileCopy;
+  }
+};
+
+/// Raw PT of one thread, linearized oldest -> newest.
+struct ThreadTrace {
+  uint64_t tid = 0;
+  std::vector<uint8_t> bytes;
+  bool wrapped = false; ///< The ring buffer overwrote older data.
+};
+
+/// A thread's stack at the stop, innermost first: frames[0] is the PC, the
+/// rest are return addresses (as the debugger's unwinder reports them).
+struct ThreadStop {
+  uint64_t tid = 0;
+  std::vector<uint64_t> frames;
+  std::vector<std::string> functionNames; ///< Parallel to frames; may be empty.
+  bool triggered = false; ///< This thread hit the snapshot breakpoint.
+};
+
+struct Snapshot {
+  uint64_t pid = 0;
+  std::string processName;
+  CpuIdentity cpu;
+  TimeConversion time;
+  std::vector<Module> modules;
+  std::vector<ThreadTrace> threads;
+  std::vector<ThreadStop> stop;
+};
+
+} // namespace magic_trace
+
+#endif

@@ -1,0 +1,82 @@
+//===- Symbolizer.h - Addresses to inline-aware frames ----------*- C++ -*-===//
+//
+// Address -> [physical function, inlined callee, ...] with file and line,
+// from LLVM DebugInfo (DWARF inlining), falling back to .symtab/.dynsym, then
+// to "[unknown @ 0xADDR (module)]". Results are cached per module (keyed by
+// build-id, not pid) by address range: one lookup answers every address
+// inside the same range, where a range is a stretch of code whose whole chain
+// (every frame's function, file and line) is the same.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_SYMBOLIZER_H
+#define MAGIC_TRACE_SYMBOLIZER_H
+
+#include "magic_trace/Snapshot.h"
+#include "magic_trace/StringTable.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace magic_trace {
+
+/// One frame of a chain. Strings are ids in the symbolizer's StringTable.
+struct SymbolFrame {
+  StringId function = 0; ///< Demangled name.
+  StringId file = 0;     ///< Source file, or the empty string id.
+  uint32_t line = 0;     ///< 0 when unknown.
+  bool inlined = false;  ///< False for the outermost (physical) frame.
+};
+
+/// A range of runtime addresses [begin, end) that all share one chain.
+struct SymbolRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  /// The physical function's entry address (runtime), 0 if unknown. Used to
+  /// tell a jump into another function's entry (tail call) from a local jump.
+  uint64_t functionEntry = 0;
+  StringId module = 0;             ///< Module path.
+  std::vector<SymbolFrame> frames; ///< Outermost (physical) first.
+  bool fromDebugInfo = false;      ///< False: symbol table or unknown.
+};
+
+struct SymbolizerStats {
+  uint64_t lookups = 0;        ///< Calls to lookup().
+  uint64_t hits = 0;           ///< Answered from the range cache.
+  uint64_t distinctRanges = 0; ///< Ranges computed (DWARF/symtab queries).
+};
+
+class Symbolizer {
+public:
+  struct Options {
+    bool demangle = true;
+    bool useDebugInfo = true; ///< False: symbol tables only.
+  };
+
+  /// Modules whose file is missing or whose build-id differs are reported by
+  /// moduleProblems() and symbolize as unknown; construction never fails.
+  Symbolizer(std::vector<Module> modules, StringTable &strings,
+             Options options);
+  Symbolizer(std::vector<Module> modules, StringTable &strings);
+  ~Symbolizer();
+
+  /// The range containing runtime `address`. Never fails: unknown code gets a
+  /// one-frame "[unknown @ 0xADDR (module)]" range. The reference stays valid
+  /// for the symbolizer's lifetime.
+  const SymbolRange &lookup(uint64_t address);
+
+  const SymbolizerStats &stats() const;
+  /// One line per module that could not be used, e.g.
+  /// "libfoo.so: build-id 1234 differs from the module's 5678".
+  std::vector<std::string> moduleProblems() const;
+
+private:
+  class Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace magic_trace
+
+#endif

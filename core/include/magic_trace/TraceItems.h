@@ -1,0 +1,71 @@
+//===- TraceItems.h - Decoded control flow of one thread --------*- C++ -*-===//
+//
+// The decoder's output: per thread, an ordered stream of compact items. A
+// Block is a run of consecutive instructions (libipt's pt_block); the other
+// kinds mark where tracing was enabled/disabled, where data was lost, and
+// where decoding failed. Anomalies are data here, never failures.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_TRACEITEMS_H
+#define MAGIC_TRACE_TRACEITEMS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace magic_trace {
+
+/// How an instruction transfers control. Shared by the emulator's classifier
+/// and the decoder (for the last instruction of a block).
+enum class BranchClass : uint8_t {
+  Other,        ///< Falls through.
+  CondBranch,   ///< Jcc, JRCXZ, LOOP*.
+  DirectJump,   ///< JMP rel.
+  IndirectJump, ///< JMP r/m.
+  DirectCall,   ///< CALL rel.
+  IndirectCall, ///< CALL r/m.
+  Return,       ///< RET.
+  Syscall,      ///< SYSCALL, SYSENTER, INT n: leaves user space.
+  FarTransfer,  ///< Far CALL/JMP/RET, IRET, UD2-like traps.
+  Unknown,      ///< Could not be classified.
+};
+
+enum class ItemKind : uint8_t {
+  Block,    ///< Instructions [ip .. lastIp], insnCount of them.
+  Enable,   ///< Tracing (re)starts at ip (TIP.PGE).
+  Disable,  ///< Tracing stops (TIP.PGD); ip is where it will resume, or 0.
+  Overflow, ///< The CPU lost packets (OVF); tracing resumes at ip.
+  Error,    ///< Decoding failed; see ThreadDecode::errors[detail].
+};
+
+/// 32 bytes. Times are nanoseconds (TimeConversion applied), monotonic per
+/// thread; for a Block, the time of its first instruction.
+struct TraceItem {
+  uint64_t ip = 0;
+  uint64_t lastIp = 0; ///< Block: address of the last instruction.
+  uint64_t timeNs = 0;
+  uint32_t detail = 0; ///< Block: instruction count; Error: error index.
+  ItemKind kind = ItemKind::Block;
+  BranchClass lastClass = BranchClass::Other; ///< Block: its last instruction.
+  uint16_t reserved = 0;
+};
+static_assert(sizeof(TraceItem) == 32, "TraceItem must stay compact");
+
+/// A decode error: where in the buffer, what libipt said, and the IP.
+struct DecodeError {
+  uint64_t offset = 0; ///< Byte offset in the thread's PT buffer.
+  int code = 0;        ///< libipt status (negative pte_* value).
+  uint64_t ip = 0;     ///< Last known IP, 0 if none.
+  std::string message; ///< pt_errstr() text.
+};
+
+struct ThreadDecode {
+  uint64_t tid = 0;
+  std::vector<TraceItem> items;
+  std::vector<DecodeError> errors;
+  uint64_t instructions = 0; ///< Sum of Block instruction counts.
+};
+
+} // namespace magic_trace
+
+#endif

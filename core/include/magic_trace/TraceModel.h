@@ -1,0 +1,98 @@
+//===- TraceModel.h - The in-memory segmented call-stack trace --*- C++ -*-===//
+//
+// Per thread, an ordered list of segments; each segment is a continuous,
+// error-free piece of execution held as a tree of frames. Writers (FXT, Chrome
+// JSON, folded stacks, text tree) read only this; they never see libipt.
+//
+// Invariants (checked by validateModel):
+// - within a segment, frames are in pre-order; a child's [begin, end] lies
+//   inside its parent's; siblings do not overlap and are ordered by begin;
+// - segments of a thread are ordered and do not overlap;
+// - begin <= end for every frame and segment.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_TRACEMODEL_H
+#define MAGIC_TRACE_TRACEMODEL_H
+
+#include "magic_trace/StringTable.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace magic_trace {
+
+enum class FrameKind : uint8_t {
+  Physical,    ///< A real function call.
+  Inlined,     ///< An inlined callee, nested under its physical frame.
+  Untraced,    ///< Time with tracing off ("[untraced]").
+  Syscall,     ///< Time in the kernel ("[syscall]").
+  DecodeError, ///< Lost time: "[decode error: MSG]" / overflow.
+  Unknown,     ///< Code no module covers.
+};
+
+const char *frameKindName(FrameKind kind);
+
+/// 40 bytes. Times are nanoseconds on the snapshot's clock.
+struct Frame {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t address = 0; ///< Entry (or first seen) address, 0 if none.
+  StringId name = 0;    ///< Function name or "[syscall]" etc.
+  StringId file = 0;    ///< Source file of the function, may be empty.
+  uint32_t line = 0;    ///< 0 when unknown.
+  uint32_t parent = NoParent;
+  FrameKind kind = FrameKind::Physical;
+  /// The call happened before the segment's first instruction: the frame was
+  /// created by a return into it, or by anchoring to the stop context.
+  bool inferred = false;
+  /// Anchoring matched this frame to the debugger's stack at the stop.
+  bool anchored = false;
+  uint8_t reserved = 0;
+
+  static constexpr uint32_t NoParent = UINT32_MAX;
+};
+
+struct Segment {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  std::vector<Frame> frames; ///< Pre-order; parent indices point backwards.
+  /// Stitching joined this segment to the previous one: the stack at the end
+  /// of the previous segment equals the stack implied at this one's start.
+  bool stitchedToPrevious = false;
+  /// Why the previous segment ended (decode error / overflow text); empty for
+  /// the first segment.
+  std::string gapReason;
+};
+
+struct ThreadModel {
+  uint64_t tid = 0;
+  std::string name;
+  std::vector<Segment> segments;
+  uint64_t instructions = 0;
+  uint64_t calls = 0;
+  uint64_t errors = 0;
+};
+
+struct TraceModel {
+  uint64_t pid = 0;
+  std::string processName;
+  StringTable strings;
+  std::vector<ThreadModel> threads;
+
+  TraceModel() = default;
+  TraceModel(const TraceModel &) = delete;
+  TraceModel &operator=(const TraceModel &) = delete;
+  TraceModel(TraceModel &&) = default;
+  TraceModel &operator=(TraceModel &&) = default;
+};
+
+/// Checks the invariants above; the error names the thread, segment, frame.
+llvm::Error validateModel(const TraceModel &model);
+
+} // namespace magic_trace
+
+#endif
