@@ -9,7 +9,6 @@
 
 #include "llvm/ADT/DenseMap.h"
 
-#include <map>
 #include <vector>
 
 namespace magic_trace {
@@ -34,10 +33,10 @@ public:
 
   void addSelf(uint32_t node, uint64_t ns) { self[node] += ns; }
 
-  /// Every stack with self time, as "a;b;c" -> ns, sorted.
-  std::map<std::string, uint64_t>
-  lines(const std::vector<std::string> &labels) const {
-    std::map<std::string, uint64_t> out;
+  /// Writes every stack with self time as "a;b;c ns", in the order the
+  /// stacks first occurred. Each node is a distinct stack, so no line repeats.
+  void write(llvm::raw_ostream &os,
+             const std::vector<std::string> &labels) const {
     std::vector<uint32_t> path;
     for (uint32_t node = 1; node < nodes.size(); ++node) {
       if (self[node] == 0)
@@ -45,15 +44,13 @@ public:
       path.clear();
       for (uint32_t n = node; n != Root; n = nodes[n].parent)
         path.push_back(nodes[n].label);
-      std::string line;
       for (auto it = path.rbegin(); it != path.rend(); ++it) {
-        if (!line.empty())
-          line += ';';
-        line += labels[*it];
+        if (it != path.rbegin())
+          os << ';';
+        os << labels[*it];
       }
-      out[line] += self[node];
+      os << ' ' << self[node] << '\n';
     }
-    return out;
   }
 
 private:
@@ -124,8 +121,7 @@ llvm::Error writeFolded(const TraceModel &model, llvm::raw_ostream &os,
         trie.addSelf(node[i], self[i]);
     }
   }
-  for (const auto &[stack, ns] : trie.lines(labels))
-    os << stack << ' ' << ns << '\n';
+  trie.write(os, labels);
   return llvm::Error::success();
 }
 

@@ -38,7 +38,8 @@ struct FoldedOptions {
 /// Writes folded stacks, one line per distinct stack: "root;caller;leaf N"
 /// where N is the self time of the leaf frame in nanoseconds, summed over
 /// every occurrence of that stack. Inlined frames carry flamegraph.pl's
-/// "_[i]" suffix. Lines are sorted; stacks with no self time are left out.
+/// "_[i]" suffix. Each stack appears once, in order of first occurrence;
+/// stacks with no self time are left out.
 /// Errors: the model violates its invariants.
 llvm::Error writeFolded(const TraceModel &model, llvm::raw_ostream &os,
                         const FoldedOptions &options = {});
