@@ -1,0 +1,94 @@
+//===- PerfIntelPt.h - Intel PT through perf_event_open ---------*- C++ -*-===//
+//
+// The kernel interface of the perf backend, kept free of LLDB:
+// - discovery: the intel_pt PMU's type, config bit layout (format/*) and
+//   capabilities (caps/*) from sysfs, and perf_event_paranoid;
+// - configuration: --timer-resolution mapped onto the PMU's config bits the
+//   way magic-trace does, degraded with a note where a capability is missing;
+// - reading: the last N bytes of an AUX ring in overwrite (snapshot) mode,
+//   oldest first, from a mapping page and buffer (real or fake).
+// The recorder (perf_event_open per thread, mmap, ioctl) is PerfRecorder.h.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PERFINTELPT_H
+#define MAGIC_TRACE_PERFINTELPT_H
+
+#include "magic_trace/PacketWriter.h"
+#include "magic_trace/Snapshot.h"
+
+#include "llvm/Support/Error.h"
+
+#include <linux/perf_event.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace magic_trace {
+
+/// One format/<name> file: which config word and which bits a term sets.
+/// The kernel writes e.g. "config:14-17" or "config:13"; a term may list
+/// several bit ranges ("config:0-3,8-11") whose bits are filled in order.
+struct PmuFormatField {
+  unsigned word = 0; ///< 0: config, 1: config1, 2: config2.
+  std::vector<std::pair<unsigned, unsigned>> bitRanges; ///< [low, high].
+
+  /// Total width in bits.
+  unsigned width() const;
+};
+
+/// Parses the text of a format/<name> file.
+llvm::Expected<PmuFormatField> parseFormatField(llvm::StringRef text);
+
+struct IntelPtPmuDescription {
+  int type = -1;
+  std::map<std::string, PmuFormatField> format;
+  std::map<std::string, std::string> caps; ///< caps/<name> -> text.
+
+  /// A capability read as an integer (caps files are decimal or, for the
+  /// *_periods/thresholds bitmaps, hexadecimal); 0 when absent.
+  uint64_t capability(llvm::StringRef name) const;
+};
+
+/// Reads <sysRoot>/bus/event_source/devices/intel_pt. Fails with a one-line
+/// error suggesting --backend emulate when the PMU is absent.
+llvm::Expected<IntelPtPmuDescription>
+loadIntelPtPmu(llvm::StringRef sysRoot = "/sys");
+
+/// The perf_event_attr for per-thread, user-space-only Intel PT, plus notes
+/// for every degradation (e.g. "cyc not supported: timing falls back to MTC").
+struct IntelPtAttr {
+  perf_event_attr attr{};
+  std::vector<std::string> notes;
+};
+
+/// magic-trace's mapping: low = the perf defaults (tsc, mtc with period 3,
+/// psb_period 3, branch); normal = also cyc with cyc_thresh 1 and
+/// mtc_period 0; high = normal plus noretcomp. Fails when a term the mapping
+/// needs has no format file (a kernel too old to know it).
+llvm::Expected<IntelPtAttr> buildIntelPtAttr(const IntelPtPmuDescription &pmu,
+                                             TimerResolution resolution);
+
+/// Sets the bits of `field` to `value` in the attr's config words. Fails when
+/// the value does not fit.
+llvm::Error setFormatField(perf_event_attr &attr, const PmuFormatField &field,
+                           uint64_t value, llvm::StringRef name);
+
+/// Copies the retained bytes of an AUX ring in overwrite mode, oldest first.
+/// `auxHead` is the kernel's aux_head: for Intel PT in snapshot mode an
+/// offset inside the ring, on other kernels a monotonic count; both work.
+/// Whether the ring wrapped is read from the count, or from written (non-zero)
+/// bytes past the offset, since AUX pages start zeroed. `size` must be a power
+/// of two.
+std::vector<uint8_t> copyAuxRing(const uint8_t *aux, uint64_t size,
+                                 uint64_t auxHead, bool &wrapped);
+
+/// TSC -> ns conversion from the perf mapping page (cap_user_time_zero).
+/// Fails when the kernel does not provide time_zero.
+llvm::Expected<TimeConversion>
+timeConversionFromPage(const perf_event_mmap_page &page);
+
+} // namespace magic_trace
+
+#endif

@@ -1,0 +1,222 @@
+// Unit tests of the perf backend's kernel interface against fake sysfs trees
+// (test/unit/fixtures) and fake AUX mappings.
+#include "magic_trace/PerfIntelPt.h"
+#include "magic_trace/PerfRecorder.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+using namespace magic_trace;
+
+namespace {
+
+std::string fixture(const char *name) {
+  return std::string(MT_TEST_SOURCE_DIR) + "/unit/fixtures/" + name;
+}
+
+/// RTIT_CTL bit numbers from the Intel SDM (vol. 3C, 33.2.7.2), independent
+/// of the format files, to check we set what the hardware reads.
+constexpr uint64_t bit(unsigned n) { return uint64_t(1) << n; }
+constexpr uint64_t CycEn = bit(1), MtcEn = bit(9), TscEn = bit(10),
+                   DisRetc = bit(11), BranchEn = bit(13);
+uint64_t field(uint64_t config, unsigned low, unsigned high) {
+  return (config >> low) & ((uint64_t(1) << (high - low + 1)) - 1);
+}
+
+TEST(PerfIntelPtTest, ParsesSingleBitAndRangeFormats) {
+  llvm::Expected<PmuFormatField> single = parseFormatField("config:13\n");
+  ASSERT_TRUE(bool(single)) << llvm::toString(single.takeError());
+  EXPECT_EQ(single->word, 0u);
+  EXPECT_EQ(single->width(), 1u);
+  llvm::Expected<PmuFormatField> range = parseFormatField("config:14-17");
+  ASSERT_TRUE(bool(range));
+  EXPECT_EQ(range->width(), 4u);
+  llvm::Expected<PmuFormatField> split = parseFormatField("config1:0-3,8-11");
+  ASSERT_TRUE(bool(split));
+  EXPECT_EQ(split->word, 1u);
+  EXPECT_EQ(split->width(), 8u);
+}
+
+TEST(PerfIntelPtTest, RejectsMalformedFormats) {
+  for (const char *bad :
+       {"conf:1", "config:x", "config:9-3", "config:64", ""}) {
+    llvm::Expected<PmuFormatField> parsed = parseFormatField(bad);
+    EXPECT_FALSE(bool(parsed)) << bad;
+    llvm::consumeError(parsed.takeError());
+  }
+}
+
+TEST(PerfIntelPtTest, SplitFieldFillsRangesInOrder) {
+  perf_event_attr attr{};
+  llvm::Expected<PmuFormatField> split = parseFormatField("config:0-3,8-11");
+  ASSERT_TRUE(bool(split));
+  ASSERT_FALSE(bool(setFormatField(attr, *split, 0xAB, "split")));
+  EXPECT_EQ(attr.config, 0xA0Bu);
+  llvm::Error tooWide = setFormatField(attr, *split, 0x100, "split");
+  EXPECT_TRUE(bool(tooWide));
+  llvm::consumeError(std::move(tooWide));
+}
+
+TEST(PerfIntelPtTest, LoadsSkylakePmu) {
+  llvm::Expected<IntelPtPmuDescription> pmu =
+      loadIntelPtPmu(fixture("sysfs-skylake"));
+  ASSERT_TRUE(bool(pmu)) << llvm::toString(pmu.takeError());
+  EXPECT_EQ(pmu->type, 8);
+  EXPECT_EQ(pmu->capability("psb_cyc"), 1u);
+  EXPECT_EQ(pmu->capability("mtc_periods"), 0x249u);
+  EXPECT_EQ(pmu->capability("cycle_thresholds"), 0x3fffu);
+  EXPECT_EQ(pmu->format.size(), 14u);
+}
+
+TEST(PerfIntelPtTest, MissingPmuSuggestsEmulate) {
+  llvm::Expected<IntelPtPmuDescription> pmu = loadIntelPtPmu("/nonexistent");
+  ASSERT_FALSE(bool(pmu));
+  EXPECT_NE(llvm::toString(pmu.takeError()).find("--backend emulate"),
+            std::string::npos);
+}
+
+TEST(PerfIntelPtTest, LowResolutionIsPerfDefault) {
+  auto pmu = loadIntelPtPmu(fixture("sysfs-skylake"));
+  ASSERT_TRUE(bool(pmu));
+  llvm::Expected<IntelPtAttr> attr =
+      buildIntelPtAttr(*pmu, TimerResolution::Low);
+  ASSERT_TRUE(bool(attr)) << llvm::toString(attr.takeError());
+  uint64_t config = attr->attr.config;
+  EXPECT_EQ(attr->attr.type, 8u);
+  EXPECT_TRUE(attr->attr.exclude_kernel);
+  EXPECT_TRUE(attr->attr.disabled);
+  EXPECT_TRUE(config & TscEn);
+  EXPECT_TRUE(config & BranchEn);
+  EXPECT_TRUE(config & MtcEn);
+  EXPECT_FALSE(config & CycEn);
+  EXPECT_FALSE(config & DisRetc);
+  EXPECT_EQ(field(config, 14, 17), 3u); // MTCFreq
+  EXPECT_EQ(field(config, 24, 27), 3u); // PSBFreq
+  EXPECT_TRUE(attr->notes.empty());
+}
+
+TEST(PerfIntelPtTest, NormalResolutionAddsCycleAccurateMode) {
+  auto pmu = loadIntelPtPmu(fixture("sysfs-skylake"));
+  ASSERT_TRUE(bool(pmu));
+  auto attr = buildIntelPtAttr(*pmu, TimerResolution::Normal);
+  ASSERT_TRUE(bool(attr));
+  uint64_t config = attr->attr.config;
+  EXPECT_TRUE(config & CycEn);
+  EXPECT_EQ(field(config, 19, 22), 1u); // CycThresh
+  EXPECT_EQ(field(config, 14, 17), 0u); // MTCFreq (mtc_period=0)
+  EXPECT_FALSE(config & DisRetc);
+}
+
+TEST(PerfIntelPtTest, HighResolutionAlsoDisablesReturnCompression) {
+  auto pmu = loadIntelPtPmu(fixture("sysfs-skylake"));
+  ASSERT_TRUE(bool(pmu));
+  auto attr = buildIntelPtAttr(*pmu, TimerResolution::High);
+  ASSERT_TRUE(bool(attr));
+  EXPECT_TRUE(attr->attr.config & CycEn);
+  EXPECT_TRUE(attr->attr.config & DisRetc);
+}
+
+TEST(PerfIntelPtTest, OldCpuDegradesWithNotes) {
+  auto pmu = loadIntelPtPmu(fixture("sysfs-broadwell"));
+  ASSERT_TRUE(bool(pmu));
+  auto attr = buildIntelPtAttr(*pmu, TimerResolution::High);
+  ASSERT_TRUE(bool(attr));
+  uint64_t config = attr->attr.config;
+  EXPECT_FALSE(config & CycEn);
+  EXPECT_FALSE(config & MtcEn);
+  EXPECT_TRUE(config & TscEn);
+  ASSERT_EQ(attr->notes.size(), 2u);
+  EXPECT_NE(attr->notes[0].find("psb_cyc"), std::string::npos);
+  EXPECT_NE(attr->notes[1].find("caps/mtc"), std::string::npos);
+}
+
+TEST(PerfIntelPtTest, RecorderWithoutPmuFailsClearly) {
+  PerfRecorder::Options options;
+  options.sysRoot = "/nonexistent";
+  auto recorder = PerfRecorder::create(options);
+  ASSERT_FALSE(bool(recorder));
+  EXPECT_NE(llvm::toString(recorder.takeError()).find("no intel_pt PMU"),
+            std::string::npos);
+}
+
+TEST(PerfIntelPtTest, RecorderRejectsOddSizes) {
+  PerfRecorder::Options options;
+  options.sysRoot = fixture("sysfs-skylake");
+  options.auxSize = 3 << 20;
+  auto recorder = PerfRecorder::create(options);
+  ASSERT_FALSE(bool(recorder));
+  EXPECT_NE(llvm::toString(recorder.takeError()).find("power of two"),
+            std::string::npos);
+}
+
+TEST(PerfIntelPtTest, PermissionErrorNamesParanoidAndCapability) {
+  std::string message =
+      llvm::toString(perfOpenError(EACCES, 42, fixture("no-such-proc")));
+  EXPECT_NE(message.find("perf_event_paranoid is unreadable"),
+            std::string::npos);
+  EXPECT_NE(message.find("CAP_PERFMON"), std::string::npos);
+  EXPECT_NE(llvm::toString(perfOpenError(ESRCH, 42, "/proc")).find("exited"),
+            std::string::npos);
+}
+
+/// A fake AUX ring: `written` bytes numbered 0, 1, 2, ... went through a ring
+/// of `size` bytes, as the kernel writes them.
+std::vector<uint8_t> fakeRing(uint64_t size, uint64_t written) {
+  std::vector<uint8_t> ring(size, 0);
+  for (uint64_t i = 0; i < written; ++i)
+    ring[i % size] = static_cast<uint8_t>(i * 7 + 1);
+  return ring;
+}
+
+std::vector<uint8_t> lastBytes(uint64_t size, uint64_t written) {
+  std::vector<uint8_t> expected;
+  for (uint64_t i = written > size ? written - size : 0; i < written; ++i)
+    expected.push_back(static_cast<uint8_t>(i * 7 + 1));
+  return expected;
+}
+
+TEST(PerfIntelPtTest, AuxReadCases) {
+  const uint64_t size = 4096;
+  struct Case {
+    const char *name;
+    uint64_t head;
+    bool wrapped;
+  } cases[] = {{"empty", 0, false},
+               {"no wrap", 1000, false},
+               {"exactly full", size, false},
+               {"wrapped", size + 123, true},
+               {"head far past the size", 37 * size + 4000, true},
+               {"wrapped to a boundary", 5 * size, true}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<uint8_t> ring = fakeRing(size, c.head);
+    bool wrapped = !c.wrapped;
+    std::vector<uint8_t> bytes =
+        copyAuxRing(ring.data(), size, c.head, wrapped);
+    EXPECT_EQ(bytes, lastBytes(size, c.head)) << c.name;
+    EXPECT_EQ(wrapped, c.wrapped) << c.name;
+    // Intel PT's snapshot mode reports the head as an offset in the ring.
+    if (c.head > size) {
+      bytes = copyAuxRing(ring.data(), size, c.head % size, wrapped);
+      EXPECT_EQ(bytes, lastBytes(size, c.head)) << c.name << " (offset head)";
+      EXPECT_TRUE(wrapped);
+    }
+  }
+}
+
+TEST(PerfIntelPtTest, TimeConversionFromPage) {
+  perf_event_mmap_page page{};
+  auto missing = timeConversionFromPage(page);
+  ASSERT_FALSE(bool(missing));
+  llvm::consumeError(missing.takeError());
+  page.cap_user_time_zero = 1;
+  page.time_zero = 1000;
+  page.time_mult = 1 << 20; // 0.5 ns per tick with shift 21
+  page.time_shift = 21;
+  auto time = timeConversionFromPage(page);
+  ASSERT_TRUE(bool(time));
+  EXPECT_EQ(time->tscToNs(4000), 1000u + 2000u);
+}
+
+} // namespace
