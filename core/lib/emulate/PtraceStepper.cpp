@@ -10,6 +10,7 @@
 #include "magic_trace/InsnClassifier.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/StackUnwinder.h"
+#include "magic_trace/VirtualClock.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
@@ -680,16 +681,9 @@ Expected<EmulateResult> Emulator::run() {
   Snapshot &snapshot = result.snapshot;
   snapshot.pid = uint64_t(pid);
   snapshot.processName = sys::path::filename(path).str();
-  // The virtual CPU: libipt (and so LLDB) refuses a CPU it does not know
-  // (pt_cpu_errata -> "unknown cpu"), so name a real one with the fewest
-  // errata: Broadwell (family 6, model 0x3d) has only bdm70 (stray FUP in a
-  // PSB+ before TIP.PGE) and bdm64 (TSX aborts), neither of which the
-  // emulator produces. Skylake and later add OVF/TIP.PGD workarounds that
-  // would reinterpret packets we write on purpose.
-  snapshot.cpu.vendor = "GenuineIntel";
-  snapshot.cpu.family = 6;
-  snapshot.cpu.model = 0x3d;
-  snapshot.cpu.stepping = 4;
+  // The virtual CPU and clock of the packets (VirtualClock.h).
+  snapshot.cpu = emulatorCpu();
+  snapshot.timing = VirtualClock::timing;
   for (auto &thread : threads) {
     if (!thread->writer)
       continue;
