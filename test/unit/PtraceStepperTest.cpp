@@ -122,6 +122,22 @@ TEST(PtraceStepper, WriterSeesExactlyTheGroundTruth) {
   EXPECT_EQ(run.result.instructions, truth.insns.size());
 }
 
+TEST(PtraceStepper, HexAddressesAreLinkTimeAddressesOfTheExecutable) {
+  std::string exe = inputPath("emu_calls");
+  EmulatedRun bySymbol = emulate({exe});
+  EmulateOptions options;
+  options.argv = {exe};
+  options.start =
+      "0x" + llvm::utohexstr(llvm::cantFail(findElfSymbol(exe, "main")));
+  options.stop =
+      "0x" + llvm::utohexstr(llvm::cantFail(findElfSymbol(exe, "stop_here")));
+  llvm::Expected<EmulateResult> byAddress = emulateProgram(options);
+  ASSERT_TRUE(bool(byAddress)) << llvm::toString(byAddress.takeError());
+  ASSERT_EQ(byAddress->truth.size(), 1u);
+  ASSERT_EQ(bySymbol.result.truth.size(), 1u);
+  EXPECT_EQ(byAddress->truth[0].insns, bySymbol.result.truth[0].insns);
+}
+
 TEST(PtraceStepper, RepIterationsFoldIntoOneInstruction) {
   EmulatedRun run = emulate({inputPath("emu_rep")});
   ASSERT_EQ(run.result.truth.size(), 1u);
