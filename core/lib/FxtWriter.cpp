@@ -80,9 +80,9 @@ struct Arg {
 /// Buffers words and flushes them to the stream in large chunks.
 class WordSink {
 public:
-  explicit WordSink(llvm::raw_ostream &os) : os(os) {
-    buffer.reserve(FlushBytes + 8 * fxt::MaxRecordWords);
-  }
+  // The buffer grows to FlushBytes on demand: reserving it up front made
+  // every small trace (and every fuzzer run) pay for a 1 MiB allocation.
+  explicit WordSink(llvm::raw_ostream &os) : os(os) {}
   ~WordSink() { flush(); }
 
   void word(uint64_t value) {

@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "FxtReader.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -143,11 +145,12 @@ private:
     }
     if (ref & 0x8000)
       return text(ref & 0x7fff, out, what);
-    if (!strings[ref])
+    auto bound = strings.find(ref);
+    if (bound == strings.end())
       return fail(llvm::formatv("{0} refers to string index {1}, which no "
                                 "string record bound",
                                 what, ref));
-    out = *strings[ref];
+    out = bound->second;
     return llvm::Error::success();
   }
 
@@ -417,7 +420,9 @@ private:
   llvm::ArrayRef<uint8_t> bytes;
   FxtTrace trace;
   size_t recordOffset = 0, recordBegin = 0, recordEnd = 0, cursor = 0;
-  std::optional<std::string> strings[0x8000];
+  /// The string table (index -> text); a map, since traces bind few of the
+  /// 32767 slots and a full array made every small read pay for all of them.
+  llvm::DenseMap<uint16_t, std::string> strings;
   std::optional<std::pair<uint64_t, uint64_t>> threadTable[0x100];
   std::map<std::pair<uint64_t, uint64_t>, ThreadState> threads;
 };

@@ -1,0 +1,103 @@
+// Fuzzes the FXT writer: the input drives a model (thread count, names of any
+// length and bytes, frame shapes); whatever the writer accepts must read back
+// through the spec-based reader without a single error.
+#include "FxtReader.h"
+#include "magic_trace/FxtWriter.h"
+#include "magic_trace/TraceModel.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <cstdlib>
+
+using namespace magic_trace;
+
+namespace {
+
+/// Reads bytes off the fuzzer input; zeros once it runs out.
+struct InputStream {
+  const uint8_t *data;
+  size_t size;
+  uint8_t byte() {
+    if (!size)
+      return 0;
+    --size;
+    return *data++;
+  }
+  uint16_t u16() { return uint16_t(byte() | (byte() << 8)); }
+  std::string text() {
+    size_t length = byte();
+    if (length == 255)
+      length = 32000 + u16(); // Past FXT's string limit.
+    std::string value;
+    for (size_t i = 0; i < length; ++i)
+      value.push_back(char(size ? byte() : 'x'));
+    return value;
+  }
+};
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  InputStream in{data, size};
+  TraceModel model;
+  model.pid = in.u16();
+  model.processName = in.text();
+  unsigned threads = in.byte() % 8 + 1;
+  if (in.byte() == 0xff)
+    threads = 300 + in.byte(); // Past the 255-entry thread table.
+  for (unsigned t = 0; t < threads; ++t) {
+    ThreadModel thread;
+    thread.tid = 1000 + t;
+    thread.name = in.text();
+    Segment segment;
+    uint64_t now = in.u16();
+    segment.begin = now;
+    std::vector<uint32_t> open;
+    unsigned frames = in.byte() % 32;
+    for (unsigned f = 0; f < frames; ++f) {
+      uint8_t op = in.byte();
+      now += op % 17;
+      if ((op & 0x80) && !open.empty()) {
+        segment.frames[open.back()].end = now;
+        open.pop_back();
+        continue;
+      }
+      Frame frame;
+      frame.begin = now;
+      frame.name = model.strings.intern(in.text());
+      frame.file = model.strings.intern(in.text());
+      frame.line = in.u16();
+      frame.address = in.u16();
+      frame.kind = static_cast<FrameKind>(op % 6);
+      frame.parent = open.empty() ? Frame::NoParent : open.back();
+      open.push_back(uint32_t(segment.frames.size()));
+      segment.frames.push_back(frame);
+    }
+    now += 1;
+    for (uint32_t index : open)
+      segment.frames[index].end = now;
+    segment.end = now;
+    thread.segments.push_back(std::move(segment));
+    model.threads.push_back(std::move(thread));
+  }
+  if (llvm::Error invalid = validateModel(model)) {
+    llvm::consumeError(std::move(invalid));
+    return 0;
+  }
+  std::string bytes;
+  llvm::raw_string_ostream os(bytes);
+  if (llvm::Error error = writeFxt(model, os)) {
+    llvm::consumeError(std::move(error));
+    return 0;
+  }
+  os.flush();
+  auto trace = fxt_test::readFxt(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
+  if (!trace) {
+    llvm::errs() << "written FXT does not validate: "
+                 << llvm::toString(trace.takeError()) << "\n";
+    abort();
+  }
+  return 0;
+}
