@@ -248,6 +248,40 @@ readLoadHeaders(const object::ELFFile<ELFT> &elf) {
   return loads;
 }
 
+/// llvm::object's symbol accessors call report_fatal_error (abort) on a
+/// symbol table whose header points outside the file: check each symbol
+/// table and its string table with the calls that return errors instead.
+template <typename ELFT>
+Error checkSymbolTables(const object::ELFFile<ELFT> &elf) {
+  auto sections = elf.sections();
+  if (!sections)
+    return sections.takeError();
+  for (const auto &section : *sections) {
+    if (section.sh_type != ELF::SHT_SYMTAB &&
+        section.sh_type != ELF::SHT_DYNSYM)
+      continue;
+    auto symbols = elf.symbols(&section);
+    if (!symbols)
+      return symbols.takeError();
+    auto names = elf.getStringTableForSymtab(section);
+    if (!names)
+      return names.takeError();
+  }
+  return Error::success();
+}
+
+Error checkSymbolTables(const object::ObjectFile &object) {
+  if (auto *elf = dyn_cast<object::ELF64LEObjectFile>(&object))
+    return checkSymbolTables(elf->getELFFile());
+  if (auto *elf = dyn_cast<object::ELF32LEObjectFile>(&object))
+    return checkSymbolTables(elf->getELFFile());
+  if (auto *elf = dyn_cast<object::ELF64BEObjectFile>(&object))
+    return checkSymbolTables(elf->getELFFile());
+  if (auto *elf = dyn_cast<object::ELF32BEObjectFile>(&object))
+    return checkSymbolTables(elf->getELFFile());
+  return Error::success();
+}
+
 Expected<std::vector<LoadSegmentHeader>>
 readLoadHeaders(const object::ObjectFile &object) {
   if (auto *elf = dyn_cast<object::ELF64LEObjectFile>(&object))
@@ -526,7 +560,12 @@ public:
         return;
       }
     }
-    symbols.build(object);
+    if (Error error = checkSymbolTables(object))
+      warnings.push_back(name + ": damaged symbol table: " +
+                         toString(std::move(error)) +
+                         " (symbolizing without symbols)");
+    else
+      symbols.build(object);
     if (!options.useDebugInfo)
       return;
     // DWARF from the separate debug file when there is one (llvm-symbolizer
