@@ -10,6 +10,7 @@
 #include "magic_trace/InsnClassifier.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/StackUnwinder.h"
+#include "magic_trace/VirtualClock.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
@@ -656,6 +657,8 @@ Expected<EmulateResult> Emulator::run() {
   snapshot.cpu.family = 6;
   snapshot.cpu.model = 0x3d;
   snapshot.cpu.stepping = 4;
+  // The decoder needs the virtual clock's MTC/CYC parameters to use them.
+  snapshot.timing = VirtualClock::timing;
   for (auto &thread : threads) {
     if (!thread->writer)
       continue;

@@ -199,7 +199,6 @@ int main(int argc, char **argv) {
   options.onlyTid = tid;
   options.minChunkBytes = chunkBytes;
 
-
   auto started = std::chrono::steady_clock::now();
   Expected<DecodeResult> result = decodeSnapshot(*snapshot, options);
   double seconds =
