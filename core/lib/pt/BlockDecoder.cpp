@@ -327,6 +327,10 @@ private:
         }
         if (status >= 0)
           continue;
+        // Nothing decoded: the failure is at the block's start, e.g. the
+        // address no module maps.
+        if (!block.ninsn && block.ip)
+          lastIp = block.ip;
       }
       if (status == -pte_eos)
         return std::nullopt;
