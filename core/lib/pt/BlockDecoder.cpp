@@ -148,8 +148,11 @@ public:
     // About 1.5 items per PT byte in practice (a TNT byte holds up to six
     // branches). Reserving only claims address space; pages are touched as
     // items arrive, and no reallocation copies them (which dominated the
-    // benchmark on a VM where page faults are dear).
-    uint64_t end = boundary < psbs.size() ? psbs[boundary] : bufferSize;
+    // benchmark on a VM where page faults are dear). The first piece
+    // reserves for the whole buffer: the stitcher moves it and appends the
+    // others to it.
+    uint64_t end =
+        boundary < psbs.size() && start ? psbs[boundary] : bufferSize;
     piece.items.reserve((end - psbs[start]) * 2);
     size_t index = start;
     while (index < psbs.size()) {
@@ -530,12 +533,6 @@ Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
 
   // Stitch: follow handoffs. A handoff to a PSB no piece started at (its
   // PSB+ had no status update to stop at) is decoded here, serially.
-  if (pieces.size() > 1) {
-    size_t total = 0;
-    for (const Piece &piece : pieces)
-      total += piece.items.size();
-    out.items.reserve(total);
-  }
   std::unique_ptr<PieceDecoder> stragglers;
   size_t index = 0;
   while (index < psbs.size()) {
