@@ -80,6 +80,9 @@ struct TracedThread {
   ThreadTruth truth;
   bool stepping = false; ///< A PTRACE_SINGLESTEP is outstanding.
   bool enabled = false;  ///< The writer is enabled (not in a syscall).
+  /// Back from a syscall: enable the writer before the next instruction
+  /// runs, wherever that is (a signal handler may come first).
+  bool pendingEnable = false;
   bool alive = true;
   uint64_t ip = 0; ///< The instruction being (or about to be) stepped.
   ClassifiedInsn insn;
@@ -104,22 +107,59 @@ Expected<uint64_t> resolveLocation(StringRef spec, StringRef exePath,
   return *symbol + bias;
 }
 
-bool isCaught(pid_t tid, int signal) {
+/// The signal masks of /proc/TID/status.
+struct SignalMasks {
+  uint64_t pending = 0; ///< SigPnd | ShdPnd.
+  uint64_t blocked = 0;
+  uint64_t caught = 0;
+};
+
+SignalMasks readSignalMasks(pid_t tid) {
+  SignalMasks masks;
   auto buffer =
       MemoryBuffer::getFileAsStream("/proc/" + std::to_string(tid) + "/status");
   if (!buffer)
-    return false;
+    return masks;
   StringRef text = (*buffer)->getBuffer();
-  size_t pos = text.find("SigCgt:");
-  if (pos == StringRef::npos)
-    return false;
-  uint64_t mask;
-  if (text.substr(pos + 7)
-          .ltrim()
-          .take_while(isHexDigit)
-          .getAsInteger(16, mask))
-    return false;
-  return (mask >> (signal - 1)) & 1;
+  auto field = [&](StringRef name) -> uint64_t {
+    size_t pos = text.find(name);
+    uint64_t mask = 0;
+    if (pos == StringRef::npos || text.substr(pos + name.size())
+                                      .ltrim()
+                                      .take_while(isHexDigit)
+                                      .getAsInteger(16, mask))
+      return 0;
+    return mask;
+  };
+  masks.pending = field("SigPnd:") | field("ShdPnd:");
+  masks.blocked = field("SigBlk:");
+  masks.caught = field("SigCgt:");
+  return masks;
+}
+
+bool isCaught(pid_t tid, int signal) {
+  return (readSignalMasks(tid).caught >> (signal - 1)) & 1;
+}
+
+/// A caught signal waits to be delivered: the next step enters its handler.
+bool handlerPending(pid_t tid) {
+  SignalMasks masks = readSignalMasks(tid);
+  return masks.pending & ~masks.blocked & masks.caught;
+}
+
+/// Where a thread stopped by a signal in the middle of a syscall resumes
+/// when the signal is not handled: the kernel restarts the syscall
+/// (-ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND, -ERESTART_RESTARTBLOCK)
+/// by backing the IP up over the 2-byte `syscall`. Otherwise `rip`.
+uint64_t resumeIp(pid_t tid, uint64_t rip) {
+  user_regs_struct regs;
+  if (ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0)
+    return rip;
+  int64_t result = int64_t(regs.rax);
+  bool inSyscall = int64_t(regs.orig_rax) >= 0;
+  bool restarts =
+      result == -512 || result == -513 || result == -514 || result == -516;
+  return inSyscall && restarts ? rip - 2 : rip;
 }
 
 class Emulator {
@@ -263,8 +303,9 @@ Error Emulator::runToStart(Tracee &tracee, uint64_t startAddress) {
     if (regs.rip - 1 != startAddress)
       continue;
     // The start point: undo the int3 and back up over it.
-    if (ptrace(PTRACE_POKETEXT, pid, startAddress, word) != 0)
-      return ptraceError("POKETEXT", pid);
+    // Memory goes through the stopped thread: the others may be running.
+    if (ptrace(PTRACE_POKETEXT, tid, startAddress, word) != 0)
+      return ptraceError("POKETEXT", tid);
     regs.rip = startAddress;
     if (ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0)
       return ptraceError("SETREGS", tid);
@@ -342,6 +383,18 @@ Error Emulator::stepThread(TracedThread &thread) {
     trigger = &thread;
     return Error::success();
   }
+  // A step that delivers a caught signal runs no instruction; tracing
+  // resumes in the handler.
+  // After a syscall, the kernel may deliver a signal first (as raise()
+  // does): then hardware's next packet is TIP.PGE at the handler.
+  if (thread.pendingEnable && !thread.deliveringToHandler &&
+      !handlerPending(thread.tid)) {
+    if (Error err = thread.writer->enable(thread.ip))
+      return err;
+    thread.pendingEnable = false;
+    thread.enabled = true;
+    thread.truth.addEvent(TruthEventKind::Enable, 0, thread.ip);
+  }
   Expected<ClassifiedInsn> insn = classifyAt(thread.tid, thread.ip);
   if (!insn)
     return insn.takeError();
@@ -366,16 +419,11 @@ Error Emulator::finishStep(TracedThread &thread, uint64_t nextIp) {
   thread.ip = nextIp;
   if (insn.branch != BranchClass::Syscall)
     return Error::success();
-  // Back from the kernel: tracing resumes at the next user instruction, and
-  // an mmap may have loaded a module.
+  // Back from the kernel: tracing resumes (TIP.PGE) at the next user
+  // instruction that runs, and an mmap may have loaded a module.
   thread.enabled = false;
-  if (Error err = refreshModules())
-    return err;
-  if (Error err = thread.writer->enable(nextIp))
-    return err;
-  thread.enabled = true;
-  thread.truth.addEvent(TruthEventKind::Enable, 0, nextIp);
-  return Error::success();
+  thread.pendingEnable = true;
+  return refreshModules();
 }
 
 Error Emulator::handleStop(TracedThread &thread, int status) {
@@ -428,20 +476,24 @@ Error Emulator::handleStop(TracedThread &thread, int status) {
     // at the start point: trace it from here.
     if (stopRequested)
       return Error::success();
-    thread.ip = rip;
+    // A thread stopped inside a syscall (by the start point's SIGSTOP) runs
+    // that syscall again.
+    thread.ip = signal == SIGSTOP ? resumeIp(thread.tid, rip) : rip;
     return startThread(thread);
   }
   if (signal == SIGTRAP && wasStepping) {
     if (thread.deliveringToHandler) {
       // The kernel entered the signal handler; nothing ran at thread.ip.
+      // Straight after a syscall tracing is still off, so there is nothing
+      // to interrupt in the packets; otherwise FUP + TIP.PGD.
       thread.deliveringToHandler = false;
       thread.truth.addEvent(TruthEventKind::Interrupt, thread.ip, rip);
-      if (Error err = thread.writer->interrupt(thread.ip))
-        return err;
+      if (thread.enabled)
+        if (Error err = thread.writer->interrupt(thread.ip))
+          return err;
+      thread.enabled = false;
+      thread.pendingEnable = true;
       thread.ip = rip;
-      if (Error err = thread.writer->enable(rip))
-        return err;
-      thread.truth.addEvent(TruthEventKind::Enable, 0, rip);
       return stepThread(thread);
     }
     // A REP string instruction traps once per iteration at the same IP:
@@ -462,6 +514,9 @@ Error Emulator::handleStop(TracedThread &thread, int status) {
     thread.signalToDeliver = signal;
     thread.deliveringToHandler = isCaught(thread.tid, signal);
   }
+  // Without a handler, an interrupted syscall is restarted: it runs again.
+  if (!thread.deliveringToHandler)
+    thread.ip = resumeIp(thread.tid, rip);
   return stepThread(thread);
 }
 
@@ -647,17 +702,8 @@ Expected<EmulateResult> Emulator::run() {
   Snapshot &snapshot = result.snapshot;
   snapshot.pid = uint64_t(pid);
   snapshot.processName = sys::path::filename(path).str();
-  // The virtual CPU: libipt (and so LLDB) refuses a CPU it does not know
-  // (pt_cpu_errata -> "unknown cpu"), so name a real one with the fewest
-  // errata: Broadwell (family 6, model 0x3d) has only bdm70 (stray FUP in a
-  // PSB+ before TIP.PGE) and bdm64 (TSX aborts), neither of which the
-  // emulator produces. Skylake and later add OVF/TIP.PGD workarounds that
-  // would reinterpret packets we write on purpose.
-  snapshot.cpu.vendor = "GenuineIntel";
-  snapshot.cpu.family = 6;
-  snapshot.cpu.model = 0x3d;
-  snapshot.cpu.stepping = 4;
-  // The decoder needs the virtual clock's MTC/CYC parameters to use them.
+  // The virtual CPU and clock of the packets (VirtualClock.h).
+  snapshot.cpu = emulatorCpu();
   snapshot.timing = VirtualClock::timing;
   for (auto &thread : threads) {
     if (!thread->writer)
