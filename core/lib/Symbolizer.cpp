@@ -23,6 +23,8 @@
 
 #include "magic_trace/Symbolizer.h"
 
+#include "DwarfLineCheck.h"
+
 #include "llvm/BinaryFormat/ELF.h"
 #include "llvm/DebugInfo/DIContext.h"
 #include "llvm/DebugInfo/DWARF/DWARFCompileUnit.h"
@@ -34,7 +36,11 @@
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Object/SymbolSize.h"
+#include "llvm/Support/CRC.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -125,9 +131,9 @@ public:
     for (TableSymbol &symbol : symbols) {
       if (symbol.localIndex == 0)
         continue;
-      auto file = std::upper_bound(
-          fileSymbols.begin(), fileSymbols.end(),
-          std::make_pair(symbol.localIndex, StringRef()));
+      auto file =
+          std::upper_bound(fileSymbols.begin(), fileSymbols.end(),
+                           std::make_pair(symbol.localIndex, StringRef()));
       if (file != fileSymbols.begin())
         symbol.file = file[-1].second;
     }
@@ -180,8 +186,7 @@ private:
       return;
     }
     bool isElf = isa<object::ELFObjectFileBase>(symbol.getObject());
-    uint32_t index =
-        isElf ? uint32_t(symbol.getRawDataRefImpl().d.b) : 0;
+    uint32_t index = isElf ? uint32_t(symbol.getRawDataRefImpl().d.b) : 0;
     if (*section == symbol.getObject()->section_end()) {
       if (isElf && object::ELFSymbolRef(symbol).getELFType() == ELF::STT_FILE)
         fileSymbols.emplace_back(index, *name);
@@ -238,8 +243,8 @@ readLoadHeaders(const object::ELFFile<ELFT> &elf) {
   std::vector<LoadSegmentHeader> loads;
   for (const auto &header : *headers)
     if (header.p_type == ELF::PT_LOAD)
-      loads.push_back({header.p_vaddr, header.p_memsz, header.p_offset,
-                       header.p_filesz});
+      loads.push_back(
+          {header.p_vaddr, header.p_memsz, header.p_offset, header.p_filesz});
   return loads;
 }
 
@@ -263,6 +268,98 @@ uint64_t preferredBase(const std::vector<LoadSegmentHeader> &loads) {
   for (const LoadSegmentHeader &load : loads)
     lowest = std::min(lowest, load.vaddr);
   return lowest == NoEnd ? 0 : lowest & ~(LoaderPageSize - 1);
+}
+
+/// Where Debian (and most distributions) install separate debug files.
+constexpr const char *DebugRoot = "/usr/lib/debug";
+
+/// True if `path` holds a file whose CRC-32 is `crc` (.gnu_debuglink's check).
+bool hasCrc(const std::string &path, uint32_t crc) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+      MemoryBuffer::getFile(path, /*IsText=*/false,
+                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return false;
+  return llvm::crc32(arrayRefFromStringRef((*buffer)->getBuffer())) == crc;
+}
+
+/// The separate debug file of `object` (read from `path`), looked up where
+/// llvm-symbolizer looks by default: first by build-id under
+/// /usr/lib/debug/.build-id/, then by .gnu_debuglink next to the file, in its
+/// .debug/ folder, and under /usr/lib/debug/<its folder>. Empty if none.
+std::string findDebugFile(const object::ObjectFile &object, StringRef path) {
+  std::string id = lowerHex(object::getBuildID(&object));
+  if (id.size() > 2) {
+    std::string candidate = std::string(DebugRoot) + "/.build-id/" +
+                            id.substr(0, 2) + "/" + id.substr(2) + ".debug";
+    if (sys::fs::exists(candidate))
+      return candidate;
+  }
+  for (const object::SectionRef &section : object.sections()) {
+    Expected<StringRef> name = section.getName();
+    if (!name) {
+      consumeError(name.takeError());
+      continue;
+    }
+    if (*name != ".gnu_debuglink")
+      continue;
+    Expected<StringRef> contents = section.getContents();
+    if (!contents) {
+      consumeError(contents.takeError());
+      return "";
+    }
+    // A NUL-terminated file name, padded to 4 bytes, then its CRC-32.
+    StringRef link = contents->take_until([](char c) { return c == '\0'; });
+    uint64_t crcOffset = alignTo(link.size() + 1, 4);
+    if (link.empty() || crcOffset + 4 > contents->size())
+      return "";
+    uint32_t crc = support::endian::read32(contents->data() + crcOffset,
+                                           object.isLittleEndian()
+                                               ? llvm::endianness::little
+                                               : llvm::endianness::big);
+    SmallString<256> folder = path;
+    sys::fs::make_absolute(folder);
+    sys::path::remove_filename(folder);
+    SmallString<256> candidates[3];
+    sys::path::append(candidates[0], folder, link);
+    sys::path::append(candidates[1], folder, ".debug", link);
+    sys::path::append(candidates[2], DebugRoot, folder, link);
+    for (const SmallString<256> &candidate : candidates)
+      if (candidate != path && hasCrc(candidate.str().str(), crc))
+        return candidate.str().str();
+    return "";
+  }
+  return "";
+}
+
+/// The raw line-table sections of `object`; nullopt when one is compressed
+/// (then there is nothing cheap to check).
+std::optional<DwarfLineSections>
+lineSections(const object::ObjectFile &object) {
+  DwarfLineSections sections;
+  sections.littleEndian = object.isLittleEndian();
+  for (const object::SectionRef &section : object.sections()) {
+    Expected<StringRef> name = section.getName();
+    if (!name) {
+      consumeError(name.takeError());
+      continue;
+    }
+    StringRef *slot = *name == ".debug_line"       ? &sections.line
+                      : *name == ".debug_line_str" ? &sections.lineStr
+                      : *name == ".debug_str"      ? &sections.str
+                                                   : nullptr;
+    if (!slot)
+      continue;
+    if (section.isCompressed())
+      return std::nullopt;
+    Expected<StringRef> contents = section.getContents();
+    if (!contents) {
+      consumeError(contents.takeError());
+      continue;
+    }
+    *slot = *contents;
+  }
+  return sections;
 }
 
 /// The entry of the physical function `subprogram`: DW_AT_low_pc, else
@@ -324,7 +421,8 @@ void excludeNestedCallees(const DWARFDie &scope, uint64_t address,
   }
 }
 
-bool sameSourceLine(const DWARFDebugLine::Row &a, const DWARFDebugLine::Row &b) {
+bool sameSourceLine(const DWARFDebugLine::Row &a,
+                    const DWARFDebugLine::Row &b) {
   return a.File == b.File && a.Line == b.Line;
 }
 
@@ -332,8 +430,8 @@ bool sameSourceLine(const DWARFDebugLine::Row &a, const DWARFDebugLine::Row &b) 
 /// same file and line, following LineTable::lookupAddress's rules: the
 /// sequence is the first whose end lies above the address, and the row is the
 /// last one whose address is at most the address.
-void intersectLineRows(const DWARFDebugLine::LineTable &table,
-                       uint64_t address, Interval &interval) {
+void intersectLineRows(const DWARFDebugLine::LineTable &table, uint64_t address,
+                       Interval &interval) {
   const auto &sequences = table.Sequences;
   auto sequence = std::upper_bound(
       sequences.begin(), sequences.end(), address,
@@ -431,22 +529,49 @@ public:
     symbols.build(object);
     if (!options.useDebugInfo)
       return;
+    // DWARF from the separate debug file when there is one (llvm-symbolizer
+    // prefers it too); names still come from this file's symbol table.
+    const object::ObjectFile *debugObject = &object;
+    std::string debugPath = findDebugFile(object, module.fileToRead());
+    if (!debugPath.empty()) {
+      auto debugBinary = object::ObjectFile::createObjectFile(debugPath);
+      if (debugBinary) {
+        debugOwner = std::move(*debugBinary);
+        debugObject = debugOwner.getBinary();
+      } else {
+        consumeError(debugBinary.takeError());
+      }
+    }
+    // LLVM's line-table parser crashes on some damaged prologues: check
+    // them first, and keep to the symbol table if they are damaged.
+    if (std::optional<DwarfLineSections> sections = lineSections(*debugObject))
+      if (Error error = checkDwarfLineTables(*sections)) {
+        warnings.push_back(
+            name + ": damaged DWARF in " +
+            (debugPath.empty() ? module.fileToRead() : debugPath) + ": " +
+            toString(std::move(error)) +
+            " (symbolizing from the symbol table)");
+        return;
+      }
     dwarf = DWARFContext::create(
-        object, DWARFContext::ProcessDebugRelocations::Process, nullptr, "",
-        [](Error error) { consumeError(std::move(error)); },
+        *debugObject, DWARFContext::ProcessDebugRelocations::Process, nullptr,
+        "", [](Error error) { consumeError(std::move(error)); },
         [](Error error) { consumeError(std::move(error)); });
     if (dwarf->getNumCompileUnits() == 0)
       dwarf.reset();
   }
 
   bool usable() const { return problem.empty(); }
+  /// Problems that leave the module usable (damaged DWARF).
+  const std::vector<std::string> &warningTexts() const { return warnings; }
   const std::string &problemText() const { return problem; }
   const std::vector<LoadSegmentHeader> &loadHeaders() const { return loads; }
 
   /// The cached range containing `address`, computing it on a miss.
   const FileRange &rangeFor(uint64_t address, SymbolizerStats &stats) {
     auto next = ranges.upper_bound(address);
-    if (next != ranges.begin() && address < std::prev(next)->second.interval.end) {
+    if (next != ranges.begin() &&
+        address < std::prev(next)->second.interval.end) {
       ++stats.hits;
       return std::prev(next)->second;
     }
@@ -510,9 +635,8 @@ private:
       bool outermost = i + 1 == count;
       if (outermost && match.symbol)
         function = match.symbol->name.str();
-      frame.function = function == DILineInfo::BadString
-                           ? strings.intern("??")
-                           : internName(function);
+      frame.function = function == DILineInfo::BadString ? strings.intern("??")
+                                                         : internName(function);
       if (line.FileName != DILineInfo::BadString)
         frame.file = strings.intern(line.FileName);
       else if (outermost && match.symbol && !match.symbol->file.empty())
@@ -536,7 +660,9 @@ private:
   StringTable &strings;
   bool demangle;
   std::string problem;
+  std::vector<std::string> warnings;
   object::OwningBinary<object::ObjectFile> owner;
+  object::OwningBinary<object::ObjectFile> debugOwner; ///< Separate DWARF.
   std::vector<LoadSegmentHeader> loads;
   SymbolTable symbols;
   std::unique_ptr<DWARFContext> dwarf;
@@ -547,8 +673,8 @@ private:
 struct Mapping {
   uint64_t begin = 0;
   uint64_t end = 0;
-  uint64_t fileBegin = 0; ///< File address of `begin`.
-  size_t module = 0;      ///< Index into the module list.
+  uint64_t fileBegin = 0;       ///< File address of `begin`.
+  size_t module = 0;            ///< Index into the module list.
   ObjectInfo *object = nullptr; ///< Null when the module is unusable.
 };
 
@@ -560,10 +686,9 @@ public:
       : modules(std::move(moduleList)), strings(strings), options(options) {
     for (size_t index = 0; index < modules.size(); ++index)
       addModule(index);
-    std::sort(mappings.begin(), mappings.end(),
-              [](const Mapping &a, const Mapping &b) {
-                return a.begin < b.begin;
-              });
+    std::sort(
+        mappings.begin(), mappings.end(),
+        [](const Mapping &a, const Mapping &b) { return a.begin < b.begin; });
   }
 
   const SymbolRange &lookup(uint64_t address) {
@@ -599,6 +724,10 @@ private:
     ObjectInfo *object = objectFor(module);
     if (!object->usable())
       problems.push_back(object->problemText());
+    for (const std::string &warning : object->warningTexts())
+      if (std::find(problems.begin(), problems.end(), warning) ==
+          problems.end())
+        problems.push_back(warning);
     ObjectInfo *usable = object->usable() ? object : nullptr;
     const auto &loads = object->loadHeaders();
     if (!module.segments.empty()) {
@@ -626,11 +755,12 @@ private:
                     nullptr};
     for (const LoadSegmentHeader &load : loads) {
       if (load.offset <= segment.fileOffset &&
-          segment.fileOffset < load.offset + std::max(load.fileSize, uint64_t(1))) {
+          segment.fileOffset <
+              load.offset + std::max(load.fileSize, uint64_t(1))) {
         mapping.fileBegin = load.vaddr + (segment.fileOffset - load.offset);
-        mapping.end = std::min(mapping.end, mapping.begin + (load.vaddr +
-                                                             load.memSize -
-                                                             mapping.fileBegin));
+        mapping.end =
+            std::min(mapping.end, mapping.begin + (load.vaddr + load.memSize -
+                                                   mapping.fileBegin));
         mapping.object = object;
         break;
       }
@@ -718,7 +848,7 @@ private:
   StringTable &strings;
   Options options;
   std::map<std::string, std::unique_ptr<ObjectInfo>> objects;
-  std::vector<Mapping> mappings; ///< Sorted by begin.
+  std::vector<Mapping> mappings;  ///< Sorted by begin.
   std::deque<SymbolRange> stored; ///< Stable addresses for returned refs.
   std::map<uint64_t, const SymbolRange *> byBegin;
   const SymbolRange *last = nullptr;
