@@ -1,0 +1,316 @@
+//===- Decode.cpp - magic-trace-decode: offline decode of a bundle --------===//
+//
+// Loads a trace bundle (ours or LLDB's `trace save`), decodes every thread
+// with the core decoder and prints instructions, control-flow events or
+// calls, then a one-line summary. Output formats: docs/decoder.md.
+//
+//===----------------------------------------------------------------------===//
+#include "magic_trace/Bundle.h"
+#include "magic_trace/Decoder.h"
+#include "magic_trace/Symbolizer.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace llvm;
+using namespace magic_trace;
+
+namespace {
+
+enum class DumpKind { None, Events, Calls, Insns };
+
+const char *const kUsage =
+    "usage: magic-trace-decode BUNDLE_DIR_OR_JSON [--dump "
+    "events|calls|insns|none] [--threads N] [--tid T] [--chunk-bytes B]\n"
+    "  --dump events   one line per control-flow event (default)\n"
+    "  --dump calls    only calls and returns\n"
+    "  --dump insns    every executed instruction address\n"
+    "  --dump none     only the summary\n"
+    "  --threads N     decode threads (default: cores; 1 = serial)\n"
+    "  --tid T         only this thread\n"
+    "  --chunk-bytes B smallest piece of a buffer per decode task (65536)\n";
+
+struct Args {
+  std::string input;
+  DumpKind dump = DumpKind::Events;
+  unsigned threads = 0;
+  uint64_t tid = 0;
+  uint64_t chunkBytes = 64 * 1024;
+};
+
+/// Parses the command line by hand: libLLVM.so already registers a global
+/// "threads" option, so llvm::cl cannot take ours.
+Expected<Args> parseArgs(int argc, char **argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    StringRef arg = argv[i];
+    if (!arg.starts_with("-")) {
+      if (!args.input.empty())
+        return createStringError("more than one bundle given (" + arg.str() +
+                                 "); pass one BUNDLE_DIR_OR_JSON");
+      args.input = arg.str();
+      continue;
+    }
+    auto [name, value] = arg.split('=');
+    name = name.ltrim('-');
+    if (name == "help" || name == "h")
+      return createStringError("help");
+    if (!arg.contains('=')) {
+      if (i + 1 >= argc)
+        return createStringError("--" + name.str() +
+                                 " needs a value (see --help)");
+      value = argv[++i];
+    }
+    uint64_t number = 0;
+    if (name == "dump") {
+      if (value == "events")
+        args.dump = DumpKind::Events;
+      else if (value == "calls")
+        args.dump = DumpKind::Calls;
+      else if (value == "insns")
+        args.dump = DumpKind::Insns;
+      else if (value == "none")
+        args.dump = DumpKind::None;
+      else
+        return createStringError("unknown --dump kind '" + value.str() +
+                                 "' (use events, calls, insns or none)");
+    } else if (name == "threads" || name == "tid" || name == "chunk-bytes") {
+      if (value.getAsInteger(0, number))
+        return createStringError("--" + name.str() + " wants a number, not '" +
+                                 value.str() + "'");
+      if (name == "threads")
+        args.threads = static_cast<unsigned>(number);
+      else if (name == "tid")
+        args.tid = number;
+      else
+        args.chunkBytes = number;
+    } else {
+      return createStringError("unknown option '" + arg.str() +
+                               "' (see --help)");
+    }
+  }
+  if (args.input.empty())
+    return createStringError("no bundle given (pass BUNDLE_DIR_OR_JSON)");
+  return args;
+}
+
+int fail(const Twine &message) {
+  WithColor::error(errs(), "magic-trace-decode") << message << "\n";
+  return 1;
+}
+
+std::string hex(uint64_t value) { return "0x" + utohexstr(value, true); }
+
+/// Names and places addresses through the symbolizer.
+class Namer {
+public:
+  Namer(const Snapshot &snapshot) : symbolizer(snapshot.modules, strings) {}
+
+  const SymbolRange &range(uint64_t address) {
+    return symbolizer.lookup(address);
+  }
+
+  /// "0xADDR function+0xOFF", plus " {inlined > chain}" when the address is
+  /// inside inlined code.
+  std::string describe(uint64_t address) {
+    const SymbolRange &where = range(address);
+    std::string text = hex(address);
+    if (where.frames.empty())
+      return text;
+    text += " " + strings.get(where.frames.front().function).str();
+    if (where.functionEntry && address >= where.functionEntry)
+      text += "+" + hex(address - where.functionEntry);
+    if (where.frames.size() > 1) {
+      text += " {";
+      for (size_t i = 1; i < where.frames.size(); ++i) {
+        if (i > 1)
+          text += " > ";
+        text += strings.get(where.frames[i].function).str();
+      }
+      text += "}";
+    }
+    return text;
+  }
+
+  const SymbolizerStats &stats() const { return symbolizer.stats(); }
+  std::vector<std::string> problems() const {
+    return symbolizer.moduleProblems();
+  }
+
+private:
+  StringTable strings;
+  Symbolizer symbolizer;
+};
+
+/// The event a Block's last instruction makes, or nullptr: calls and
+/// returns always; jumps and taken conditional branches only into another
+/// function (tail calls, PLT stubs); syscalls and far transfers.
+const char *transferName(Namer &namer, const TraceItem &block, uint64_t target,
+                         bool callsOnly) {
+  switch (block.lastClass) {
+  case BranchClass::DirectCall:
+  case BranchClass::IndirectCall:
+    return "call";
+  case BranchClass::Return:
+    return "return";
+  case BranchClass::Syscall:
+    return callsOnly ? nullptr : "syscall";
+  case BranchClass::FarTransfer:
+    return callsOnly ? nullptr : "far";
+  case BranchClass::DirectJump:
+  case BranchClass::IndirectJump:
+  case BranchClass::CondBranch: {
+    if (callsOnly || !target)
+      return nullptr;
+    uint64_t from = namer.range(block.lastIp).functionEntry;
+    uint64_t to = namer.range(target).functionEntry;
+    return from != to ? "jump" : nullptr;
+  }
+  default:
+    return nullptr;
+  }
+}
+
+const char *itemName(ItemKind kind) {
+  switch (kind) {
+  case ItemKind::Enable:
+    return "enable";
+  case ItemKind::Disable:
+    return "disable";
+  case ItemKind::Overflow:
+    return "overflow";
+  case ItemKind::Error:
+    return "error";
+  case ItemKind::Block:
+    return "block";
+  }
+  return "?";
+}
+
+/// Where control went after item `i`: the next Block's IP, 0 if an event
+/// comes first or nothing follows.
+uint64_t targetAfter(const std::vector<TraceItem> &items, size_t i) {
+  if (i + 1 < items.size() && items[i + 1].kind == ItemKind::Block)
+    return items[i + 1].ip;
+  return 0;
+}
+
+/// Prints events of one thread; returns how many. Each line:
+/// "<ns> +<insns since the previous line> <kind> <where>...". A transfer's
+/// time is when its target starts (the next Block's time).
+uint64_t printEvents(raw_ostream &out, Namer &namer, const ThreadDecode &decode,
+                     bool callsOnly) {
+  uint64_t events = 0;
+  uint64_t sinceLast = 0;
+  const std::vector<TraceItem> &items = decode.items;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const TraceItem &item = items[i];
+    if (item.kind == ItemKind::Block) {
+      sinceLast += item.detail;
+      uint64_t target = targetAfter(items, i);
+      const char *name = transferName(namer, item, target, callsOnly);
+      if (!name)
+        continue;
+      ++events;
+      uint64_t time = target ? items[i + 1].timeNs : item.timeNs;
+      out << time << " +" << sinceLast << " " << name << " "
+          << namer.describe(item.lastIp) << " -> "
+          << (target ? namer.describe(target) : std::string("?")) << "\n";
+      sinceLast = 0;
+      continue;
+    }
+    if (callsOnly)
+      continue;
+    ++events;
+    out << item.timeNs << " +" << sinceLast << " " << itemName(item.kind) << " "
+        << (item.ip ? namer.describe(item.ip) : std::string("0x0"));
+    sinceLast = 0;
+    if (item.kind == ItemKind::Error) {
+      const DecodeError &error = decode.errors[item.detail];
+      out << " offset " << error.offset << ": " << error.message;
+    }
+    out << "\n";
+  }
+  return events;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Expected<Args> parsed = parseArgs(argc, argv);
+  if (!parsed) {
+    std::string message = toString(parsed.takeError());
+    if (message == "help") {
+      outs() << kUsage;
+      return 0;
+    }
+    return fail(message);
+  }
+  const Args &args = *parsed;
+
+  Expected<Snapshot> snapshot = loadBundle(args.input);
+  if (!snapshot)
+    return fail(toString(snapshot.takeError()));
+
+  DecodeOptions options;
+  options.threads = args.threads;
+  options.onlyTid = args.tid;
+  options.minChunkBytes = args.chunkBytes;
+
+  auto started = std::chrono::steady_clock::now();
+  Expected<DecodeResult> result = decodeSnapshot(*snapshot, options);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  if (!result)
+    return fail(toString(result.takeError()));
+
+  for (const ModuleImageStatus &module : result->modules)
+    if (!module.problem.empty())
+      WithColor::warning(errs(), "magic-trace-decode")
+          << module.problem << "\n";
+
+  Namer namer(*snapshot);
+  raw_ostream &out = outs();
+  uint64_t instructions = 0, events = 0, errors = 0;
+  for (const ThreadDecode &decode : result->threads) {
+    instructions += decode.instructions;
+    errors += decode.errors.size();
+    switch (args.dump) {
+    case DumpKind::Insns: {
+      out << "# thread " << decode.tid << " instructions "
+          << decode.instructions << "\n";
+      auto addresses = expandInstructions(*snapshot, decode, options);
+      if (!addresses)
+        return fail(toString(addresses.takeError()));
+      for (uint64_t address : *addresses)
+        out << hex(address) << "\n";
+      events += printEvents(nulls(), namer, decode, false);
+      break;
+    }
+    case DumpKind::Events:
+    case DumpKind::Calls:
+      out << "# thread " << decode.tid << "\n";
+      events += printEvents(out, namer, decode, args.dump == DumpKind::Calls);
+      break;
+    case DumpKind::None:
+      events += printEvents(nulls(), namer, decode, false);
+      break;
+    }
+  }
+  out << "summary: " << result->threads.size() << " threads, " << instructions
+      << " instructions, " << events << " events, " << errors << " errors, "
+      << "symbol cache hit rate "
+      << format("%.1f%%", namer.stats().lookups ? 100.0 * namer.stats().hits /
+                                                      namer.stats().lookups
+                                                : 0.0)
+      << " (" << namer.stats().lookups << " lookups, "
+      << namer.stats().distinctRanges << " ranges), decode "
+      << format("%.3f", seconds * 1000) << " ms (" << args.threads
+      << " threads requested, " << result->stats.chunks << " pieces)\n";
+  return 0;
+}
