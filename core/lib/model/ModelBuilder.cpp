@@ -120,7 +120,7 @@ private:
   // Segments.
   void startSegment(uint64_t time);
   void closeSpan(uint64_t time);
-  void closeSegment(uint64_t time);
+  void closeSegment(uint64_t time, bool gapFollows);
   void finishGap(uint64_t time);
   void putInPreOrder();
 
@@ -175,7 +175,7 @@ void SegmentBuilder::run() {
     }
   }
   if (inSegment)
-    closeSegment(lastTime);
+    closeSegment(lastTime, /*gapFollows=*/false);
   if (gapPending)
     finishGap(lastTime);
 }
@@ -262,7 +262,7 @@ void SegmentBuilder::onLoss(const TraceItem &item) {
     name = strings.intern("[" + reason + "]");
   }
   if (inSegment) {
-    closeSegment(lastTime);
+    closeSegment(lastTime, /*gapFollows=*/true);
   } else if (gapPending) {
     // Consecutive losses with nothing decoded between them: one gap.
     return;
@@ -503,7 +503,7 @@ void SegmentBuilder::closeSpan(uint64_t time) {
 }
 
 /// Frames still open end at `time`, the first instant nothing is known.
-void SegmentBuilder::closeSegment(uint64_t time) {
+void SegmentBuilder::closeSegment(uint64_t time, bool gapFollows) {
   closeSpan(time);
   SegmentFacts &fact = facts.back();
   fact.endStack.clear();
@@ -513,8 +513,10 @@ void SegmentBuilder::closeSegment(uint64_t time) {
   putInPreOrder();
   Segment &segment = model.segments.back();
   segment.end = time;
-  segment.frames = std::move(frames);
-  segment.frames.shrink_to_fit();
+  // Exactly sized (the model is most of the memory a snapshot keeps), with
+  // room for the gap span a loss adds next.
+  segment.frames.reserve(frames.size() + (gapFollows ? 1 : 0));
+  segment.frames.assign(frames.begin(), frames.end());
   fact.startDepth = inferredCount;
   frames = {};
   inSegment = false;
