@@ -20,6 +20,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 namespace magic_trace {
 
@@ -62,6 +64,11 @@ public:
   virtual const RingBuffer &buffer() const = 0;
   virtual TimeConversion timeConversion() const = 0;
   virtual uint64_t instructions() const = 0;
+  /// Instruction index ranges [first, first + count) (indices count every
+  /// step() call from 0) whose packets an injected overflow dropped: a
+  /// decoder cannot see them, so tests leave them out of the ground truth.
+  virtual std::vector<std::pair<uint64_t, uint64_t>>
+  lostInstructions() const = 0;
 };
 
 } // namespace magic_trace

@@ -1,0 +1,71 @@
+//===- ProcessModules.h - Modules of a live process from /proc --*- C++ -*-===//
+//
+// The emulator's module list: /proc/PID/maps grouped by file into Module /
+// LoadedSegment, with each file's GNU build-id read from its ELF note, plus
+// the ELF facts the stepper needs (architecture check, symbol lookup, load
+// bias). Linux only; no LLDB.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PROCESSMODULES_H
+#define MAGIC_TRACE_PROCESSMODULES_H
+
+#include "magic_trace/Snapshot.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace magic_trace {
+
+/// One line of /proc/PID/maps.
+struct MapsEntry {
+  uint64_t start = 0;
+  uint64_t end = 0;
+  uint64_t fileOffset = 0;
+  bool executable = false;
+  std::string path; ///< Empty for anonymous mappings.
+};
+
+/// Parses the text of /proc/PID/maps. Lines that do not parse are skipped.
+std::vector<MapsEntry> parseProcMaps(llvm::StringRef text);
+
+/// Groups file-backed mappings (absolute paths only: no [vdso], [heap]) into
+/// modules, in order of first address. loadAddress is the mapping at file
+/// offset 0 (the lowest one when none is). Build-ids come from `buildIds`
+/// (path -> build-id) when it has the path, else from the files.
+std::vector<Module>
+modulesFromMaps(const std::vector<MapsEntry> &maps,
+                const std::map<std::string, std::string> &buildIds = {});
+
+/// Reads /proc/`pid`/maps and returns modulesFromMaps of it.
+/// Fails when the file cannot be read (process gone).
+llvm::Expected<std::vector<MapsEntry>> readProcMaps(int pid);
+
+/// Lower-case hex GNU build-id of the ELF file at `path`; empty if it has
+/// none or cannot be read.
+std::string readBuildId(llvm::StringRef path);
+
+/// Checks that `path` is an x86-64 ELF executable or shared object.
+/// Errors: the file cannot be read, is not ELF, or is for another machine.
+llvm::Error checkX86_64Elf(llvm::StringRef path);
+
+/// The link-time address of function/object symbol `name` in ELF `path`
+/// (.symtab, then .dynsym). Errors: unreadable file, symbol not found.
+llvm::Expected<uint64_t> findElfSymbol(llvm::StringRef path,
+                                       llvm::StringRef name);
+
+/// The lowest link-time address of the PT_LOAD segments, page aligned, and
+/// whether the file is position independent (ET_DYN).
+struct ElfLoadInfo {
+  uint64_t firstLoadVaddr = 0;
+  bool positionIndependent = false;
+};
+llvm::Expected<ElfLoadInfo> readElfLoadInfo(llvm::StringRef path);
+
+} // namespace magic_trace
+
+#endif

@@ -1,0 +1,462 @@
+//===- PacketWriter.cpp - Emulated Intel PT packet stream -----------------===//
+//
+// Writes the packets a CPU would write in user-only tracing (Intel SDM vol. 3,
+// chapter "Intel Processor Trace"), one pt_packet at a time through libipt's
+// encoder, into a RingBuffer. The rules, and the virtual clock behind the
+// timing packets, are documented in docs/emulator.md.
+//
+//===----------------------------------------------------------------------===//
+#include "magic_trace/PacketWriter.h"
+#include "magic_trace/PtTiming.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <intel-pt.h>
+
+#include <array>
+
+namespace magic_trace {
+
+namespace {
+
+/// libipt's decoders keep a return stack of this many entries
+/// (pt_retstack_size); older entries are overwritten when it is full.
+constexpr size_t retStackSize = 64;
+/// Short TNT (TNT-8) holds up to 6 branch bits.
+constexpr unsigned maxTntBits = 6;
+/// Instructions whose packets one injected overflow drops.
+constexpr uint64_t lostPerOverflow = 8;
+
+struct EncoderDeleter {
+  void operator()(pt_encoder *encoder) const { pt_free_encoder(encoder); }
+};
+
+/// A mirror of libipt's return-address stack (pt_retstack): a ring of 64
+/// entries where a push onto a full stack drops the oldest entry. A return is
+/// compressed only when its target is on top, so the decoder's pop is right.
+class ReturnStack {
+public:
+  void push(uint64_t ip) {
+    entries[(bottom + count) % retStackSize] = ip;
+    if (count < retStackSize)
+      ++count;
+    else
+      bottom = (bottom + 1) % retStackSize;
+  }
+  bool topIs(uint64_t ip) const {
+    return count && entries[(bottom + count - 1) % retStackSize] == ip;
+  }
+  void pop() { --count; }
+  void clear() { count = bottom = 0; }
+
+private:
+  std::array<uint64_t, retStackSize> entries{};
+  size_t bottom = 0;
+  size_t count = 0;
+};
+
+/// The smallest IP compression that reconstructs `ip` from `lastIp` (SDM
+/// "IP Compression"). Without a last IP (after PSB or OVF) only sext-48 and
+/// full stand alone.
+pt_ip_compression chooseCompression(uint64_t ip, uint64_t lastIp,
+                                    bool haveLastIp) {
+  if (haveLastIp && (ip >> 16) == (lastIp >> 16))
+    return pt_ipc_update_16;
+  if (haveLastIp && (ip >> 32) == (lastIp >> 32))
+    return pt_ipc_update_32;
+  uint64_t sext48 = static_cast<uint64_t>(static_cast<int64_t>(ip << 16) >> 16);
+  if (sext48 == ip)
+    return pt_ipc_sext_48;
+  if (haveLastIp && (ip >> 48) == (lastIp >> 48))
+    return pt_ipc_update_48;
+  return pt_ipc_full;
+}
+
+class PacketWriterImpl final : public PacketWriter {
+public:
+  PacketWriterImpl(Options options, RingBuffer ring, pt_encoder *encoder)
+      : options(options), ring(std::move(ring)), encoder(encoder) {}
+
+  llvm::Error init();
+  static bool needsPacket(const ExecutedInsn &insn) {
+    switch (insn.branch) {
+    case BranchClass::Other:
+    case BranchClass::DirectJump:
+    case BranchClass::DirectCall:
+      return false;
+    default:
+      return true;
+    }
+  }
+  llvm::Error enable(uint64_t ip) override;
+  llvm::Error step(const ExecutedInsn &insn) override;
+  llvm::Error interrupt(uint64_t ip) override;
+  llvm::Error disable(uint64_t nextIp) override;
+
+  const RingBuffer &buffer() const override { return ring; }
+  TimeConversion timeConversion() const override {
+    return VirtualClock::conversion();
+  }
+  uint64_t instructions() const override { return stepped; }
+  std::vector<std::pair<uint64_t, uint64_t>> lostInstructions() const override {
+    return lost;
+  }
+
+private:
+  bool retComp() const {
+    return !options.noRetComp && options.timer != TimerResolution::High;
+  }
+  bool cycleAccurate() const { return options.timer != TimerResolution::Low; }
+  uint64_t tsc() const { return VirtualClock::startTsc + cycles; }
+  uint64_t ctc() const { return tsc() / VirtualClock::tscPerCtc; }
+  uint64_t mtcPeriod() const { return ctc() >> VirtualClock::timing.mtcFreq; }
+
+  llvm::Error emit(const pt_packet &packet);
+  llvm::Error emitType(pt_packet_type type);
+  llvm::Error emitIp(pt_packet_type type, uint64_t ip);
+  llvm::Error emitSuppressed(pt_packet_type type);
+  llvm::Error emitCyc();
+  llvm::Error flushTnt();
+  llvm::Error addTnt(bool taken);
+  llvm::Error psb(bool withFup, uint64_t ip);
+  llvm::Error beforeInstruction(uint64_t ip);
+  llvm::Error endOverflow(uint64_t resumeIp);
+  llvm::Error branchPackets(const ExecutedInsn &insn);
+
+  Options options;
+  RingBuffer ring;
+  std::unique_ptr<pt_encoder, EncoderDeleter> encoder;
+  std::array<uint8_t, 64> scratch{};
+
+  bool enabled = false;
+  bool started = false;
+  uint64_t sincePsb = 0; ///< Bytes written since the last PSB began.
+  uint64_t lastIp = 0;
+  bool haveLastIp = false;
+  uint64_t tntPayload = 0;
+  unsigned tntBits = 0;
+  ReturnStack returns;
+
+  uint64_t cycles = 0;       ///< Virtual core cycles of traced execution.
+  uint64_t lastCyc = 0;      ///< `cycles` at the last CYC packet (or PSB).
+  uint64_t lastMtc = 0;      ///< MTC period of the last MTC or TSC.
+  uint64_t stepped = 0;      ///< Instructions passed to step().
+  uint64_t lostLeft = 0;     ///< Instructions still to drop in an overflow.
+  uint64_t nextOverflow = 0; ///< Index from which the next overflow is due.
+  bool previousNeededPacket = false; ///< The last step() wrote a packet.
+  std::vector<std::pair<uint64_t, uint64_t>> lost;
+};
+
+} // namespace
+
+PacketWriter::~PacketWriter() = default;
+
+llvm::Expected<std::unique_ptr<PacketWriter>>
+PacketWriter::create(Options options) {
+  llvm::Expected<RingBuffer> ring = RingBuffer::create(options.bufferSize);
+  if (!ring)
+    return ring.takeError();
+  if (options.psbPeriod < 256)
+    return llvm::createStringError(
+        llvm::formatv("psb period {0} is too small (use at least 256 bytes)",
+                      options.psbPeriod)
+            .str());
+  auto writer =
+      std::make_unique<PacketWriterImpl>(options, std::move(*ring), nullptr);
+  if (llvm::Error error = writer->init())
+    return std::move(error);
+  return std::move(writer);
+}
+
+namespace {
+
+llvm::Error PacketWriterImpl::init() {
+  nextOverflow = options.overflowEvery;
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = scratch.data();
+  config.end = scratch.data() + scratch.size();
+  encoder.reset(pt_alloc_encoder(&config));
+  if (!encoder)
+    return llvm::createStringError(
+        "cannot allocate libipt's packet encoder (check libipt)");
+  return llvm::Error::success();
+}
+
+/// Encodes one packet into the scratch area and appends it to the ring.
+llvm::Error PacketWriterImpl::emit(const pt_packet &packet) {
+  int status = pt_enc_sync_set(encoder.get(), 0);
+  if (status >= 0)
+    status = pt_enc_next(encoder.get(), &packet);
+  if (status < 0)
+    return llvm::createStringError(
+        llvm::formatv("libipt cannot encode a packet of type {0}: {1} (this "
+                      "is a bug in the emulator)",
+                      int(packet.type), pt_errstr(pt_errcode(status)))
+            .str());
+  ring.write(scratch.data(), static_cast<size_t>(status));
+  sincePsb += static_cast<uint64_t>(status);
+  return llvm::Error::success();
+}
+
+llvm::Error PacketWriterImpl::emitType(pt_packet_type type) {
+  pt_packet packet{};
+  packet.type = type;
+  return emit(packet);
+}
+
+llvm::Error PacketWriterImpl::emitIp(pt_packet_type type, uint64_t ip) {
+  pt_packet packet{};
+  packet.type = type;
+  packet.payload.ip.ipc = chooseCompression(ip, lastIp, haveLastIp);
+  packet.payload.ip.ip = ip;
+  lastIp = ip;
+  haveLastIp = true;
+  return emit(packet);
+}
+
+llvm::Error PacketWriterImpl::emitSuppressed(pt_packet_type type) {
+  pt_packet packet{};
+  packet.type = type;
+  packet.payload.ip.ipc = pt_ipc_suppressed;
+  return emit(packet);
+}
+
+/// In cycle-accurate mode a CYC with the cycles since the previous CYC goes
+/// before each packet that marks an instruction's time (TNT, TIP, FUP).
+llvm::Error PacketWriterImpl::emitCyc() {
+  if (!cycleAccurate() || cycles == lastCyc)
+    return llvm::Error::success();
+  pt_packet packet{};
+  packet.type = ppt_cyc;
+  packet.payload.cyc.value = cycles - lastCyc;
+  lastCyc = cycles;
+  return emit(packet);
+}
+
+llvm::Error PacketWriterImpl::flushTnt() {
+  if (!tntBits)
+    return llvm::Error::success();
+  if (llvm::Error error = emitCyc())
+    return error;
+  pt_packet packet{};
+  packet.type = ppt_tnt_8;
+  packet.payload.tnt.bit_size = static_cast<uint8_t>(tntBits);
+  packet.payload.tnt.payload = tntPayload;
+  tntBits = 0;
+  tntPayload = 0;
+  return emit(packet);
+}
+
+/// The oldest branch is the most significant payload bit.
+llvm::Error PacketWriterImpl::addTnt(bool taken) {
+  tntPayload = (tntPayload << 1) | (taken ? 1 : 0);
+  if (++tntBits == maxTntBits)
+    return flushTnt();
+  return llvm::Error::success();
+}
+
+/// PSB+: PSB, TSC, TMA, CBR, MODE.Exec, FUP (only while tracing), PSBEND.
+/// The decoder forgets its last IP and (when it syncs here) its return
+/// stack, so we forget ours.
+llvm::Error PacketWriterImpl::psb(bool withFup, uint64_t ip) {
+  if (llvm::Error error = flushTnt())
+    return error;
+  sincePsb = 0;
+  haveLastIp = false;
+  returns.clear();
+  if (llvm::Error error = emitType(ppt_psb))
+    return error;
+  pt_packet tsc{};
+  tsc.type = ppt_tsc;
+  tsc.payload.tsc.tsc = this->tsc();
+  pt_packet tma{};
+  tma.type = ppt_tma;
+  tma.payload.tma.ctc = static_cast<uint16_t>(ctc() & 0xffff);
+  tma.payload.tma.fc =
+      static_cast<uint16_t>(this->tsc() - ctc() * VirtualClock::tscPerCtc);
+  pt_packet cbr{};
+  cbr.type = ppt_cbr;
+  cbr.payload.cbr.ratio = VirtualClock::timing.nomFreq;
+  pt_packet mode{};
+  mode.type = ppt_mode;
+  mode.payload.mode.leaf = pt_mol_exec;
+  mode.payload.mode.bits.exec.csl = 1;
+  mode.payload.mode.bits.exec.csd = 0;
+  for (const pt_packet *packet : {&tsc, &tma, &cbr, &mode})
+    if (llvm::Error error = emit(*packet))
+      return error;
+  lastMtc = mtcPeriod();
+  lastCyc = cycles;
+  if (withFup)
+    if (llvm::Error error = emitIp(ppt_fup, ip))
+      return error;
+  return emitType(ppt_psbend);
+}
+
+/// Packets due at an instruction boundary, before the instruction at `ip`:
+/// PSB+ when the byte counter says so, then MTC when the crystal clock
+/// crossed an MTC period. Both flush pending TNT first.
+llvm::Error PacketWriterImpl::beforeInstruction(uint64_t ip) {
+  if (sincePsb >= options.psbPeriod)
+    if (llvm::Error error = psb(/*withFup=*/true, ip))
+      return error;
+  if (mtcPeriod() == lastMtc)
+    return llvm::Error::success();
+  if (llvm::Error error = flushTnt())
+    return error;
+  lastMtc = mtcPeriod();
+  pt_packet mtc{};
+  mtc.type = ppt_mtc;
+  mtc.payload.mtc.ctc = static_cast<uint8_t>(lastMtc & 0xff);
+  return emit(mtc);
+}
+
+/// OVF, then FUP at the instruction where packets resume. The decoder resets
+/// (last IP, return stack), and so do we.
+llvm::Error PacketWriterImpl::endOverflow(uint64_t resumeIp) {
+  lostLeft = 0;
+  haveLastIp = false;
+  returns.clear();
+  if (llvm::Error error = emitType(ppt_ovf))
+    return error;
+  return emitIp(ppt_fup, resumeIp);
+}
+
+llvm::Error PacketWriterImpl::enable(uint64_t ip) {
+  if (enabled)
+    return llvm::createStringError(
+        llvm::formatv("enable({0:x}) while tracing is enabled (call disable, "
+                      "interrupt or step a syscall first)",
+                      ip)
+            .str());
+  if (!started || sincePsb >= options.psbPeriod)
+    if (llvm::Error error = psb(/*withFup=*/false, ip))
+      return error;
+  started = true;
+  enabled = true;
+  if (llvm::Error error = emitCyc())
+    return error;
+  return emitIp(ppt_tip_pge, ip);
+}
+
+llvm::Error PacketWriterImpl::branchPackets(const ExecutedInsn &insn) {
+  uint64_t fallThrough = insn.ip + insn.size;
+  switch (insn.branch) {
+  case BranchClass::Other:
+  case BranchClass::DirectJump:
+    return llvm::Error::success();
+  case BranchClass::CondBranch:
+    return addTnt(insn.nextIp != fallThrough);
+  case BranchClass::DirectCall:
+    // libipt does not push a call to the next instruction (the PIC idiom
+    // for reading the IP), so we do not either.
+    if (insn.nextIp != fallThrough)
+      returns.push(fallThrough);
+    return llvm::Error::success();
+  case BranchClass::IndirectCall:
+    returns.push(fallThrough);
+    break;
+  case BranchClass::Return:
+    if (retComp() && returns.topIs(insn.nextIp)) {
+      returns.pop();
+      return addTnt(true);
+    }
+    break;
+  case BranchClass::IndirectJump:
+  case BranchClass::Unknown:
+    break;
+  case BranchClass::FarTransfer:
+    // A far transfer that stays in user space reports its target; one that
+    // leaves it (nextIp 0) disables tracing like a syscall.
+    if (insn.nextIp)
+      break;
+    [[fallthrough]];
+  case BranchClass::Syscall:
+    if (llvm::Error error = flushTnt())
+      return error;
+    if (llvm::Error error = emitCyc())
+      return error;
+    enabled = false;
+    return emitSuppressed(ppt_tip_pgd);
+  }
+  if (llvm::Error error = flushTnt())
+    return error;
+  if (llvm::Error error = emitCyc())
+    return error;
+  return emitIp(ppt_tip, insn.nextIp);
+}
+
+llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
+  if (!enabled)
+    return llvm::createStringError(
+        llvm::formatv("step at {0:x} while tracing is disabled (call enable "
+                      "first)",
+                      insn.ip)
+            .str());
+  uint64_t index = stepped++;
+  bool leavesUser = insn.branch == BranchClass::Syscall ||
+                    (insn.branch == BranchClass::FarTransfer && !insn.nextIp);
+  // An overflow window ends early at an instruction that disables tracing,
+  // so that OVF always binds to a FUP (SDM: OVF resolved while PacketEn=1).
+  if (lostLeft && leavesUser)
+    if (llvm::Error error = endOverflow(insn.ip))
+      return error;
+  // An overflow starts at or after each multiple of overflowEvery, at the
+  // first instruction that needs a packet right after one that wrote one.
+  // Then no packet-less instruction lies between the last packet and the
+  // lost ones, and no decoder can report a lost instruction: libipt stops
+  // at the last packet before OVF, or at the next instruction needing one,
+  // depending on the packet it last read.
+  bool startsOverflow = !lostLeft && options.overflowEvery &&
+                        index >= nextOverflow && previousNeededPacket &&
+                        needsPacket(insn) && !leavesUser;
+  previousNeededPacket = needsPacket(insn);
+  if (startsOverflow) {
+    if (llvm::Error error = flushTnt())
+      return error;
+    nextOverflow = (index / options.overflowEvery + 1) * options.overflowEvery;
+    lostLeft = lostPerOverflow;
+    lost.emplace_back(index, 0);
+  }
+  if (lostLeft) {
+    // The CPU had no room for this instruction's packets: nothing is
+    // written, but calls it made are invisible to the decoder.
+    ++lost.back().second;
+    cycles += VirtualClock::cyclesPerInstruction;
+    if (--lostLeft == 0)
+      return endOverflow(insn.nextIp);
+    return llvm::Error::success();
+  }
+  if (llvm::Error error = beforeInstruction(insn.ip))
+    return error;
+  cycles += VirtualClock::cyclesPerInstruction;
+  return branchPackets(insn);
+}
+
+llvm::Error PacketWriterImpl::interrupt(uint64_t ip) {
+  if (!enabled)
+    return llvm::Error::success();
+  if (lostLeft)
+    if (llvm::Error error = endOverflow(ip))
+      return error;
+  if (llvm::Error error = flushTnt())
+    return error;
+  if (llvm::Error error = emitCyc())
+    return error;
+  if (llvm::Error error = emitIp(ppt_fup, ip))
+    return error;
+  enabled = false;
+  return emitSuppressed(ppt_tip_pgd);
+}
+
+llvm::Error PacketWriterImpl::disable(uint64_t nextIp) {
+  // The snapshot point and an asynchronous stop look the same on the wire:
+  // FUP names the first instruction that did not run, so decoders stop
+  // exactly there instead of running on to the next branch.
+  return interrupt(nextIp);
+}
+
+} // namespace
+
+} // namespace magic_trace

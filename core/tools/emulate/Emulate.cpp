@@ -1,0 +1,134 @@
+//===- Emulate.cpp - magic-trace-emulate: emulated Intel PT recording -----===//
+//
+// Launches a program under ptrace, single-steps it from --start to --stop,
+// and writes an LLDB intel-pt trace bundle with genuine PT packets plus the
+// ground truth of what ran (docs/emulator-cli.md).
+//
+//===----------------------------------------------------------------------===//
+#include "magic_trace/Bundle.h"
+#include "magic_trace/GroundTruth.h"
+#include "magic_trace/PtraceStepper.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+using namespace magic_trace;
+
+static cl::OptionCategory category("magic-trace-emulate options");
+
+static cl::opt<std::string>
+    startOption("start", cl::desc("Start tracing here (default main)"),
+                cl::value_desc("SYMBOL|0xADDR"), cl::init("main"),
+                cl::cat(category));
+static cl::opt<std::string>
+    stopOption("stop",
+               cl::desc("Stop and snapshot when a thread gets here (default: "
+                        "trace until exit or --max-insns)"),
+               cl::value_desc("SYMBOL|0xADDR"), cl::cat(category));
+static cl::opt<uint64_t>
+    maxInsns("max-insns",
+             cl::desc("Stop after N traced instructions, all threads (0: no "
+                      "limit)"),
+             cl::value_desc("N"), cl::init(10'000'000), cl::cat(category));
+static cl::opt<uint64_t> bufferSize(
+    "buffer-size",
+    cl::desc("PT ring buffer per thread, a power of two >= 4096 (default "
+             "4 MiB)"),
+    cl::value_desc("BYTES"), cl::init(4 << 20), cl::cat(category));
+static cl::opt<uint64_t>
+    psbPeriod("psb-period", cl::desc("Bytes between PSB+ (default 4096)"),
+              cl::value_desc("BYTES"), cl::init(4096), cl::cat(category));
+static cl::opt<TimerResolution> timerResolution(
+    "timer-resolution", cl::desc("Timing packets, as magic-trace's option"),
+    cl::values(clEnumValN(TimerResolution::Low, "low", "TSC in PSB+ and MTC"),
+               clEnumValN(TimerResolution::Normal, "normal",
+                          "MTC and CYC (default)"),
+               clEnumValN(TimerResolution::High, "high",
+                          "MTC, CYC, and every return a TIP")),
+    cl::init(TimerResolution::Normal), cl::cat(category));
+static cl::opt<bool> noRetComp("noretcomp",
+                               cl::desc("Encode every return as a TIP"),
+                               cl::cat(category));
+static cl::opt<uint64_t> overflowEvery(
+    "inject-overflow-every",
+    cl::desc("Inject an overflow (OVF, lost packets) every N instructions"),
+    cl::value_desc("N"), cl::init(0), cl::cat(category));
+static cl::opt<std::string> outputDir("o", cl::desc("Bundle directory"),
+                                      cl::value_desc("DIR"), cl::Required,
+                                      cl::cat(category));
+static cl::list<std::string> programArgs(cl::Positional, cl::OneOrMore,
+                                         cl::desc("-- PROGRAM ARGS..."),
+                                         cl::cat(category));
+
+static int fail(const Twine &message) {
+  WithColor::error(errs(), "") << message << "\n";
+  return 1;
+}
+
+static const char *endName(EmulateEnd end) {
+  switch (end) {
+  case EmulateEnd::StopHit:
+    return "stop point";
+  case EmulateEnd::Exited:
+    return "exit";
+  case EmulateEnd::MaxInsns:
+    return "max-insns";
+  }
+  return "?";
+}
+
+int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "magic-trace-emulate: record genuine Intel PT of a program by "
+      "single-stepping it\n\n"
+      "  magic-trace-emulate [options] -o DIR -- PROGRAM ARGS...\n");
+
+  // A bundle left from an earlier run must not pass for this run's result.
+  SmallString<256> traceJson(outputDir.getValue());
+  sys::path::append(traceJson, "trace.json");
+  if (sys::fs::exists(traceJson))
+    if (std::error_code ec = sys::fs::remove(traceJson))
+      return fail("cannot remove the old " + traceJson + ": " + ec.message() +
+                  " (check permissions)");
+
+  EmulateOptions options;
+  options.argv.assign(programArgs.begin(), programArgs.end());
+  options.start = startOption;
+  options.stop = stopOption;
+  options.maxInsns = maxInsns;
+  options.writer.bufferSize = bufferSize;
+  options.writer.psbPeriod = psbPeriod;
+  options.writer.timer = timerResolution;
+  options.writer.noRetComp = noRetComp;
+  options.writer.overflowEvery = overflowEvery;
+
+  Expected<EmulateResult> result = emulateProgram(options);
+  if (!result)
+    return fail(toString(result.takeError()));
+  if (result->truth.empty())
+    return fail("no instruction was traced (check --start and --stop)");
+  if (Error err = writeGroundTruth(result->truth, outputDir))
+    return fail(toString(std::move(err)));
+  if (Error err = writeBundle(result->snapshot, outputDir))
+    return fail(toString(std::move(err)));
+
+  uint64_t ptBytes = 0;
+  for (const ThreadTrace &thread : result->snapshot.threads)
+    ptBytes += thread.bytes.size();
+  double seconds = result->tracedSeconds > 0 ? result->tracedSeconds : 1e-9;
+  outs() << "magic-trace-emulate: " << result->instructions << " instructions, "
+         << result->snapshot.threads.size() << " threads, ended at "
+         << endName(result->end) << "; "
+         << format("%.3f s, %.0f insns/s", seconds,
+                   result->instructions / seconds)
+         << "; " << ptBytes << " bytes of PT kept"
+         << " -> " << traceJson << "\n";
+  return 0;
+}

@@ -1,0 +1,5 @@
+// A freestanding program for another architecture (errors.test).
+void _start(void) {
+  for (;;)
+    ;
+}

@@ -1,0 +1,752 @@
+// Unit tests for the emulator's PT packet writer and ring buffer. Every check
+// decodes the written bytes with libipt (the packet decoder for the packet
+// rules, the block decoder for whole executions on a synthetic image), so the
+// expectations come from the decoder and the Intel SDM, not from our output.
+#include "magic_trace/PacketWriter.h"
+#include "magic_trace/PtTiming.h"
+
+#include <gtest/gtest.h>
+#include <intel-pt.h>
+
+#include <map>
+#include <random>
+
+using namespace magic_trace;
+
+namespace {
+
+constexpr uint64_t codeBase = 0x7f0000001000;
+
+std::unique_ptr<PacketWriter> makeWriter(PacketWriter::Options options) {
+  auto writer = PacketWriter::create(options);
+  EXPECT_TRUE(bool(writer)) << llvm::toString(writer.takeError());
+  return writer ? std::move(*writer) : nullptr;
+}
+
+PacketWriter::Options lowTimer() {
+  PacketWriter::Options options;
+  options.bufferSize = 1 << 16;
+  options.timer = TimerResolution::Low;
+  return options;
+}
+
+void setTiming(pt_config &config) {
+  config.mtc_freq = VirtualClock::timing.mtcFreq;
+  config.nom_freq = VirtualClock::timing.nomFreq;
+  config.cpuid_0x15_eax = VirtualClock::timing.cpuid15Eax;
+  config.cpuid_0x15_ebx = VirtualClock::timing.cpuid15Ebx;
+}
+
+struct Decoded {
+  pt_packet packet;
+  uint64_t offset;
+  uint64_t ip; ///< IP packets: the full IP, decompressed against last IP.
+};
+
+/// Applies IP compression the way a decoder does (SDM "IP Compression"):
+/// last IP resets at PSB and OVF.
+void decompressIps(std::vector<Decoded> &packets) {
+  uint64_t lastIp = 0;
+  for (Decoded &item : packets) {
+    pt_packet_type type = item.packet.type;
+    if (type == ppt_psb || type == ppt_ovf)
+      lastIp = 0;
+    if (type != ppt_tip && type != ppt_fup && type != ppt_tip_pge &&
+        type != ppt_tip_pgd)
+      continue;
+    uint64_t payload = item.packet.payload.ip.ip;
+    switch (item.packet.payload.ip.ipc) {
+    case pt_ipc_suppressed:
+      continue;
+    case pt_ipc_update_16:
+      lastIp = (lastIp & ~0xffffull) | (payload & 0xffff);
+      break;
+    case pt_ipc_update_32:
+      lastIp = (lastIp & ~0xffffffffull) | (payload & 0xffffffff);
+      break;
+    case pt_ipc_update_48:
+      lastIp = (lastIp & ~0xffffffffffffull) | (payload & 0xffffffffffff);
+      break;
+    case pt_ipc_sext_48:
+      lastIp = static_cast<uint64_t>(static_cast<int64_t>(payload << 16) >> 16);
+      break;
+    case pt_ipc_full:
+      lastIp = payload;
+      break;
+    }
+    item.ip = lastIp;
+  }
+}
+
+/// Every packet from the first PSB on, decoded by libipt's packet decoder.
+std::vector<Decoded> decodePackets(std::vector<uint8_t> bytes) {
+  pt_config config;
+  pt_config_init(&config);
+  setTiming(config);
+  config.begin = bytes.data();
+  config.end = bytes.data() + bytes.size();
+  std::unique_ptr<pt_packet_decoder, void (*)(pt_packet_decoder *)> decoder(
+      pt_pkt_alloc_decoder(&config), pt_pkt_free_decoder);
+  EXPECT_TRUE(decoder);
+  std::vector<Decoded> packets;
+  EXPECT_GE(pt_pkt_sync_forward(decoder.get()), 0);
+  for (;;) {
+    Decoded item{};
+    pt_pkt_get_offset(decoder.get(), &item.offset);
+    int status = pt_pkt_next(decoder.get(), &item.packet, sizeof(item.packet));
+    if (status == -pte_eos)
+      break;
+    EXPECT_GE(status, 0) << pt_errstr(pt_errcode(status)) << " at offset "
+                         << item.offset;
+    if (status < 0)
+      break;
+    packets.push_back(item);
+  }
+  decompressIps(packets);
+  return packets;
+}
+
+std::vector<Decoded> decodePackets(const PacketWriter &writer) {
+  return decodePackets(writer.buffer().snapshot());
+}
+
+/// The packet types, without timing packets unless asked for.
+std::vector<pt_packet_type> types(const std::vector<Decoded> &packets,
+                                  bool withTiming = false) {
+  std::vector<pt_packet_type> result;
+  for (const Decoded &item : packets) {
+    pt_packet_type type = item.packet.type;
+    if (!withTiming && (type == ppt_cyc || type == ppt_mtc || type == ppt_tsc ||
+                        type == ppt_tma || type == ppt_cbr))
+      continue;
+    result.push_back(type);
+  }
+  return result;
+}
+
+/// Packets after the first TIP.PGE.
+std::vector<Decoded> afterEnable(const std::vector<Decoded> &packets) {
+  for (size_t i = 0; i < packets.size(); ++i)
+    if (packets[i].packet.type == ppt_tip_pge)
+      return std::vector<Decoded>(packets.begin() + i + 1, packets.end());
+  ADD_FAILURE() << "no TIP.PGE";
+  return {};
+}
+
+ExecutedInsn insn(uint64_t ip, uint8_t size, BranchClass branch,
+                  uint64_t nextIp = 0) {
+  ExecutedInsn result;
+  result.ip = ip;
+  result.size = size;
+  result.branch = branch;
+  result.nextIp = nextIp ? nextIp : ip + size;
+  return result;
+}
+
+#define ASSERT_OK(expr)                                                        \
+  do {                                                                         \
+    llvm::Error error = (expr);                                                \
+    ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));             \
+  } while (0)
+
+TEST(RingBufferTest, KeepsTheLastBytesOldestFirst) {
+  EXPECT_FALSE(bool(RingBuffer::create(1000)));
+  llvm::consumeError(RingBuffer::create(1000).takeError());
+  llvm::consumeError(RingBuffer::create(2048).takeError());
+  auto ring = RingBuffer::create(4096);
+  ASSERT_TRUE(bool(ring));
+  std::vector<uint8_t> data(5000);
+  for (size_t i = 0; i < data.size(); ++i)
+    data[i] = static_cast<uint8_t>(i * 7);
+  ring->write(data.data(), 3000);
+  EXPECT_FALSE(ring->wrapped());
+  EXPECT_EQ(ring->snapshot(),
+            std::vector<uint8_t>(data.begin(), data.begin() + 3000));
+  ring->write(data.data() + 3000, 2000);
+  EXPECT_TRUE(ring->wrapped());
+  EXPECT_EQ(ring->written(), 5000u);
+  EXPECT_EQ(ring->snapshot(),
+            std::vector<uint8_t>(data.begin() + 904, data.end()));
+  // A write longer than the ring keeps only its tail.
+  ring->write(data.data(), 5000);
+  EXPECT_EQ(ring->snapshot(),
+            std::vector<uint8_t>(data.begin() + 904, data.end()));
+}
+
+TEST(PacketWriterTest, StartsWithPsbPlusThenTipPge) {
+  auto writer = makeWriter(lowTimer());
+  ASSERT_OK(writer->enable(codeBase));
+  auto packets = decodePackets(*writer);
+  std::vector<pt_packet_type> expected = {
+      ppt_psb, ppt_tsc, ppt_tma, ppt_cbr, ppt_mode, ppt_psbend, ppt_tip_pge};
+  EXPECT_EQ(types(packets, /*withTiming=*/true), expected);
+  EXPECT_EQ(packets[0].offset, 0u);
+  EXPECT_EQ(packets[1].packet.payload.tsc.tsc, VirtualClock::startTsc);
+  EXPECT_EQ(pt_get_exec_mode(&packets[4].packet.payload.mode.bits.exec),
+            ptem_64bit);
+  // libipt forgets its last IP at PSB: the first IP stands alone.
+  EXPECT_EQ(packets[6].packet.payload.ip.ipc, pt_ipc_sext_48);
+  EXPECT_EQ(packets[6].packet.payload.ip.ip, codeBase);
+  llvm::Error twice = writer->enable(codeBase);
+  EXPECT_TRUE(bool(twice));
+  llvm::consumeError(std::move(twice));
+}
+
+TEST(PacketWriterTest, StepBeforeEnableFails) {
+  auto writer = makeWriter(lowTimer());
+  llvm::Error error = writer->step(insn(codeBase, 1, BranchClass::Other));
+  ASSERT_TRUE(bool(error));
+  EXPECT_NE(llvm::toString(std::move(error)).find("7f0000001000"),
+            std::string::npos);
+}
+
+TEST(PacketWriterTest, TntBitsFlushBeforeTipOldestFirst) {
+  auto writer = makeWriter(lowTimer());
+  uint64_t ip = codeBase;
+  ASSERT_OK(writer->enable(ip));
+  // taken, not taken, taken; then an indirect jump.
+  ASSERT_OK(writer->step(insn(ip, 2, BranchClass::CondBranch, ip + 0x10)));
+  ip += 0x10;
+  ASSERT_OK(writer->step(insn(ip, 2, BranchClass::CondBranch)));
+  ip += 2;
+  ASSERT_OK(writer->step(insn(ip, 2, BranchClass::CondBranch, ip + 0x20)));
+  ip += 0x20;
+  ASSERT_OK(
+      writer->step(insn(ip, 2, BranchClass::IndirectJump, codeBase + 0x500)));
+  auto packets = afterEnable(decodePackets(*writer));
+  ASSERT_EQ(types(packets), (std::vector<pt_packet_type>{ppt_tnt_8, ppt_tip}));
+  EXPECT_EQ(packets[0].packet.payload.tnt.bit_size, 3);
+  EXPECT_EQ(packets[0].packet.payload.tnt.payload, 0b101u);
+  EXPECT_EQ(packets[1].ip, codeBase + 0x500);
+}
+
+TEST(PacketWriterTest, ShortTntHoldsSixBits) {
+  auto writer = makeWriter(lowTimer());
+  ASSERT_OK(writer->enable(codeBase));
+  for (int i = 0; i < 7; ++i)
+    ASSERT_OK(
+        writer->step(insn(codeBase, 2, BranchClass::CondBranch, codeBase)));
+  ASSERT_OK(writer->disable(codeBase));
+  auto packets = afterEnable(decodePackets(*writer));
+  ASSERT_EQ(types(packets), (std::vector<pt_packet_type>{
+                                ppt_tnt_8, ppt_tnt_8, ppt_fup, ppt_tip_pgd}));
+  EXPECT_EQ(packets[0].packet.payload.tnt.bit_size, 6);
+  EXPECT_EQ(packets[0].packet.payload.tnt.payload, 0b111111u);
+  EXPECT_EQ(packets[1].packet.payload.tnt.bit_size, 1);
+}
+
+TEST(PacketWriterTest, ReturnToCallSiteIsCompressed) {
+  for (bool noRetComp : {false, true}) {
+    auto options = lowTimer();
+    options.noRetComp = noRetComp;
+    auto writer = makeWriter(options);
+    uint64_t callee = codeBase + 0x100;
+    ASSERT_OK(writer->enable(codeBase));
+    ASSERT_OK(writer->step(insn(codeBase, 5, BranchClass::DirectCall, callee)));
+    ASSERT_OK(writer->step(insn(callee, 1, BranchClass::Return, codeBase + 5)));
+    ASSERT_OK(writer->disable(codeBase + 5));
+    auto packets = afterEnable(decodePackets(*writer));
+    if (noRetComp) {
+      EXPECT_EQ(types(packets),
+                (std::vector<pt_packet_type>{ppt_tip, ppt_fup, ppt_tip_pgd}));
+      continue;
+    }
+    ASSERT_EQ(types(packets),
+              (std::vector<pt_packet_type>{ppt_tnt_8, ppt_fup, ppt_tip_pgd}));
+    EXPECT_EQ(packets[0].packet.payload.tnt.bit_size, 1);
+    EXPECT_EQ(packets[0].packet.payload.tnt.payload, 1u);
+  }
+}
+
+TEST(PacketWriterTest, HighTimerResolutionNeverCompressesReturns) {
+  auto options = lowTimer();
+  options.timer = TimerResolution::High;
+  auto writer = makeWriter(options);
+  ASSERT_OK(writer->enable(codeBase));
+  ASSERT_OK(writer->step(
+      insn(codeBase, 5, BranchClass::DirectCall, codeBase + 0x100)));
+  ASSERT_OK(writer->step(
+      insn(codeBase + 0x100, 1, BranchClass::Return, codeBase + 5)));
+  auto packets = types(afterEnable(decodePackets(*writer)));
+  EXPECT_EQ(std::count(packets.begin(), packets.end(), ppt_tip), 1);
+  EXPECT_EQ(std::count(packets.begin(), packets.end(), ppt_tnt_8), 0);
+}
+
+TEST(PacketWriterTest, ReturnElsewhereOrToCallNextGetsTip) {
+  auto writer = makeWriter(lowTimer());
+  ASSERT_OK(writer->enable(codeBase));
+  // A return to somewhere other than the call site (longjmp-like).
+  ASSERT_OK(writer->step(
+      insn(codeBase, 5, BranchClass::DirectCall, codeBase + 0x100)));
+  ASSERT_OK(writer->step(
+      insn(codeBase + 0x100, 1, BranchClass::Return, codeBase + 0x300)));
+  // `call next` (the PIC idiom) is not pushed: libipt does not push it.
+  ASSERT_OK(writer->step(insn(codeBase + 0x300, 5, BranchClass::DirectCall)));
+  ASSERT_OK(writer->step(
+      insn(codeBase + 0x305, 1, BranchClass::Return, codeBase + 0x305)));
+  auto packets = types(afterEnable(decodePackets(*writer)));
+  EXPECT_EQ(packets, (std::vector<pt_packet_type>{ppt_tip, ppt_tip}));
+}
+
+TEST(PacketWriterTest, ReturnStackHoldsSixtyFourCalls) {
+  auto writer = makeWriter(lowTimer());
+  ASSERT_OK(writer->enable(codeBase));
+  uint64_t f = codeBase + 0x100;
+  // 65 nested calls from f+0 to f (recursion); return site f+5.
+  ASSERT_OK(writer->step(insn(codeBase, 5, BranchClass::DirectCall, f)));
+  for (int i = 0; i < 64; ++i)
+    ASSERT_OK(writer->step(insn(f, 5, BranchClass::DirectCall, f)));
+  for (int i = 0; i < 64; ++i)
+    ASSERT_OK(writer->step(insn(f + 5, 1, BranchClass::Return, f + 5)));
+  // The outermost call was pushed out of libipt's 64-entry stack.
+  ASSERT_OK(writer->step(insn(f + 5, 1, BranchClass::Return, codeBase + 5)));
+  ASSERT_OK(writer->disable(codeBase + 5));
+  auto packets = afterEnable(decodePackets(*writer));
+  unsigned tntBits = 0, tips = 0;
+  for (const Decoded &item : packets) {
+    if (item.packet.type == ppt_tnt_8)
+      tntBits += item.packet.payload.tnt.bit_size;
+    tips += item.packet.type == ppt_tip;
+  }
+  EXPECT_EQ(tntBits, 64u);
+  EXPECT_EQ(tips, 1u);
+}
+
+TEST(PacketWriterTest, IpCompressionIsTheSmallestThatFits) {
+  auto writer = makeWriter(lowTimer());
+  std::vector<std::pair<uint64_t, pt_ip_compression>> targets = {
+      {0x00007fff12345678, pt_ipc_update_16}, // same upper 48 bits
+      {0x00007fff99990000, pt_ipc_update_32}, // same upper 32 bits
+      {0x0000555500001000, pt_ipc_sext_48},   // canonical, upper differ
+      {0x0001000000000000, pt_ipc_full},      // not canonical
+      {0x0001800000000000, pt_ipc_update_48}, // same upper 16 bits
+      {0x0001800000001234, pt_ipc_update_16}};
+  ASSERT_OK(writer->enable(0x00007fff12340000));
+  uint64_t ip = 0x00007fff12340000;
+  for (auto [target, ipc] : targets) {
+    ASSERT_OK(writer->step(insn(ip, 2, BranchClass::IndirectJump, target)));
+    ip = target;
+  }
+  auto packets = afterEnable(decodePackets(*writer));
+  ASSERT_EQ(packets.size(), targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    EXPECT_EQ(packets[i].packet.payload.ip.ipc, targets[i].second) << i;
+  }
+}
+
+TEST(PacketWriterTest, PsbEveryPeriodWithFupAtTheNextInstruction) {
+  auto options = lowTimer();
+  options.psbPeriod = 256;
+  auto writer = makeWriter(options);
+  uint64_t ip = codeBase;
+  ASSERT_OK(writer->enable(ip));
+  std::mt19937 random(1);
+  for (int i = 0; i < 2000; ++i) {
+    // Targets far apart, so most TIPs need 4 or 6 bytes.
+    uint64_t target = codeBase + (random() & 0xffffff0);
+    ASSERT_OK(writer->step(insn(ip, 2, BranchClass::IndirectJump, target)));
+    ip = target;
+  }
+  auto packets = decodePackets(*writer);
+  std::vector<uint64_t> psbOffsets;
+  for (size_t i = 0; i < packets.size(); ++i) {
+    if (packets[i].packet.type != ppt_psb)
+      continue;
+    psbOffsets.push_back(packets[i].offset);
+    if (psbOffsets.size() == 1)
+      continue;
+    // PSB+ of a running trace: the FUP names the IP where execution goes on
+    // (the last TIP's target), with a stand-alone compression.
+    size_t j = i;
+    while (packets[j].packet.type != ppt_fup &&
+           packets[j].packet.type != ppt_psbend)
+      ++j;
+    ASSERT_EQ(packets[j].packet.type, ppt_fup);
+    EXPECT_EQ(packets[j].packet.payload.ip.ipc, pt_ipc_sext_48);
+    ASSERT_GT(i, 0u);
+    EXPECT_EQ(packets[i - 1].packet.type, ppt_tip);
+    EXPECT_EQ(packets[j].ip, packets[i - 1].ip);
+  }
+  ASSERT_GT(psbOffsets.size(), 10u);
+  for (size_t i = 1; i < psbOffsets.size(); ++i) {
+    uint64_t gap = psbOffsets[i] - psbOffsets[i - 1];
+    EXPECT_GE(gap, 256u);
+    EXPECT_LT(gap, 256u + 16u); // at most one instruction's packets late
+  }
+}
+
+TEST(PacketWriterTest, SyscallDisablesWithSuppressedIpAndEnableResumes) {
+  auto writer = makeWriter(lowTimer());
+  ASSERT_OK(writer->enable(codeBase));
+  ASSERT_OK(writer->step(insn(codeBase, 2, BranchClass::CondBranch)));
+  ASSERT_OK(writer->step(insn(codeBase + 2, 2, BranchClass::Syscall)));
+  llvm::Error stepped = writer->step(insn(codeBase + 4, 1, BranchClass::Other));
+  EXPECT_TRUE(bool(stepped)); // tracing is off until enable()
+  llvm::consumeError(std::move(stepped));
+  ASSERT_OK(writer->enable(codeBase + 4));
+  auto packets = afterEnable(decodePackets(*writer));
+  ASSERT_EQ(types(packets),
+            (std::vector<pt_packet_type>{ppt_tnt_8, ppt_tip_pgd, ppt_tip_pge}));
+  EXPECT_EQ(packets[1].packet.payload.ip.ipc, pt_ipc_suppressed);
+  EXPECT_EQ(packets[2].ip, codeBase + 4);
+}
+
+TEST(PacketWriterTest, InterruptAndDisableWriteFupThenPgd) {
+  auto writer = makeWriter(lowTimer());
+  ASSERT_OK(writer->enable(codeBase));
+  ASSERT_OK(writer->step(insn(codeBase, 2, BranchClass::CondBranch)));
+  ASSERT_OK(writer->interrupt(codeBase + 2));
+  ASSERT_OK(writer->enable(codeBase + 0x800));
+  ASSERT_OK(writer->step(insn(codeBase + 0x800, 1, BranchClass::Other)));
+  ASSERT_OK(writer->disable(codeBase + 0x801));
+  ASSERT_OK(writer->disable(codeBase + 0x801)); // already off: nothing
+  auto packets = afterEnable(decodePackets(*writer));
+  ASSERT_EQ(types(packets),
+            (std::vector<pt_packet_type>{ppt_tnt_8, ppt_fup, ppt_tip_pgd,
+                                         ppt_tip_pge, ppt_fup, ppt_tip_pgd}));
+  EXPECT_EQ(packets[1].ip, codeBase + 2);
+  EXPECT_EQ(packets[2].packet.payload.ip.ipc, pt_ipc_suppressed);
+  EXPECT_EQ(packets[4].ip, codeBase + 0x801);
+}
+
+TEST(PacketWriterTest, OverflowDropsInstructionsThenOvfAndFup) {
+  auto options = lowTimer();
+  options.overflowEvery = 100;
+  auto writer = makeWriter(options);
+  ASSERT_OK(writer->enable(codeBase));
+  std::vector<uint64_t> ips;
+  uint64_t ip = codeBase;
+  for (int i = 0; i < 250; ++i) {
+    uint64_t target = codeBase + 0x100 * ((i % 7) + 1);
+    ips.push_back(ip);
+    ASSERT_OK(writer->step(insn(ip, 2, BranchClass::IndirectJump, target)));
+    ip = target;
+  }
+  using Range = std::pair<uint64_t, uint64_t>;
+  EXPECT_EQ(writer->lostInstructions(),
+            (std::vector<Range>{{100, 8}, {200, 8}}));
+  EXPECT_EQ(writer->instructions(), 250u);
+  auto packets = afterEnable(decodePackets(*writer));
+  std::vector<uint64_t> fupAfterOvf;
+  unsigned tips = 0;
+  for (size_t i = 0; i < packets.size(); ++i) {
+    tips += packets[i].packet.type == ppt_tip;
+    if (packets[i].packet.type != ppt_ovf)
+      continue;
+    ASSERT_LT(i + 1, packets.size());
+    ASSERT_EQ(packets[i + 1].packet.type, ppt_fup);
+    EXPECT_NE(packets[i + 1].packet.payload.ip.ipc, pt_ipc_update_16);
+    fupAfterOvf.push_back(packets[i + 1].ip);
+  }
+  EXPECT_EQ(fupAfterOvf, (std::vector<uint64_t>{ips[108], ips[208]}));
+  EXPECT_EQ(tips, 250u - 16u);
+}
+
+TEST(PacketWriterTest, TimingPacketsFollowTheVirtualClock) {
+  for (TimerResolution timer :
+       {TimerResolution::Low, TimerResolution::Normal}) {
+    auto options = lowTimer();
+    options.timer = timer;
+    auto writer = makeWriter(options);
+    ASSERT_OK(writer->enable(codeBase));
+    for (int i = 0; i < 5000; ++i)
+      ASSERT_OK(writer->step(insn(codeBase, 2, BranchClass::CondBranch,
+                                  codeBase + 0x40 * (i & 1))));
+    auto packets = decodePackets(*writer);
+    unsigned mtcs = 0, cycs = 0;
+    uint64_t cycSum = 0;
+    bool tntPending = false;
+    for (const Decoded &item : packets) {
+      mtcs += item.packet.type == ppt_mtc;
+      if (item.packet.type == ppt_cyc) {
+        ++cycs;
+        cycSum += item.packet.payload.cyc.value;
+      }
+      tntPending = item.packet.type == ppt_tnt_8;
+    }
+    // MTC every 2^3 CTC ticks of 120 TSC ticks = 960 instructions.
+    EXPECT_GE(mtcs, 5000u / 960u - 1);
+    EXPECT_LE(mtcs, 5000u / 960u + 1);
+    if (timer == TimerResolution::Low) {
+      EXPECT_EQ(cycs, 0u);
+    } else {
+      EXPECT_GT(cycs, 5000u / 6 - 10);
+      EXPECT_LE(cycSum, 5000u);
+      EXPECT_GT(cycSum, 5000u - 6);
+    }
+    (void)tntPending;
+    EXPECT_EQ(writer->timeConversion().tscToNs(3000), 1000u);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Whole executions through libipt's block decoder.
+//===----------------------------------------------------------------------===//
+
+/// A tiny program at codeBase, assembled by hand (encodings from the SDM),
+/// and an interpreter that picks branch outcomes at random:
+///   main:  call f; jnz main; syscall; jmp main
+///   f:     endbr64; jz .skip; call f; .skip: call rax (-> g0..g3); ret
+///   g0,2,3: nop; jmp rax (-> +0x10); ret (sometimes to the caller's caller)
+///   g1:    call next; pop rcx; jmp rax (-> +0x10); ret
+class SyntheticProgram {
+public:
+  static constexpr uint64_t mainIp = codeBase;
+  static constexpr uint64_t fIp = codeBase + 0x100;
+  static uint64_t g(unsigned j) { return codeBase + 0x200 + j * 0x20; }
+
+  SyntheticProgram() : memory(0x400, 0xcc) {
+    put(mainIp, {0xe8}, BranchClass::DirectCall);
+    put32(mainIp + 1, fIp - (mainIp + 5));
+    put(mainIp + 5, {0x75, 0xf9}, BranchClass::CondBranch); // jnz main
+    put(mainIp + 7, {0x0f, 0x05}, BranchClass::Syscall);
+    put(mainIp + 9, {0xeb, 0xf5}, BranchClass::DirectJump); // jmp main
+    put(fIp, {0xf3, 0x0f, 0x1e, 0xfa}, BranchClass::Other);
+    put(fIp + 4, {0x74, 0x05}, BranchClass::CondBranch); // jz f+0xb
+    put(fIp + 6, {0xe8}, BranchClass::DirectCall);
+    put32(fIp + 7, fIp - (fIp + 0xb));
+    put(fIp + 0xb, {0xff, 0xd0}, BranchClass::IndirectCall);
+    put(fIp + 0xd, {0xc3}, BranchClass::Return);
+    for (unsigned j = 0; j < 4; ++j) {
+      if (j == 1) {
+        put(g(j), {0xe8, 0, 0, 0, 0}, BranchClass::DirectCall);
+        put(g(j) + 5, {0x59}, BranchClass::Other);
+        put(g(j) + 6, {0xff, 0xe0}, BranchClass::IndirectJump);
+      } else {
+        put(g(j), {0x90}, BranchClass::Other);
+        put(g(j) + 1, {0xff, 0xe0}, BranchClass::IndirectJump);
+      }
+      put(g(j) + 0x10, {0xc3}, BranchClass::Return);
+    }
+  }
+
+  /// Runs `count` instructions into `writer`; returns their addresses.
+  std::vector<uint64_t> run(PacketWriter &writer, size_t count, unsigned seed) {
+    std::mt19937 random(seed);
+    std::vector<uint64_t> stack, executed;
+    uint64_t ip = mainIp;
+    unsigned depth = 0, wantedDepth = 1;
+    EXPECT_FALSE(bool(writer.enable(ip)));
+    while (executed.size() < count) {
+      auto found = insns.find(ip);
+      if (found == insns.end()) {
+        ADD_FAILURE() << "the interpreter went astray at " << std::hex << ip;
+        return executed;
+      }
+      const Insn &at = found->second;
+      uint64_t next = ip + at.size;
+      if (ip == mainIp) {
+        wantedDepth = 1 + random() % 80;
+        depth = 0;
+      }
+      if (ip == mainIp + 5) // loop again most of the time
+        next = random() % 8 ? mainIp : next;
+      if (ip == fIp + 4) // recurse until the wanted depth
+        next = ++depth >= wantedDepth ? fIp + 0xb : next;
+      if (at.branch == BranchClass::DirectCall)
+        next = ip + 5 + static_cast<int32_t>(read32(ip + 1));
+      if (ip == mainIp + 9)
+        next = mainIp;
+      if (ip == fIp + 0xb)
+        next = g(random() % 4);
+      if (at.branch == BranchClass::IndirectJump)
+        next = (ip & ~uint64_t(0x1f)) + 0x10;
+      if (at.branch == BranchClass::DirectCall && next != ip + 5)
+        stack.push_back(ip + 5);
+      if (at.branch == BranchClass::Return) {
+        next = stack.back();
+        stack.pop_back();
+        // Now and then g returns past its caller, to the caller's caller.
+        if (ip != fIp + 0xd && !stack.empty() && random() % 16 == 0) {
+          next = stack.back();
+          stack.pop_back();
+        }
+      }
+      if (ip == fIp + 0xb)
+        stack.push_back(ip + 2);
+      executed.push_back(ip);
+      EXPECT_FALSE(bool(writer.step(insn(ip, at.size, at.branch, next))));
+      if (at.branch == BranchClass::Syscall)
+        EXPECT_FALSE(bool(writer.enable(next)));
+      ip = next;
+    }
+    EXPECT_FALSE(bool(writer.disable(ip)));
+    return executed;
+  }
+
+  /// Decodes `bytes` with libipt's block decoder over this program's image;
+  /// returns every instruction address, and counts decode errors.
+  std::vector<uint64_t> decode(std::vector<uint8_t> bytes, bool retComp,
+                               unsigned &errors) {
+    pt_config config;
+    pt_config_init(&config);
+    setTiming(config);
+    config.begin = bytes.data();
+    config.end = bytes.data() + bytes.size();
+    (void)retComp; // libipt detects compressed returns by itself
+    std::unique_ptr<pt_image, void (*)(pt_image *)> image(
+        pt_image_alloc("synthetic"), pt_image_free);
+    pt_image_set_callback(image.get(), readMemory, this);
+    std::unique_ptr<pt_block_decoder, void (*)(pt_block_decoder *)> decoder(
+        pt_blk_alloc_decoder(&config), pt_blk_free_decoder);
+    pt_blk_set_image(decoder.get(), image.get());
+    std::vector<uint64_t> ips;
+    errors = 0;
+    for (;;) {
+      int status = pt_blk_sync_forward(decoder.get());
+      if (status < 0)
+        break;
+      for (;;) {
+        while (status >= 0 && (status & pts_event_pending)) {
+          pt_event event;
+          status = pt_blk_event(decoder.get(), &event, sizeof(event));
+        }
+        if (status < 0)
+          break;
+        pt_block block;
+        status = pt_blk_next(decoder.get(), &block, sizeof(block));
+        uint64_t ip = block.ip;
+        for (unsigned i = 0; status >= 0 && i < block.ninsn; ++i) {
+          ips.push_back(ip);
+          auto found = insns.find(ip);
+          if (found == insns.end()) {
+            ADD_FAILURE() << "decoded an address that is no instruction: "
+                          << std::hex << ip;
+            return ips;
+          }
+          // A block may run on through direct jumps and calls.
+          ip = followDirect(ip, found->second);
+        }
+        if (status < 0)
+          break;
+      }
+      if (status == -pte_eos)
+        break;
+      ADD_FAILURE() << "decode error: " << pt_errstr(pt_errcode(status));
+      ++errors;
+    }
+    return ips;
+  }
+
+private:
+  struct Insn {
+    uint8_t size;
+    BranchClass branch;
+  };
+
+  /// The next instruction after `at` when no trace is needed for it.
+  uint64_t followDirect(uint64_t ip, const Insn &at) const {
+    if (at.branch == BranchClass::DirectCall)
+      return ip + 5 + static_cast<int32_t>(read32(ip + 1));
+    if (at.branch == BranchClass::DirectJump)
+      return ip + 2 + static_cast<int8_t>(memory[ip - codeBase + 1]);
+    return ip + at.size;
+  }
+
+  void put(uint64_t ip, std::vector<uint8_t> bytes, BranchClass branch) {
+    std::copy(bytes.begin(), bytes.end(), memory.begin() + (ip - codeBase));
+    uint8_t size = branch == BranchClass::DirectCall ? 5 : bytes.size();
+    insns[ip] = Insn{size, branch};
+  }
+  void put32(uint64_t ip, uint64_t value) {
+    for (int i = 0; i < 4; ++i)
+      memory[ip - codeBase + i] = static_cast<uint8_t>(value >> (8 * i));
+  }
+  uint32_t read32(uint64_t ip) const {
+    uint32_t value = 0;
+    for (int i = 3; i >= 0; --i)
+      value = (value << 8) | memory[ip - codeBase + i];
+    return value;
+  }
+  static int readMemory(uint8_t *buffer, size_t size, const pt_asid *,
+                        uint64_t ip, void *context) {
+    auto *self = static_cast<SyntheticProgram *>(context);
+    if (ip < codeBase || ip >= codeBase + self->memory.size())
+      return -pte_nomap;
+    size = std::min<size_t>(size, codeBase + self->memory.size() - ip);
+    std::copy_n(self->memory.begin() + (ip - codeBase), size, buffer);
+    return static_cast<int>(size);
+  }
+
+  std::vector<uint8_t> memory;
+  std::map<uint64_t, Insn> insns;
+};
+
+/// The executed addresses without the ones an overflow hid.
+std::vector<uint64_t> visible(const std::vector<uint64_t> &executed,
+                              const PacketWriter &writer) {
+  std::vector<bool> hidden(executed.size());
+  for (auto [first, count] : writer.lostInstructions())
+    for (uint64_t i = first; i < first + count; ++i)
+      hidden[i] = true;
+  std::vector<uint64_t> result;
+  for (size_t i = 0; i < executed.size(); ++i)
+    if (!hidden[i])
+      result.push_back(executed[i]);
+  return result;
+}
+
+struct BlockCase {
+  const char *name;
+  TimerResolution timer;
+  bool noRetComp;
+  uint64_t bufferSize;
+  uint64_t overflowEvery;
+};
+
+class BlockDecoderTest : public ::testing::TestWithParam<BlockCase> {};
+
+TEST_P(BlockDecoderTest, DecodesExactlyWhatWasStepped) {
+  const BlockCase &param = GetParam();
+  PacketWriter::Options options;
+  options.timer = param.timer;
+  options.noRetComp = param.noRetComp;
+  options.bufferSize = param.bufferSize;
+  options.overflowEvery = param.overflowEvery;
+  options.psbPeriod = 1024;
+  auto writer = makeWriter(options);
+  SyntheticProgram program;
+  std::vector<uint64_t> executed = program.run(*writer, 60000, 42);
+  std::vector<uint64_t> expected = visible(executed, *writer);
+  if (param.overflowEvery)
+    EXPECT_GE(writer->lostInstructions().size(),
+              60000 / param.overflowEvery / 2);
+  unsigned errors = 0;
+  std::vector<uint64_t> decoded =
+      program.decode(writer->buffer().snapshot(), !param.noRetComp, errors);
+  EXPECT_EQ(errors, 0u);
+  bool wrapped = writer->buffer().wrapped();
+  EXPECT_EQ(wrapped, param.bufferSize < (1u << 20));
+  if (!wrapped) {
+    EXPECT_EQ(decoded.size(), expected.size());
+    size_t common = std::min(decoded.size(), expected.size());
+    for (size_t i = 0; i < common; ++i)
+      ASSERT_EQ(decoded[i], expected[i])
+          << "first divergence at instruction " << i;
+  } else {
+    // From the first PSB in the ring to the end.
+    EXPECT_GT(decoded.size(), 1000u);
+    EXPECT_LT(decoded.size(), expected.size());
+  }
+  ASSERT_LE(decoded.size(), expected.size());
+  std::vector<uint64_t> tail(expected.end() - decoded.size(), expected.end());
+  for (size_t i = 0; i < decoded.size(); ++i)
+    ASSERT_EQ(decoded[i], tail[i]) << "first divergence at decoded index " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, BlockDecoderTest,
+    ::testing::Values(
+        BlockCase{"RetComp", TimerResolution::Normal, false, 1 << 20, 0},
+        BlockCase{"NoRetComp", TimerResolution::Normal, true, 1 << 20, 0},
+        BlockCase{"LowTimer", TimerResolution::Low, false, 1 << 20, 0},
+        BlockCase{"HighTimer", TimerResolution::High, false, 1 << 20, 0},
+        BlockCase{"Wrapped", TimerResolution::Normal, false, 1 << 13, 0},
+        BlockCase{"WrappedNoRetComp", TimerResolution::Normal, true, 1 << 13,
+                  0},
+        BlockCase{"Overflow", TimerResolution::Normal, false, 1 << 20, 997}),
+    [](const ::testing::TestParamInfo<BlockCase> &info) {
+      return std::string(info.param.name);
+    });
+
+} // namespace
