@@ -89,7 +89,8 @@ public:
     tntCount = 0;
   }
 
-  /// PSB+ at `ip` (the next instruction), TNT flushed first as the CPU does.
+  /// PSB+ (TSC, CBR, MODE.Exec, FUP) at `ip` (the next instruction), TNT
+  /// flushed first as the CPU does.
   void psb(uint64_t ip, uint64_t tsc) {
     flushTnt();
     pt_packet p{};
@@ -98,6 +99,12 @@ public:
     p = {};
     p.type = ppt_tsc;
     p.payload.tsc.tsc = tsc;
+    packet(p);
+    // CBR before MODE.Exec, as the CPU writes PSB+: its status update comes
+    // before the one that binds to the FUP address.
+    p = {};
+    p.type = ppt_cbr;
+    p.payload.cbr.ratio = 30;
     packet(p);
     p = {};
     p.type = ppt_mode;

@@ -262,6 +262,9 @@ private:
   /// the end of the trace.
   std::optional<size_t> run(Piece &piece, int status, size_t boundary) {
     uint64_t lastIp = 0;
+    // Status updates of one PSB+ seen so far, and that PSB's index.
+    bool psbGroupOpen = false;
+    size_t psbGroupIndex = 0;
     // After the last packet libipt still follows code that needs no trace;
     // on garbage that can be an endless direct-jump loop.
     uint64_t tailInstructions = 0;
@@ -272,11 +275,20 @@ private:
         if (status < 0)
           break;
         if (event.status_update) {
-          // A PSB+ was crossed. If it belongs to another piece, stop here:
-          // that piece's decode continues from exactly this point.
-          size_t index = psbIndexAt(currentOffset());
-          if (index >= boundary) {
-            piece.handoff = index;
+          // A PSB+ was crossed. Its first status update comes while libipt
+          // still sits at the PSBEND (more updates are queued), so the
+          // offset names the PSB. The MODE.Exec update comes last and binds
+          // to the FUP address, where libipt has ended the block: if the PSB
+          // starts another piece, stop exactly there.
+          if (!psbGroupOpen) {
+            psbGroupOpen = true;
+            psbGroupIndex = psbIndexAt(currentOffset());
+          }
+          if (event.type != ptev_exec_mode)
+            continue;
+          psbGroupOpen = false;
+          if (psbGroupIndex >= boundary) {
+            piece.handoff = psbGroupIndex;
             return std::nullopt;
           }
           continue;

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
 #include "magic_trace/Decoder.h"
+#include "magic_trace/Symbolizer.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
@@ -52,22 +53,71 @@ int fail(const Twine &message) {
 
 std::string hex(uint64_t value) { return "0x" + utohexstr(value, true); }
 
-/// Event name of a Block's last instruction, or nullptr when it is not an
-/// event (falls through, or a conditional branch / direct jump inside a
-/// function).
-const char *transferName(BranchClass branch, bool callsOnly) {
-  switch (branch) {
+/// Names and places addresses through the symbolizer.
+class Namer {
+public:
+  Namer(const Snapshot &snapshot) : symbolizer(snapshot.modules, strings) {}
+
+  const SymbolRange &range(uint64_t address) {
+    return symbolizer.lookup(address);
+  }
+
+  /// "0xADDR function+0xOFF", plus " {inlined > chain}" when the address is
+  /// inside inlined code.
+  std::string describe(uint64_t address) {
+    const SymbolRange &where = range(address);
+    std::string text = hex(address);
+    if (where.frames.empty())
+      return text;
+    text += " " + strings.get(where.frames.front().function).str();
+    if (where.functionEntry && address >= where.functionEntry)
+      text += "+" + hex(address - where.functionEntry);
+    if (where.frames.size() > 1) {
+      text += " {";
+      for (size_t i = 1; i < where.frames.size(); ++i) {
+        if (i > 1)
+          text += " > ";
+        text += strings.get(where.frames[i].function).str();
+      }
+      text += "}";
+    }
+    return text;
+  }
+
+  const SymbolizerStats &stats() const { return symbolizer.stats(); }
+  std::vector<std::string> problems() const {
+    return symbolizer.moduleProblems();
+  }
+
+private:
+  StringTable strings;
+  Symbolizer symbolizer;
+};
+
+/// The event a Block's last instruction makes, or nullptr: calls and
+/// returns always; jumps and taken conditional branches only into another
+/// function (tail calls, PLT stubs); syscalls and far transfers.
+const char *transferName(Namer &namer, const TraceItem &block, uint64_t target,
+                         bool callsOnly) {
+  switch (block.lastClass) {
   case BranchClass::DirectCall:
   case BranchClass::IndirectCall:
     return "call";
   case BranchClass::Return:
     return "return";
-  case BranchClass::IndirectJump:
-    return callsOnly ? nullptr : "jump";
   case BranchClass::Syscall:
     return callsOnly ? nullptr : "syscall";
   case BranchClass::FarTransfer:
     return callsOnly ? nullptr : "far";
+  case BranchClass::DirectJump:
+  case BranchClass::IndirectJump:
+  case BranchClass::CondBranch: {
+    if (callsOnly || !target)
+      return nullptr;
+    uint64_t from = namer.range(block.lastIp).functionEntry;
+    uint64_t to = namer.range(target).functionEntry;
+    return from != to ? "jump" : nullptr;
+  }
   default:
     return nullptr;
   }
@@ -89,37 +139,37 @@ const char *itemName(ItemKind kind) {
   return "?";
 }
 
-/// Where control went after item `i`: the next item's IP, 0 if none.
+/// Where control went after item `i`: the next Block's IP, 0 if an event
+/// comes first or nothing follows.
 uint64_t targetAfter(const std::vector<TraceItem> &items, size_t i) {
-  for (size_t j = i + 1; j < items.size(); ++j)
-    if (items[j].kind == ItemKind::Block || items[j].kind == ItemKind::Enable)
-      return items[j].ip;
-    else
-      return 0;
+  if (i + 1 < items.size() && items[i + 1].kind == ItemKind::Block)
+    return items[i + 1].ip;
   return 0;
 }
 
 /// Prints events of one thread; returns how many.
-uint64_t printEvents(raw_ostream &out, const ThreadDecode &decode,
+uint64_t printEvents(raw_ostream &out, Namer &namer, const ThreadDecode &decode,
                      bool callsOnly) {
   uint64_t events = 0;
   const std::vector<TraceItem> &items = decode.items;
   for (size_t i = 0; i < items.size(); ++i) {
     const TraceItem &item = items[i];
     if (item.kind == ItemKind::Block) {
-      const char *name = transferName(item.lastClass, callsOnly);
+      uint64_t target = targetAfter(items, i);
+      const char *name = transferName(namer, item, target, callsOnly);
       if (!name)
         continue;
       ++events;
-      uint64_t target = targetAfter(items, i);
-      out << item.timeNs << " " << name << " " << hex(item.lastIp) << " -> "
-          << (target ? hex(target) : std::string("?")) << "\n";
+      out << item.timeNs << " " << name << " " << namer.describe(item.lastIp)
+          << " -> " << (target ? namer.describe(target) : std::string("?"))
+          << "\n";
       continue;
     }
     if (callsOnly)
       continue;
     ++events;
-    out << item.timeNs << " " << itemName(item.kind) << " " << hex(item.ip);
+    out << item.timeNs << " " << itemName(item.kind) << " "
+        << (item.ip ? namer.describe(item.ip) : std::string("0x0"));
     if (item.kind == ItemKind::Error) {
       const DecodeError &error = decode.errors[item.detail];
       out << " offset " << error.offset << ": " << error.message;
@@ -151,9 +201,9 @@ int main(int argc, char **argv) {
 
   auto started = std::chrono::steady_clock::now();
   Expected<DecodeResult> result = decodeSnapshot(*snapshot, options);
-  double seconds = std::chrono::duration<double>(
-                       std::chrono::steady_clock::now() - started)
-                       .count();
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
   if (!result)
     return fail(toString(result.takeError()));
 
@@ -162,6 +212,7 @@ int main(int argc, char **argv) {
       WithColor::warning(errs(), "magic-trace-decode")
           << module.problem << "\n";
 
+  Namer namer(*snapshot);
   raw_ostream &out = outs();
   uint64_t instructions = 0, events = 0, errors = 0;
   for (const ThreadDecode &decode : result->threads) {
@@ -181,16 +232,22 @@ int main(int argc, char **argv) {
     case DumpKind::Events:
     case DumpKind::Calls:
       out << "# thread " << decode.tid << "\n";
-      events += printEvents(out, decode, dump == DumpKind::Calls);
+      events += printEvents(out, namer, decode, dump == DumpKind::Calls);
       break;
     case DumpKind::None:
-      events += printEvents(nulls(), decode, false);
+      events += printEvents(nulls(), namer, decode, false);
       break;
     }
   }
   out << "summary: " << result->threads.size() << " threads, " << instructions
       << " instructions, " << events << " events, " << errors << " errors, "
-      << "decode " << format("%.3f", seconds * 1000) << " ms ("
+      << "symbol cache hit rate "
+      << format("%.1f%%", namer.stats().lookups ? 100.0 * namer.stats().hits /
+                                                      namer.stats().lookups
+                                                : 0.0)
+      << " (" << namer.stats().lookups << " lookups, "
+      << namer.stats().distinctRanges << " ranges), decode "
+      << format("%.3f", seconds * 1000) << " ms ("
       << (threads ? threads.getValue() : 0) << " threads requested, "
       << result->stats.chunks << " pieces)\n";
   return 0;
