@@ -12,9 +12,9 @@
 
 #include "magic_trace/Decoder.h"
 #include "magic_trace/ModelBuilder.h"
-#include "magic_trace/PtTiming.h"
 #include "magic_trace/PtraceStepper.h"
 #include "magic_trace/Symbolizer.h"
+#include "magic_trace/VirtualClock.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -125,10 +125,7 @@ int main(int argc, char **argv) {
 
   DecodeOptions decodeOptions;
   decodeOptions.threads = 1;
-  decodeOptions.timing.mtcFreq = VirtualClock::timing.mtcFreq;
-  decodeOptions.timing.nomFreq = VirtualClock::timing.nomFreq;
-  decodeOptions.timing.cpuid15Eax = VirtualClock::timing.cpuid15Eax;
-  decodeOptions.timing.cpuid15Ebx = VirtualClock::timing.cpuid15Ebx;
+  decodeOptions.timing = VirtualClock::timing;
   Expected<DecodeResult> decoded = decodeSnapshot(snapshot, decodeOptions);
   if (!decoded)
     return fail(toString(decoded.takeError()));
