@@ -190,14 +190,16 @@ int main(int argc, char **argv) {
              << "\n";
       ok = ok && difference.empty();
     }
+    size_t withStitching = matchingFrames(reference, model, tolerance);
+    size_t without = matchingFrames(reference, unstitched, tolerance);
     outs() << "  frames matching (function, begin and end within " << tolerance
-           << " ns): stitching on "
-           << percent(matchingFrames(reference, model, tolerance),
-                      reference.size())
-           << ", off "
-           << percent(matchingFrames(reference, unstitched, tolerance),
-                      reference.size())
-           << "\n";
+           << " ns): stitching on " << percent(withStitching, reference.size())
+           << ", off " << percent(without, reference.size()) << "\n";
+    if (!errorFree)
+      outs() << "  stitching gain: " << (withStitching >= without ? "+" : "-")
+             << (withStitching >= without ? withStitching - without
+                                          : without - withStitching)
+             << " frames\n";
     if (stop && !stop->frames.empty()) {
       std::vector<uint64_t> expected = stopStack(*stop, symbols);
       std::vector<uint64_t> actual = finalStack(anchored);
