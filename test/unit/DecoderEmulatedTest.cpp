@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Decoder.h"
 #include "magic_trace/PtraceStepper.h"
+#include "magic_trace/VirtualClock.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +24,8 @@ std::string input(const char *name) {
 struct Config {
   const char *name;
   PacketWriter::Options writer;
+  bool wraps = false;     ///< The configuration must wrap the ring.
+  bool overflows = false; ///< ... must lose instructions to overflows.
 };
 
 std::vector<uint64_t> expectedInsns(const ThreadTruth &truth) {
@@ -49,8 +52,6 @@ void checkProgram(const std::vector<std::string> &argv, const Config &config) {
 
   DecodeOptions serialOptions;
   serialOptions.threads = 1;
-  serialOptions.timing =
-      getenv("MT_NO_TIMING") ? PtTimingConfig() : VirtualClock::timing;
   DecodeOptions parallelOptions = serialOptions;
   parallelOptions.threads = 2;
   parallelOptions.minChunkBytes = 1;
@@ -59,6 +60,10 @@ void checkProgram(const std::vector<std::string> &argv, const Config &config) {
   ASSERT_TRUE(bool(serial)) << toString(serial.takeError());
   ASSERT_TRUE(bool(parallel)) << toString(parallel.takeError());
   ASSERT_EQ(serial->threads.size(), run->truth.size());
+  if (config.wraps)
+    EXPECT_TRUE(run->snapshot.threads[0].wrapped);
+  if (config.overflows)
+    EXPECT_FALSE(run->truth[0].lost.empty());
 
   for (size_t t = 0; t < run->truth.size(); ++t) {
     const ThreadDecode &decode = serial->threads[t];
@@ -81,6 +86,26 @@ void checkProgram(const std::vector<std::string> &argv, const Config &config) {
       ++firstDifference;
     EXPECT_EQ(firstDifference, want.size())
         << "first difference at instruction " << firstDifference;
+
+    // Time: the virtual clock runs one TSC tick per traced instruction
+    // (VirtualClock.h), so a Block's true time is known from its index.
+    if (!run->snapshot.threads[t].wrapped && run->truth[t].lost.empty()) {
+      uint64_t index = 0, worst = 0;
+      for (const TraceItem &item : decode.items) {
+        if (item.kind != ItemKind::Block)
+          continue;
+        uint64_t truthNs = run->snapshot.time.tscToNs(
+            VirtualClock::startTsc +
+            index * VirtualClock::cyclesPerInstruction);
+        uint64_t error = item.timeNs > truthNs ? item.timeNs - truthNs
+                                               : truthNs - item.timeNs;
+        worst = std::max(worst, error);
+        index += item.detail;
+      }
+      // One MTC period is 960 instructions (320 ns); interpolation by
+      // instruction count must do far better than that.
+      EXPECT_LE(worst, 100u) << "time error over " << index << " insns";
+    }
 
     const ThreadDecode &other = parallel->threads[t];
     ASSERT_EQ(decode.items.size(), other.items.size());
@@ -118,11 +143,20 @@ TEST(DecoderEmulated, CallsInEveryConfiguration) {
       {"timer-low", writer(4 << 20, 4096, TimerResolution::Low)},
       {"timer-high", writer(4 << 20, 4096, TimerResolution::High)},
       {"psb-256", writer(4 << 20, 256)},
-      {"wrapped", writer(4096, 256)},
-      {"overflow", writer(4 << 20, 512, TimerResolution::Normal, false, 3000)},
   };
   for (const Config &config : configs)
     checkProgram({input("emu_calls")}, config);
+}
+
+// emu_exception runs ~40k instructions: enough to wrap a 4 KiB ring and to
+// take several injected overflows.
+TEST(DecoderEmulated, WrappedRingAndOverflows) {
+  checkProgram({input("emu_exception")},
+               {"wrapped", writer(4096, 256), /*wraps=*/true});
+  checkProgram({input("emu_exception")},
+               {"overflow",
+                writer(4 << 20, 512, TimerResolution::Normal, false, 3000),
+                /*wraps=*/false, /*overflows=*/true});
 }
 
 TEST(DecoderEmulated, OtherPrograms) {
@@ -131,7 +165,6 @@ TEST(DecoderEmulated, OtherPrograms) {
   checkProgram({input("emu_longjmp")}, config);
   checkProgram({input("emu_dlopen"), input("libemu_plugin.so")}, config);
   checkProgram({input("emu_printf")}, config);
-  checkProgram({input("emu_exception")}, config);
 }
 
 } // namespace
