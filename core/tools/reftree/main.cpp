@@ -125,7 +125,6 @@ int main(int argc, char **argv) {
 
   DecodeOptions decodeOptions;
   decodeOptions.threads = 1;
-  decodeOptions.timing = VirtualClock::timing;
   Expected<DecodeResult> decoded = decodeSnapshot(snapshot, decodeOptions);
   if (!decoded)
     return fail(toString(decoded.takeError()));
@@ -169,7 +168,11 @@ int main(int argc, char **argv) {
            << stitched.errors << " errors/overflows, "
            << stitched.segments.size() << " segments (" << stats.stitchedJoins
            << " stitched); reference " << reference.size() << " frames, model "
-           << model.size() << "\n";
+           << model.size() << "; "
+           << formatv("{0:F2}",
+                      double(stats.modelBytes) /
+                          double(std::max<uint64_t>(decode->instructions, 1)))
+           << " model bytes/instruction\n";
     if (dumpItems)
       for (const TraceItem &item : decode->items)
         outs() << "  item " << unsigned(item.kind) << " 0x"
