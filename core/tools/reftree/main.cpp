@@ -129,7 +129,8 @@ int main(int argc, char **argv) {
   if (!decoded)
     return fail(toString(decoded.takeError()));
 
-  StringTable strings;
+  TraceModel trace; ///< Owns the strings; validateModel checks the ids.
+  StringTable &strings = trace.strings;
   Symbolizer symbolizer(snapshot.modules, strings);
   auto lookup = [&](uint64_t address) -> const SymbolRange & {
     return symbolizer.lookup(address);
@@ -160,6 +161,14 @@ int main(int argc, char **argv) {
         buildThreadModel(*decode, lookup, nullptr, strings, {false, false});
     ThreadModel anchored =
         buildThreadModel(*decode, lookup, stop, strings, {true, true});
+    // The invariants every writer relies on (TraceModel.h).
+    for (const ThreadModel *built : {&stitched, &apart, &anchored}) {
+      trace.threads.assign(1, *built);
+      if (Error err = validateModel(trace)) {
+        outs() << "  invalid model: " << toString(std::move(err)) << "\n";
+        ok = false;
+      }
+    }
     std::vector<TreeFrame> model = modelTree(stitched, strings, true);
     std::vector<TreeFrame> unstitched = modelTree(apart, strings, false);
 
