@@ -147,6 +147,21 @@ bool handlerPending(pid_t tid) {
   return masks.pending & ~masks.blocked & masks.caught;
 }
 
+/// Where a thread stopped by a signal in the middle of a syscall resumes
+/// when the signal is not handled: the kernel restarts the syscall
+/// (-ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND, -ERESTART_RESTARTBLOCK)
+/// by backing the IP up over the 2-byte `syscall`. Otherwise `rip`.
+uint64_t resumeIp(pid_t tid, uint64_t rip) {
+  user_regs_struct regs;
+  if (ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0)
+    return rip;
+  int64_t result = int64_t(regs.rax);
+  bool inSyscall = int64_t(regs.orig_rax) >= 0;
+  bool restarts =
+      result == -512 || result == -513 || result == -514 || result == -516;
+  return inSyscall && restarts ? rip - 2 : rip;
+}
+
 class Emulator {
 public:
   Emulator(const EmulateOptions &options, std::unique_ptr<InsnClassifier> c)
@@ -275,9 +290,10 @@ Error Emulator::runToStart(Tracee &tracee, uint64_t startAddress) {
       threadFor(pid_t(newTid));
       continue;
     }
-    if (stopSignal == SIGSTOP && threadByTid.count(tid) &&
-        !threadFor(tid).writer && tid != pid)
-      continue; // A new thread's first stop: let it run untraced.
+    // A new thread's first stop (it may come before its clone event): let
+    // it run untraced.
+    if (stopSignal == SIGSTOP && tid != pid && !threadFor(tid).writer)
+      continue;
     if (stopSignal != SIGTRAP) {
       signal = stopSignal;
       continue;
@@ -288,8 +304,9 @@ Error Emulator::runToStart(Tracee &tracee, uint64_t startAddress) {
     if (regs.rip - 1 != startAddress)
       continue;
     // The start point: undo the int3 and back up over it.
-    if (ptrace(PTRACE_POKETEXT, pid, startAddress, word) != 0)
-      return ptraceError("POKETEXT", pid);
+    // Memory goes through the stopped thread: the others may be running.
+    if (ptrace(PTRACE_POKETEXT, tid, startAddress, word) != 0)
+      return ptraceError("POKETEXT", tid);
     regs.rip = startAddress;
     if (ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0)
       return ptraceError("SETREGS", tid);
@@ -309,7 +326,6 @@ Error Emulator::refreshModules() {
   if (!maps)
     return maps.takeError();
   // Build-ids are per file; read each file once.
-  std::vector<Module> modules;
   std::vector<MapsEntry> entries = std::move(*maps);
   for (MapsEntry &entry : entries)
     if (!buildIds.count(entry.path) && StringRef(entry.path).starts_with("/"))
@@ -460,7 +476,9 @@ Error Emulator::handleStop(TracedThread &thread, int status) {
     // at the start point: trace it from here.
     if (stopRequested)
       return Error::success();
-    thread.ip = rip;
+    // A thread stopped inside a syscall (by the start point's SIGSTOP) runs
+    // that syscall again.
+    thread.ip = signal == SIGSTOP ? resumeIp(thread.tid, rip) : rip;
     return startThread(thread);
   }
   if (signal == SIGTRAP && wasStepping) {
@@ -496,6 +514,9 @@ Error Emulator::handleStop(TracedThread &thread, int status) {
     thread.signalToDeliver = signal;
     thread.deliveringToHandler = isCaught(thread.tid, signal);
   }
+  // Without a handler, an interrupted syscall is restarted: it runs again.
+  if (!thread.deliveringToHandler)
+    thread.ip = resumeIp(thread.tid, rip);
   return stepThread(thread);
 }
 
