@@ -463,6 +463,30 @@ TEST_F(ModelBuilderTest, StitchingAllowsCallsInsideTheGap) {
                     "    [untraced] 60-60\n");
 }
 
+TEST_F(ModelBuilderTest, StitchingJoinsDownToTheLastAgreeingFrame) {
+  // During the gap a returned and main called b: segment 2's start [main, b]
+  // agrees with the end stack [_start, main, a] down to main, so _start and
+  // main continue, a ends at the loss, b is new.
+  add(block(0x1000, 0x1010, 0, BranchClass::DirectCall));
+  add(block(0x2000, 0x2010, 10, BranchClass::DirectCall));
+  add(block(0x3000, 0x3010, 20, BranchClass::Other));
+  add(event(ItemKind::Overflow, 30, 0x4000));
+  add(block(0x4000, 0x4010, 40, BranchClass::Return));
+  add(block(0x2020, 0x2030, 50, BranchClass::Other));
+  add(event(ItemKind::Disable, 60));
+  EXPECT_EQ(tree(), "segment 0-40\n"
+                    "_start 0-40 inferred\n"
+                    "  main 10-40\n"
+                    "    a 20-30\n"
+                    "    [overflow] 30-40\n"
+                    "segment 40-60 stitched after overflow\n"
+                    "_start 40-60 inferred\n"
+                    "  main 40-60 inferred\n"
+                    "    b 40-50 inferred\n"
+                    "    [untraced] 60-60\n");
+  EXPECT_EQ(stats.stitchedJoins, 1u);
+}
+
 TEST_F(ModelBuilderTest, StitchingRefusesDisagreeingStacks) {
   // Segment 2 runs in c and returns into b: [b, c] appears nowhere in the
   // end stack [_start, main, a].
