@@ -631,6 +631,13 @@ Expected<EmulateResult> Emulator::run() {
   if (!loadInfo)
     return loadInfo.takeError();
 
+  // Bad writer options (buffer size, PSB period) fail before the launch.
+  if (!options.makeWriter) {
+    auto probe = PacketWriter::create(options.writer);
+    if (!probe)
+      return probe.takeError();
+  }
+
   Expected<pid_t> child = launch(path);
   if (!child)
     return child.takeError();
