@@ -701,3 +701,45 @@ TEST_F(ModelBuilderTest, RandomStreamsKeepTheInvariants) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(BuildTraceModelTest, EveryThreadWithItsOwnStop) {
+  // No modules: every address is unknown code, one range per page, which
+  // is enough to see each thread get its own stop context.
+  Snapshot snapshot;
+  snapshot.pid = 42;
+  snapshot.processName = "demo";
+  ThreadStop stop;
+  stop.tid = 8;
+  stop.frames = {0x7010, 0x9011};
+  snapshot.stop.push_back(stop);
+  std::vector<ThreadDecode> threads(2);
+  threads[0].tid = 7;
+  threads[1].tid = 8;
+  for (ThreadDecode &thread : threads) {
+    thread.items.push_back(block(0x7000, 0x7010, 5, BranchClass::Other, 3));
+    thread.items.push_back(event(ItemKind::Disable, 9));
+    thread.instructions = 3;
+  }
+  TraceModel model;
+  Symbolizer symbolizer({}, model.strings);
+  ModelStats stats;
+  buildTraceModel(model, snapshot, threads, symbolizer, ModelOptions{}, &stats);
+  EXPECT_EQ(model.pid, 42u);
+  EXPECT_EQ(model.processName, "demo");
+  ASSERT_EQ(model.threads.size(), 2u);
+  EXPECT_EQ(model.threads[0].tid, 7u);
+  EXPECT_EQ(model.threads[1].tid, 8u);
+  EXPECT_EQ(model.threads[1].instructions, 3u);
+  // Thread 8 gained the page at 0x9000 as its anchored root; thread 7 not.
+  ASSERT_FALSE(model.threads[0].segments.empty());
+  ASSERT_FALSE(model.threads[1].segments.empty());
+  EXPECT_FALSE(model.threads[0].segments[0].frames[0].anchored);
+  EXPECT_TRUE(model.threads[1].segments[0].frames[0].anchored);
+  EXPECT_EQ(stats.anchorAdded, 1u);
+  if (llvm::Error err = validateModel(model))
+    ADD_FAILURE() << llvm::toString(std::move(err));
+}
+
+} // namespace

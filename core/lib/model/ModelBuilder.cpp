@@ -623,3 +623,23 @@ magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
   counters.modelBytes += threadModelBytes(model);
   return model;
 }
+
+void magic_trace::buildTraceModel(TraceModel &model, const Snapshot &snapshot,
+                                  const std::vector<ThreadDecode> &threads,
+                                  Symbolizer &symbolizer,
+                                  const ModelOptions &options,
+                                  ModelStats *stats) {
+  model.pid = snapshot.pid;
+  model.processName = snapshot.processName;
+  auto lookup = [&symbolizer](uint64_t address) -> const SymbolRange & {
+    return symbolizer.lookup(address);
+  };
+  for (const ThreadDecode &decode : threads) {
+    const ThreadStop *stop = nullptr;
+    for (const ThreadStop &candidate : snapshot.stop)
+      if (candidate.tid == decode.tid)
+        stop = &candidate;
+    model.threads.push_back(
+        buildThreadModel(decode, lookup, stop, model.strings, options, stats));
+  }
+}
