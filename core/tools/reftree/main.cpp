@@ -178,12 +178,15 @@ int main(int argc, char **argv) {
     std::vector<TreeFrame> model = modelTree(stitched, strings, true);
     std::vector<TreeFrame> unstitched = modelTree(apart, strings, false);
 
+    bool wrapped = false;
+    for (const ThreadTrace &trace : snapshot.threads)
+      wrapped = wrapped || (trace.tid == truth.tid && trace.wrapped);
     outs() << "thread " << truth.tid << ": " << truth.insns.size()
-           << " instructions, " << decode->instructions << " decoded, "
-           << stitched.errors << " errors/overflows, "
-           << stitched.segments.size() << " segments (" << stats.stitchedJoins
-           << " stitched); reference " << reference.size() << " frames, model "
-           << model.size() << "; "
+           << " instructions, " << decode->instructions << " decoded"
+           << (wrapped ? " (ring wrapped), " : ", ") << stitched.errors
+           << " errors/overflows, " << stitched.segments.size() << " segments ("
+           << stats.stitchedJoins << " stitched); reference "
+           << reference.size() << " frames, model " << model.size() << "; "
            << formatv("{0:F2}",
                       double(stats.modelBytes) /
                           double(std::max<uint64_t>(decode->instructions, 1)))
