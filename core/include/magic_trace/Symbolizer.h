@@ -14,10 +14,12 @@
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/StringTable.h"
 
+#include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace magic_trace {
@@ -71,6 +73,12 @@ public:
   /// One line per module that could not be used, e.g.
   /// "libfoo.so: build-id 1234 differs from the module's 5678".
   std::vector<std::string> moduleProblems() const;
+
+  /// The lowest address `path`'s PT_LOAD segments ask for, page-aligned as
+  /// the loader maps it: a Module with this loadAddress and no segments maps
+  /// runtime addresses 1:1 onto file addresses (what llvm-symbolizer --obj
+  /// takes). Fails if the file cannot be read or is not ELF.
+  static llvm::Expected<uint64_t> preferredLoadAddress(llvm::StringRef path);
 
 private:
   class Impl;

@@ -1,0 +1,101 @@
+//===- Decoder.h - Intel PT -> per-thread control flow ----------*- C++ -*-===//
+//
+// Decodes every thread of a Snapshot with libipt's block decoder into the
+// compact TraceItems stream. The module list becomes one libipt image through
+// a shared image section cache; memory no file backs is read through a
+// caller-provided callback. Buffers are split at PSB packets and the pieces
+// decoded on a thread pool; the stitched result is identical to a serial
+// decode (docs/decoder.md explains why). Decode errors never fail the call:
+// they become Error items and decoding resyncs at the next PSB.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_DECODER_H
+#define MAGIC_TRACE_DECODER_H
+
+#include "magic_trace/Snapshot.h"
+#include "magic_trace/TraceItems.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace magic_trace {
+
+/// Reads up to `size` bytes of process memory at `address` into `buffer`;
+/// returns the number of bytes read (0 when unreadable). It may be called
+/// from several decode threads at once, so it must be thread-safe.
+using ReadMemoryFn =
+    std::function<size_t(uint64_t address, uint8_t *buffer, size_t size)>;
+
+/// Timing parameters libipt needs to turn MTC/CYC into TSC units. On
+/// hardware they come from CPUID leaf 0x15 and the perf event config; the
+/// emulator writes its own (see docs/emulator.md). Zero means unknown: MTC
+/// and CYC packets are then ignored and only TSC packets give time.
+struct TimingConfig {
+  uint8_t mtcFreq = 0;     ///< IA32_RTIT_CTL.MTCFreq.
+  uint8_t nomFreq = 0;     ///< Nominal core:bus ratio (MSR_PLATFORM_INFO).
+  uint32_t cpuid15Eax = 0; ///< CPUID.15H:EAX (TSC/core crystal ratio denom).
+  uint32_t cpuid15Ebx = 0; ///< CPUID.15H:EBX (numerator).
+};
+
+struct DecodeOptions {
+  /// Decode threads; 0 = the cores available, 1 = serial.
+  unsigned threads = 0;
+  /// Memory not backed by a module file (JIT, vdso); may be empty.
+  ReadMemoryFn readMemory;
+  TimingConfig timing;
+  /// Only this thread (0 = all).
+  uint64_t onlyTid = 0;
+  /// Smallest piece of a buffer handed to one decode task, in bytes. Pieces
+  /// always start at a PSB; smaller pieces mean more parallelism and more
+  /// (cheap) resyncs. Tests set it low to exercise every boundary.
+  uint64_t minChunkBytes = 64 * 1024;
+};
+
+/// What became of one module when building the image.
+struct ModuleImageStatus {
+  std::string path;
+  unsigned sections = 0; ///< Executable sections added to the image.
+  std::string problem;   ///< Empty when the module is usable.
+};
+
+struct DecodeStats {
+  uint64_t psbs = 0;     ///< PSB packets found, over all threads.
+  uint64_t chunks = 0;   ///< Pieces decoded (by the pool or serially).
+  uint64_t handoffs = 0; ///< Pieces whose decode was used up to a PSB.
+};
+
+struct DecodeResult {
+  std::vector<ThreadDecode> threads;
+  std::vector<ModuleImageStatus> modules;
+  DecodeStats stats;
+};
+
+/// Decodes every thread of `snapshot` (or only options.onlyTid). Fails only
+/// when nothing can be decoded at all (libipt cannot allocate, or onlyTid
+/// names no thread); bad trace bytes and missing modules are data in the
+/// result.
+llvm::Expected<DecodeResult> decodeSnapshot(const Snapshot &snapshot,
+                                            const DecodeOptions &options);
+
+/// Addresses of every instruction of `decode`'s blocks, in execution order,
+/// read through the same image. Blocks are runs of sequential instructions,
+/// so this walks each one by instruction length. For comparing with ground
+/// truth; slow compared to decoding.
+llvm::Expected<std::vector<uint64_t>>
+expandInstructions(const Snapshot &snapshot, const ThreadDecode &decode,
+                   const DecodeOptions &options);
+
+/// Benchmark baseline: the bare libipt block-decoder loop (sync, next, drain
+/// events, resync on error) over one thread's bytes with the same image, no
+/// output. Returns the instructions it saw.
+llvm::Expected<uint64_t> rawBlockDecodeLoop(const Snapshot &snapshot,
+                                            size_t threadIndex,
+                                            const DecodeOptions &options);
+
+} // namespace magic_trace
+
+#endif

@@ -1,0 +1,761 @@
+//===- Symbolizer.cpp - Addresses to inline-aware frames ------------------===//
+//
+// The only core file that includes LLVM DebugInfo headers (STYLE.md rule 1).
+//
+// A lookup goes runtime address -> mapping (a loaded segment of a module) ->
+// file address -> chain. Chains come from DWARF through the same calls
+// llvm-symbolizer makes (DWARFContext::getInliningInfoForAddress, with the
+// outermost name taken from the symbol table as SymbolizableObjectFile does
+// for DWARF), so that `llvm-symbolizer-22 --inlining` is the reference.
+//
+// Each lookup that misses the cache computes the largest range around the
+// address in which the chain cannot change: the intersection of
+//   - the symbol-table interval that gives the outermost name,
+//   - the address range of every scope in the inlined chain that contains
+//     the address, minus the ranges of the innermost scope's nested inlined
+//     callees,
+//   - the line-table rows around the address that share its file and line.
+// Ranges are cached per object file (keyed by build-id, so two modules with
+// one build-id share them) in file addresses, and per loaded mapping in
+// runtime addresses. docs/symbolizer.md describes the unknown ranges.
+//
+//===----------------------------------------------------------------------===//
+
+#include "magic_trace/Symbolizer.h"
+
+#include "llvm/BinaryFormat/ELF.h"
+#include "llvm/DebugInfo/DIContext.h"
+#include "llvm/DebugInfo/DWARF/DWARFCompileUnit.h"
+#include "llvm/DebugInfo/DWARF/DWARFContext.h"
+#include "llvm/DebugInfo/DWARF/DWARFDebugLine.h"
+#include "llvm/DebugInfo/DWARF/DWARFDie.h"
+#include "llvm/Demangle/Demangle.h"
+#include "llvm/Object/BuildID.h"
+#include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Object/ObjectFile.h"
+#include "llvm/Object/SymbolSize.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <optional>
+
+using namespace llvm;
+
+namespace magic_trace {
+namespace {
+
+/// Page size the loader aligns the first PT_LOAD to (x86-64).
+constexpr uint64_t LoaderPageSize = 4096;
+constexpr uint64_t NoEnd = UINT64_MAX;
+
+/// A half-open interval of addresses that lookups narrow down.
+struct Interval {
+  uint64_t begin = 0;
+  uint64_t end = NoEnd;
+
+  void clipBelow(uint64_t address) { begin = std::max(begin, address); }
+  void clipAbove(uint64_t address) { end = std::min(end, address); }
+  /// Keeps only `address` itself: always correct, used when the debug info is
+  /// too odd to reason about.
+  void collapseTo(uint64_t address) {
+    begin = address;
+    end = address + 1;
+  }
+  /// Narrows to the part of [low, high) containing `address`, seen from
+  /// `address`: a range below it raises begin, one above it lowers end.
+  void excludeOther(uint64_t low, uint64_t high, uint64_t address) {
+    if (low >= high)
+      return;
+    if (high <= address)
+      clipBelow(high);
+    else if (low > address)
+      clipAbove(low);
+    else
+      collapseTo(address);
+  }
+};
+
+/// One PT_LOAD program header.
+struct LoadSegmentHeader {
+  uint64_t vaddr = 0;
+  uint64_t memSize = 0;
+  uint64_t offset = 0;
+  uint64_t fileSize = 0;
+};
+
+/// One symbol of .symtab (or .dynsym when there is no .symtab).
+struct TableSymbol {
+  uint64_t address = 0;
+  uint64_t size = 0;
+  StringRef name;
+  size_t order = 0; ///< Position in the symbol table.
+  /// For a local ELF symbol, the STT_FILE symbol before it: the source file
+  /// when there is no debug info (ELF's rule for local symbols).
+  StringRef file;
+  uint32_t localIndex = 0; ///< ELF symbol index if local, else 0.
+};
+
+/// The symbol-table half of a lookup: the symbol naming `address` (or none)
+/// and the interval over which that answer is the same.
+struct SymbolMatch {
+  const TableSymbol *symbol = nullptr;
+  Interval interval;
+};
+
+/// Function symbols sorted by address, one per address (the largest), with
+/// the containment rule of llvm-symbolizer: a symbol of size 0 covers every
+/// address up to the next symbol.
+class SymbolTable {
+public:
+  void build(const object::ObjectFile &object) {
+    for (const auto &[symbol, size] : object::computeSymbolSizes(object))
+      addSymbol(symbol, size);
+    // Sorted by (address, size), stable: std::stable_sort warns with this
+    // libstdc++, so the table index breaks ties instead.
+    std::sort(symbols.begin(), symbols.end(),
+              [](const TableSymbol &a, const TableSymbol &b) {
+                return std::tie(a.address, a.size, a.order) <
+                       std::tie(b.address, b.size, b.order);
+              });
+    std::sort(fileSymbols.begin(), fileSymbols.end());
+    for (TableSymbol &symbol : symbols) {
+      if (symbol.localIndex == 0)
+        continue;
+      auto file = std::upper_bound(
+          fileSymbols.begin(), fileSymbols.end(),
+          std::make_pair(symbol.localIndex, StringRef()));
+      if (file != fileSymbols.begin())
+        symbol.file = file[-1].second;
+    }
+    // Keep the last (largest) symbol of each address.
+    std::vector<TableSymbol> unique;
+    for (size_t i = 0; i < symbols.size(); ++i)
+      if (i + 1 == symbols.size() ||
+          symbols[i + 1].address != symbols[i].address)
+        unique.push_back(symbols[i]);
+    symbols = std::move(unique);
+  }
+
+  SymbolMatch find(uint64_t address) const {
+    SymbolMatch match;
+    auto next = std::upper_bound(
+        symbols.begin(), symbols.end(), address,
+        [](uint64_t a, const TableSymbol &s) { return a < s.address; });
+    if (next != symbols.end())
+      match.interval.end = next->address;
+    if (next == symbols.begin())
+      return match;
+    const TableSymbol &symbol = next[-1];
+    uint64_t symbolEnd = symbol.address + symbol.size;
+    if (symbol.size != 0 && symbolEnd <= address) {
+      match.interval.begin = symbolEnd;
+      return match;
+    }
+    match.symbol = &symbol;
+    match.interval.begin = symbol.address;
+    if (symbol.size != 0)
+      match.interval.clipAbove(symbolEnd);
+    return match;
+  }
+
+  bool empty() const { return symbols.empty(); }
+
+private:
+  /// Function, data and untyped symbols of allocated sections, as
+  /// SymbolizableObjectFile::addSymbol selects them.
+  void addSymbol(const object::SymbolRef &symbol, uint64_t size) {
+    Expected<StringRef> name = symbol.getName();
+    Expected<object::section_iterator> section = symbol.getSection();
+    Expected<uint64_t> address = symbol.getAddress();
+    Expected<uint32_t> flags = symbol.getFlags();
+    if (!name || !section || !address || !flags) {
+      consumeError(name.takeError());
+      consumeError(section.takeError());
+      consumeError(address.takeError());
+      consumeError(flags.takeError());
+      return;
+    }
+    bool isElf = isa<object::ELFObjectFileBase>(symbol.getObject());
+    uint32_t index =
+        isElf ? uint32_t(symbol.getRawDataRefImpl().d.b) : 0;
+    if (*section == symbol.getObject()->section_end()) {
+      if (isElf && object::ELFSymbolRef(symbol).getELFType() == ELF::STT_FILE)
+        fileSymbols.emplace_back(index, *name);
+      return;
+    }
+    if (*flags & object::SymbolRef::SF_FormatSpecific)
+      return;
+    if (isElf) {
+      uint8_t type = object::ELFSymbolRef(symbol).getELFType();
+      if (type != ELF::STT_NOTYPE && type != ELF::STT_FUNC &&
+          type != ELF::STT_OBJECT && type != ELF::STT_GNU_IFUNC)
+        return;
+    }
+    TableSymbol added{*address, size, *name, symbols.size(), {}};
+    if (isElf && object::ELFSymbolRef(symbol).getBinding() == ELF::STB_LOCAL)
+      added.localIndex = index;
+    symbols.push_back(added);
+  }
+
+  std::vector<TableSymbol> symbols;
+  std::vector<std::pair<uint32_t, StringRef>> fileSymbols; ///< By index.
+};
+
+/// A chain computed for a range of file addresses. Unknown ranges have no
+/// frames: their one frame names the runtime address, so it is made when the
+/// range is placed at a runtime address.
+struct FileRange {
+  Interval interval;
+  uint64_t functionEntry = 0; ///< File address; 0 if unknown.
+  std::vector<SymbolFrame> frames;
+  bool fromDebugInfo = false;
+};
+
+std::string hex(uint64_t value) {
+  std::string text;
+  raw_string_ostream(text) << format_hex(value, 0);
+  return text;
+}
+
+std::string lowerHex(ArrayRef<uint8_t> bytes) {
+  std::string text;
+  raw_string_ostream os(text);
+  for (uint8_t byte : bytes)
+    os << format_hex_no_prefix(byte, 2, /*Upper=*/false);
+  return text;
+}
+
+template <typename ELFT>
+Expected<std::vector<LoadSegmentHeader>>
+readLoadHeaders(const object::ELFFile<ELFT> &elf) {
+  auto headers = elf.program_headers();
+  if (!headers)
+    return headers.takeError();
+  std::vector<LoadSegmentHeader> loads;
+  for (const auto &header : *headers)
+    if (header.p_type == ELF::PT_LOAD)
+      loads.push_back({header.p_vaddr, header.p_memsz, header.p_offset,
+                       header.p_filesz});
+  return loads;
+}
+
+Expected<std::vector<LoadSegmentHeader>>
+readLoadHeaders(const object::ObjectFile &object) {
+  if (auto *elf = dyn_cast<object::ELF64LEObjectFile>(&object))
+    return readLoadHeaders(elf->getELFFile());
+  if (auto *elf = dyn_cast<object::ELF32LEObjectFile>(&object))
+    return readLoadHeaders(elf->getELFFile());
+  if (auto *elf = dyn_cast<object::ELF64BEObjectFile>(&object))
+    return readLoadHeaders(elf->getELFFile());
+  if (auto *elf = dyn_cast<object::ELF32BEObjectFile>(&object))
+    return readLoadHeaders(elf->getELFFile());
+  return createStringError(Twine("not an ELF file"));
+}
+
+/// The lowest address the file asks to be mapped at: its first PT_LOAD's
+/// vaddr, page-aligned down as the loader maps it.
+uint64_t preferredBase(const std::vector<LoadSegmentHeader> &loads) {
+  uint64_t lowest = NoEnd;
+  for (const LoadSegmentHeader &load : loads)
+    lowest = std::min(lowest, load.vaddr);
+  return lowest == NoEnd ? 0 : lowest & ~(LoaderPageSize - 1);
+}
+
+/// The entry of the physical function `subprogram`: DW_AT_low_pc, else
+/// DW_AT_entry_pc, else its lowest range.
+uint64_t entryOf(const DWARFDie &subprogram) {
+  if (auto low = dwarf::toAddress(subprogram.find(dwarf::DW_AT_low_pc)))
+    return *low;
+  if (auto entry = dwarf::toAddress(subprogram.find(dwarf::DW_AT_entry_pc)))
+    return *entry;
+  Expected<DWARFAddressRangesVector> ranges = subprogram.getAddressRanges();
+  if (!ranges) {
+    consumeError(ranges.takeError());
+    return 0;
+  }
+  uint64_t lowest = 0;
+  for (const DWARFAddressRange &range : *ranges)
+    if (range.LowPC < range.HighPC && (lowest == 0 || range.LowPC < lowest))
+      lowest = range.LowPC;
+  return lowest;
+}
+
+/// Narrows `interval` to the range of `scope` that contains `address`.
+void intersectScope(const DWARFDie &scope, uint64_t address,
+                    Interval &interval) {
+  Expected<DWARFAddressRangesVector> ranges = scope.getAddressRanges();
+  if (!ranges) {
+    consumeError(ranges.takeError());
+    interval.collapseTo(address);
+    return;
+  }
+  for (const DWARFAddressRange &range : *ranges) {
+    if (range.LowPC <= address && address < range.HighPC) {
+      interval.clipBelow(range.LowPC);
+      interval.clipAbove(range.HighPC);
+      return;
+    }
+  }
+  interval.collapseTo(address);
+}
+
+/// Cuts out of `interval` every inlined callee nested in `scope` (through
+/// lexical blocks): inside one the chain has one more frame. Callees nest in
+/// their caller's ranges, so only the first level of subroutines matters.
+void excludeNestedCallees(const DWARFDie &scope, uint64_t address,
+                          Interval &interval) {
+  for (DWARFDie child = scope.getFirstChild(); child && !child.isNULL();
+       child = child.getSibling()) {
+    if (!child.isSubroutineDIE()) {
+      excludeNestedCallees(child, address, interval);
+      continue;
+    }
+    Expected<DWARFAddressRangesVector> ranges = child.getAddressRanges();
+    if (!ranges) {
+      consumeError(ranges.takeError());
+      continue;
+    }
+    for (const DWARFAddressRange &range : *ranges)
+      interval.excludeOther(range.LowPC, range.HighPC, address);
+  }
+}
+
+bool sameSourceLine(const DWARFDebugLine::Row &a, const DWARFDebugLine::Row &b) {
+  return a.File == b.File && a.Line == b.Line;
+}
+
+/// Narrows `interval` to the line-table rows around `address` that give the
+/// same file and line, following LineTable::lookupAddress's rules: the
+/// sequence is the first whose end lies above the address, and the row is the
+/// last one whose address is at most the address.
+void intersectLineRows(const DWARFDebugLine::LineTable &table,
+                       uint64_t address, Interval &interval) {
+  const auto &sequences = table.Sequences;
+  auto sequence = std::upper_bound(
+      sequences.begin(), sequences.end(), address,
+      [](uint64_t a, const DWARFDebugLine::Sequence &s) {
+        return std::tie(object::SectionedAddress::UndefSection, a) <
+               std::tie(s.SectionIndex, s.HighPC);
+      });
+  if (sequence != sequences.begin() &&
+      sequence[-1].SectionIndex == object::SectionedAddress::UndefSection)
+    interval.clipBelow(sequence[-1].HighPC);
+  if (sequence == sequences.end() ||
+      sequence->SectionIndex != object::SectionedAddress::UndefSection) {
+    return; // No sequence lies above: no line info up to the next CU code.
+  }
+  if (address < sequence->LowPC) {
+    interval.clipAbove(sequence->LowPC);
+    return;
+  }
+  uint32_t row =
+      table.lookupAddress({address, object::SectionedAddress::UndefSection});
+  if (row == table.UnknownRowIndex || row < sequence->FirstRowIndex ||
+      row + 1 >= sequence->LastRowIndex) {
+    interval.collapseTo(address);
+    return;
+  }
+  const auto &rows = table.Rows;
+  const DWARFDebugLine::Row &here = rows[row];
+  uint64_t begin = here.Address.Address;
+  uint64_t end = rows[row + 1].Address.Address;
+  // Backwards: the row chosen just below `begin` is the last one at the
+  // previous address.
+  for (uint32_t current = row;;) {
+    uint32_t previous = current;
+    while (previous > sequence->FirstRowIndex &&
+           rows[previous - 1].Address.Address == rows[current].Address.Address)
+      --previous;
+    if (previous == sequence->FirstRowIndex)
+      break;
+    --previous;
+    if (!sameSourceLine(rows[previous], here))
+      break;
+    begin = rows[previous].Address.Address;
+    current = previous;
+  }
+  // Forwards: the row chosen at `end` is the last one at that address.
+  for (uint32_t next = row + 1; next < sequence->LastRowIndex;) {
+    while (next + 1 < sequence->LastRowIndex &&
+           rows[next + 1].Address.Address == rows[next].Address.Address)
+      ++next;
+    if (rows[next].EndSequence || next + 1 >= sequence->LastRowIndex ||
+        !sameSourceLine(rows[next], here))
+      break;
+    ++next;
+    end = rows[next].Address.Address;
+  }
+  interval.clipBelow(begin);
+  interval.clipAbove(end);
+}
+
+/// One object file (by build-id): the binary, its DWARF, its symbols, and the
+/// ranges computed so far in file addresses.
+class ObjectInfo {
+public:
+  ObjectInfo(const Module &module, const Symbolizer::Options &options,
+             StringTable &strings)
+      : strings(strings), demangle(options.demangle) {
+    std::string name = sys::path::filename(module.path).str();
+    Expected<object::OwningBinary<object::ObjectFile>> binary =
+        object::ObjectFile::createObjectFile(module.fileToRead());
+    if (!binary) {
+      problem = name + ": cannot read " + module.fileToRead() + ": " +
+                toString(binary.takeError()) +
+                " (give the module's file or a copy of it)";
+      return;
+    }
+    owner = std::move(*binary);
+    const object::ObjectFile &object = *owner.getBinary();
+    Expected<std::vector<LoadSegmentHeader>> headers = readLoadHeaders(object);
+    if (!headers) {
+      problem = name + ": " + toString(headers.takeError()) +
+                " (only ELF modules can be symbolized)";
+      return;
+    }
+    loads = std::move(*headers);
+    if (!module.buildId.empty()) {
+      std::string fileId = lowerHex(object::getBuildID(&object));
+      if (fileId != StringRef(module.buildId).lower()) {
+        problem = name + ": build-id " +
+                  (fileId.empty() ? std::string("(none)") : fileId) +
+                  " differs from the module's " + module.buildId +
+                  " (give the file the process loaded)";
+        return;
+      }
+    }
+    symbols.build(object);
+    if (!options.useDebugInfo)
+      return;
+    dwarf = DWARFContext::create(
+        object, DWARFContext::ProcessDebugRelocations::Process, nullptr, "",
+        [](Error error) { consumeError(std::move(error)); },
+        [](Error error) { consumeError(std::move(error)); });
+    if (dwarf->getNumCompileUnits() == 0)
+      dwarf.reset();
+  }
+
+  bool usable() const { return problem.empty(); }
+  const std::string &problemText() const { return problem; }
+  const std::vector<LoadSegmentHeader> &loadHeaders() const { return loads; }
+
+  /// The cached range containing `address`, computing it on a miss.
+  const FileRange &rangeFor(uint64_t address, SymbolizerStats &stats) {
+    auto next = ranges.upper_bound(address);
+    if (next != ranges.begin() && address < std::prev(next)->second.interval.end) {
+      ++stats.hits;
+      return std::prev(next)->second;
+    }
+    ++stats.distinctRanges;
+    FileRange range = compute(address);
+    // Never overlap a cached neighbour (only odd debug info could).
+    if (next != ranges.end())
+      range.interval.clipAbove(next->first);
+    if (next != ranges.begin())
+      range.interval.clipBelow(std::prev(next)->second.interval.end);
+    uint64_t begin = range.interval.begin;
+    return ranges.emplace_hint(next, begin, std::move(range))->second;
+  }
+
+private:
+  FileRange compute(uint64_t address) {
+    FileRange range;
+    SymbolMatch match = symbols.find(address);
+    range.interval = match.interval;
+    if (dwarf && addDebugInfo(address, match, range))
+      return range;
+    if (match.symbol) {
+      StringId file =
+          match.symbol->file.empty() ? 0 : strings.intern(match.symbol->file);
+      range.frames.push_back({internName(match.symbol->name), file, 0, false});
+      range.functionEntry = match.symbol->address;
+    }
+    return range;
+  }
+
+  /// Fills `range` from DWARF; false if DWARF knows nothing of `address`.
+  bool addDebugInfo(uint64_t address, const SymbolMatch &match,
+                    FileRange &range) {
+    DWARFCompileUnit *unit = dwarf->getCompileUnitForCodeAddress(address);
+    if (!unit)
+      return false;
+    DILineInfoSpecifier spec(
+        DILineInfoSpecifier::FileLineInfoKind::AbsoluteFilePath,
+        DILineInfoSpecifier::FunctionNameKind::LinkageName);
+    DIInliningInfo info = dwarf->getInliningInfoForAddress(
+        {address, object::SectionedAddress::UndefSection}, spec);
+    uint32_t count = info.getNumberOfFrames();
+    if (count == 0)
+      return false;
+    SmallVector<DWARFDie, 4> chain;
+    unit->getInlinedChainForAddress(address, chain);
+    for (const DWARFDie &scope : chain)
+      intersectScope(scope, address, range.interval);
+    if (!chain.empty())
+      excludeNestedCallees(chain.front(), address, range.interval);
+    if (const auto *table = dwarf->getLineTableForUnit(unit))
+      intersectLineRows(*table, address, range.interval);
+
+    // info lists the innermost frame first; ours is outermost first.
+    for (uint32_t i = count; i-- > 0;) {
+      const DILineInfo &line = info.getFrame(i);
+      SymbolFrame frame;
+      std::string function = line.FunctionName;
+      // The outermost name comes from the symbol table when it has one, as
+      // llvm-symbolizer does for DWARF (better for -gmlt).
+      bool outermost = i + 1 == count;
+      if (outermost && match.symbol)
+        function = match.symbol->name.str();
+      frame.function = function == DILineInfo::BadString
+                           ? strings.intern("??")
+                           : internName(function);
+      if (line.FileName != DILineInfo::BadString)
+        frame.file = strings.intern(line.FileName);
+      else if (outermost && match.symbol && !match.symbol->file.empty())
+        frame.file = strings.intern(match.symbol->file);
+      frame.line = line.Line;
+      frame.inlined = i + 1 != count;
+      range.frames.push_back(frame);
+    }
+    range.fromDebugInfo = true;
+    if (!chain.empty())
+      range.functionEntry = entryOf(chain.back());
+    else if (match.symbol)
+      range.functionEntry = match.symbol->address;
+    return true;
+  }
+
+  StringId internName(StringRef name) {
+    return strings.intern(demangle ? llvm::demangle(name) : name.str());
+  }
+
+  StringTable &strings;
+  bool demangle;
+  std::string problem;
+  object::OwningBinary<object::ObjectFile> owner;
+  std::vector<LoadSegmentHeader> loads;
+  SymbolTable symbols;
+  std::unique_ptr<DWARFContext> dwarf;
+  std::map<uint64_t, FileRange> ranges; ///< Keyed by begin.
+};
+
+/// A stretch of runtime addresses mapped linearly onto file addresses.
+struct Mapping {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t fileBegin = 0; ///< File address of `begin`.
+  size_t module = 0;      ///< Index into the module list.
+  ObjectInfo *object = nullptr; ///< Null when the module is unusable.
+};
+
+} // namespace
+
+class Symbolizer::Impl {
+public:
+  Impl(std::vector<Module> moduleList, StringTable &strings, Options options)
+      : modules(std::move(moduleList)), strings(strings), options(options) {
+    for (size_t index = 0; index < modules.size(); ++index)
+      addModule(index);
+    std::sort(mappings.begin(), mappings.end(),
+              [](const Mapping &a, const Mapping &b) {
+                return a.begin < b.begin;
+              });
+  }
+
+  const SymbolRange &lookup(uint64_t address) {
+    ++stats.lookups;
+    if (last && last->begin <= address && address < last->end) {
+      ++stats.hits;
+      return *last;
+    }
+    auto next = byBegin.upper_bound(address);
+    if (next != byBegin.begin() && address < std::prev(next)->second->end) {
+      ++stats.hits;
+      last = std::prev(next)->second;
+      return *last;
+    }
+    SymbolRange range = place(address);
+    // Keep runtime ranges disjoint whatever the module list says.
+    if (next != byBegin.end())
+      range.end = std::min(range.end, next->first);
+    if (next != byBegin.begin())
+      range.begin = std::max(range.begin, std::prev(next)->second->end);
+    stored.push_back(std::move(range));
+    last = &stored.back();
+    byBegin.emplace_hint(next, last->begin, last);
+    return *last;
+  }
+
+  SymbolizerStats stats;
+  std::vector<std::string> problems;
+
+private:
+  void addModule(size_t index) {
+    const Module &module = modules[index];
+    ObjectInfo *object = objectFor(module);
+    if (!object->usable())
+      problems.push_back(object->problemText());
+    ObjectInfo *usable = object->usable() ? object : nullptr;
+    const auto &loads = object->loadHeaders();
+    if (!module.segments.empty()) {
+      for (const LoadedSegment &segment : module.segments)
+        addSegment(index, usable, loads, segment);
+      return;
+    }
+    // No segments: the loader placed the PT_LOADs at one bias from the
+    // lowest one, page-aligned, which is at the module's load address.
+    uint64_t bias = module.loadAddress - preferredBase(loads);
+    for (const LoadSegmentHeader &load : loads)
+      if (load.memSize != 0)
+        mappings.push_back({load.vaddr + bias, load.vaddr + bias + load.memSize,
+                            load.vaddr, index, usable});
+  }
+
+  /// A debugger-reported segment: its file offset says which PT_LOAD (and so
+  /// which file addresses) it shows.
+  void addSegment(size_t index, ObjectInfo *object,
+                  const std::vector<LoadSegmentHeader> &loads,
+                  const LoadedSegment &segment) {
+    if (segment.size == 0)
+      return;
+    Mapping mapping{segment.address, segment.address + segment.size, 0, index,
+                    nullptr};
+    for (const LoadSegmentHeader &load : loads) {
+      if (load.offset <= segment.fileOffset &&
+          segment.fileOffset < load.offset + std::max(load.fileSize, uint64_t(1))) {
+        mapping.fileBegin = load.vaddr + (segment.fileOffset - load.offset);
+        mapping.end = std::min(mapping.end, mapping.begin + (load.vaddr +
+                                                             load.memSize -
+                                                             mapping.fileBegin));
+        mapping.object = object;
+        break;
+      }
+    }
+    mappings.push_back(mapping);
+  }
+
+  ObjectInfo *objectFor(const Module &module) {
+    std::string key = module.buildId.empty() ? "path:" + module.fileToRead()
+                                             : "id:" + module.buildId;
+    auto found = objects.find(key);
+    if (found != objects.end())
+      return found->second.get();
+    auto object = std::make_unique<ObjectInfo>(module, options, strings);
+    ObjectInfo *result = object.get();
+    objects.emplace(key, std::move(object));
+    return result;
+  }
+
+  /// Computes the runtime range of `address` (a cache miss here).
+  SymbolRange place(uint64_t address) {
+    auto next = std::upper_bound(
+        mappings.begin(), mappings.end(), address,
+        [](uint64_t a, const Mapping &m) { return a < m.begin; });
+    const Mapping *mapping = nullptr;
+    if (next != mappings.begin() && address < std::prev(next)->end)
+      mapping = &*std::prev(next);
+    if (!mapping)
+      return placeUnmapped(address, next);
+    const Module &module = modules[mapping->module];
+    SymbolRange range;
+    range.module = strings.intern(module.path);
+    range.begin = mapping->begin;
+    range.end = mapping->end;
+    if (!mapping->object) {
+      ++stats.distinctRanges;
+      range.frames.push_back(unknownFrame(range.begin, module.path));
+      return range;
+    }
+    uint64_t fileAddress = mapping->fileBegin + (address - mapping->begin);
+    const FileRange &file = mapping->object->rangeFor(fileAddress, stats);
+    // Clip in file addresses, where the mapping is [fileBegin, +size).
+    uint64_t size = mapping->end - mapping->begin;
+    uint64_t fileBegin = std::max(file.interval.begin, mapping->fileBegin);
+    uint64_t fileEnd = std::min(file.interval.end, mapping->fileBegin + size);
+    range.begin = mapping->begin + (fileBegin - mapping->fileBegin);
+    range.end = mapping->begin + (fileEnd - mapping->fileBegin);
+    range.fromDebugInfo = file.fromDebugInfo;
+    range.frames = file.frames;
+    if (file.functionEntry != 0)
+      range.functionEntry =
+          file.functionEntry - mapping->fileBegin + mapping->begin;
+    if (range.frames.empty())
+      range.frames.push_back(unknownFrame(range.begin, module.path));
+    return range;
+  }
+
+  /// Code no module covers (JIT, or a module without an extent): one range
+  /// per page, within the gap between mappings.
+  SymbolRange placeUnmapped(uint64_t address,
+                            std::vector<Mapping>::const_iterator next) {
+    ++stats.distinctRanges;
+    SymbolRange range;
+    range.begin = address & ~(LoaderPageSize - 1);
+    range.end = range.begin + LoaderPageSize;
+    if (range.end < range.begin)
+      range.end = NoEnd;
+    if (next != mappings.begin() && std::prev(next)->end <= address)
+      range.begin = std::max(range.begin, std::prev(next)->end);
+    if (next != mappings.end())
+      range.end = std::min(range.end, next->begin);
+    range.frames.push_back(unknownFrame(range.begin, ""));
+    return range;
+  }
+
+  SymbolFrame unknownFrame(uint64_t address, StringRef modulePath) {
+    std::string name = "[unknown @ " + hex(address);
+    if (!modulePath.empty())
+      name += " (" + sys::path::filename(modulePath).str() + ")";
+    name += "]";
+    return {strings.intern(name), 0, 0, false};
+  }
+
+  std::vector<Module> modules;
+  StringTable &strings;
+  Options options;
+  std::map<std::string, std::unique_ptr<ObjectInfo>> objects;
+  std::vector<Mapping> mappings; ///< Sorted by begin.
+  std::deque<SymbolRange> stored; ///< Stable addresses for returned refs.
+  std::map<uint64_t, const SymbolRange *> byBegin;
+  const SymbolRange *last = nullptr;
+};
+
+Symbolizer::Symbolizer(std::vector<Module> modules, StringTable &strings,
+                       Options options)
+    : impl(std::make_unique<Impl>(std::move(modules), strings, options)) {}
+
+Symbolizer::Symbolizer(std::vector<Module> modules, StringTable &strings)
+    : Symbolizer(std::move(modules), strings, Options()) {}
+
+Symbolizer::~Symbolizer() = default;
+
+const SymbolRange &Symbolizer::lookup(uint64_t address) {
+  return impl->lookup(address);
+}
+
+const SymbolizerStats &Symbolizer::stats() const { return impl->stats; }
+
+std::vector<std::string> Symbolizer::moduleProblems() const {
+  return impl->problems;
+}
+
+Expected<uint64_t> Symbolizer::preferredLoadAddress(StringRef path) {
+  Expected<object::OwningBinary<object::ObjectFile>> binary =
+      object::ObjectFile::createObjectFile(path);
+  if (!binary)
+    return createStringError("cannot read " + path + ": " +
+                             toString(binary.takeError()) +
+                             " (check the path)");
+  Expected<std::vector<LoadSegmentHeader>> loads =
+      readLoadHeaders(*binary->getBinary());
+  if (!loads)
+    return createStringError(path + ": " + toString(loads.takeError()) +
+                             " (only ELF files can be symbolized)");
+  return preferredBase(*loads);
+}
+
+} // namespace magic_trace

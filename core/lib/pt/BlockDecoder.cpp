@@ -1,0 +1,643 @@
+//===- BlockDecoder.cpp - libipt block decoder, PSB-parallel --------------===//
+//
+// One loop (PieceDecoder::decodeFrom) decodes a buffer from a PSB onwards.
+// Serial decoding is that loop over the whole buffer. Parallel decoding runs
+// it from several PSBs at once, each run stopping ("handing off") when it
+// reaches a PSB that another run started at; the stitcher concatenates the
+// runs. Both use the whole buffer as libipt's trace, so read-ahead across a
+// boundary behaves the same. docs/decoder.md explains why the two agree.
+//
+//===----------------------------------------------------------------------===//
+#include "Image.h"
+
+#include "magic_trace/InsnClassifier.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/Threading.h"
+
+#include <algorithm>
+#include <atomic>
+#include <optional>
+#include <thread>
+
+using namespace llvm;
+
+namespace magic_trace {
+
+namespace {
+
+struct BlockDecoderDeleter {
+  void operator()(pt_block_decoder *decoder) const {
+    pt_blk_free_decoder(decoder);
+  }
+};
+using BlockDecoderHandle =
+    std::unique_ptr<pt_block_decoder, BlockDecoderDeleter>;
+
+struct PacketDecoderDeleter {
+  void operator()(pt_packet_decoder *decoder) const {
+    pt_pkt_free_decoder(decoder);
+  }
+};
+
+/// libipt's configuration for one thread's bytes: CPU errata, timing, and
+/// blocks that end after every call and jump (so each Block's last
+/// instruction is the only branch in it).
+pt_config makeConfig(ArrayRef<uint8_t> bytes, const CpuIdentity &cpu,
+                     const TimingConfig &timing) {
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = const_cast<uint8_t *>(bytes.data());
+  config.end = const_cast<uint8_t *>(bytes.data() + bytes.size());
+  if (cpu.vendor == "GenuineIntel") {
+    config.cpu.vendor = pcv_intel;
+    config.cpu.family = static_cast<uint16_t>(cpu.family);
+    config.cpu.model = static_cast<uint8_t>(cpu.model);
+    config.cpu.stepping = static_cast<uint8_t>(cpu.stepping);
+    if (pt_cpu_errata(&config.errata, &config.cpu) < 0)
+      config.errata = pt_errata();
+  }
+  config.mtc_freq = timing.mtcFreq;
+  config.nom_freq = timing.nomFreq;
+  config.cpuid_0x15_eax = timing.cpuid15Eax;
+  config.cpuid_0x15_ebx = timing.cpuid15Ebx;
+  config.flags.variant.block.end_on_call = 1;
+  config.flags.variant.block.end_on_jump = 1;
+  return config;
+}
+
+/// Offsets of every PSB packet, in order.
+std::vector<uint64_t> findPsbs(const pt_config &config) {
+  std::vector<uint64_t> psbs;
+  std::unique_ptr<pt_packet_decoder, PacketDecoderDeleter> packets(
+      pt_pkt_alloc_decoder(&config));
+  if (!packets)
+    return psbs;
+  while (pt_pkt_sync_forward(packets.get()) >= 0) {
+    uint64_t offset = 0;
+    if (pt_pkt_get_sync_offset(packets.get(), &offset) < 0)
+      break;
+    if (!psbs.empty() && offset <= psbs.back())
+      break;
+    psbs.push_back(offset);
+  }
+  return psbs;
+}
+
+/// What one run of the decode loop produced. Error items' detail indexes
+/// `errors`; Block items carry the raw TSC (0 = unknown) in timeNs until
+/// finishTimes() converts them.
+struct Piece {
+  std::vector<TraceItem> items;
+  std::vector<DecodeError> errors;
+  /// PSB index where decoding must continue; the PSB count at the end.
+  size_t handoff = 0;
+};
+
+BranchClass classFromLibipt(pt_insn_class iclass) {
+  switch (iclass) {
+  case ptic_other:
+  case ptic_ptwrite:
+    return BranchClass::Other;
+  case ptic_cond_jump:
+    return BranchClass::CondBranch;
+  case ptic_return:
+    return BranchClass::Return;
+  default:
+    // Calls and jumps: direct or indirect is not in iclass; far transfers
+    // include SYSCALL; error/unknown need a look at the bytes.
+    return BranchClass::Unknown;
+  }
+}
+
+constexpr uint64_t kMaxTailInstructions = 1 << 20;
+
+/// Decodes from PSBs of one buffer. Owns one libipt decoder with a private
+/// image copy, so several can run on different threads.
+class PieceDecoder {
+public:
+  static Expected<std::unique_ptr<PieceDecoder>>
+  create(const pt_config &config, const PtImage &image,
+         ArrayRef<uint64_t> psbs) {
+    std::unique_ptr<PieceDecoder> result(new PieceDecoder(image, psbs));
+    auto copy = image.copy();
+    if (!copy)
+      return copy.takeError();
+    result->imageCopy = std::move(*copy);
+    result->decoder.reset(pt_blk_alloc_decoder(&config));
+    if (!result->decoder)
+      return createStringError("libipt could not allocate a block decoder");
+    if (pt_blk_set_image(result->decoder.get(), result->imageCopy.get()) < 0)
+      return createStringError("libipt rejected the image");
+    auto classifier = InsnClassifier::create();
+    if (!classifier)
+      return classifier.takeError();
+    result->classifier = std::move(*classifier);
+    return std::move(result);
+  }
+
+  /// Decodes from PSB `start` until the end of the buffer, or until a PSB
+  /// at index >= `boundary` is reached (the piece then hands off there).
+  Piece decodeFrom(size_t start, size_t boundary) {
+    Piece piece;
+    piece.handoff = psbs.size();
+    size_t index = start;
+    while (index < psbs.size()) {
+      if (index >= boundary) {
+        piece.handoff = index;
+        return piece;
+      }
+      int status = pt_blk_sync_set(decoder.get(), psbs[index]);
+      if (status < 0) {
+        addError(piece, psbs[index], status, 0);
+        ++index;
+        continue;
+      }
+      std::optional<size_t> next = run(piece, status, boundary);
+      if (!next)
+        return piece;
+      index = *next;
+    }
+    return piece;
+  }
+
+private:
+  PieceDecoder(const PtImage &image, ArrayRef<uint64_t> psbs)
+      : image(image), psbs(psbs) {}
+
+  /// Index of the last PSB at or before `offset`.
+  size_t psbIndexAt(uint64_t offset) const {
+    auto next = std::upper_bound(psbs.begin(), psbs.end(), offset);
+    return next == psbs.begin() ? 0 : size_t(next - psbs.begin()) - 1;
+  }
+
+  uint64_t currentOffset() const {
+    uint64_t offset = 0;
+    if (pt_blk_get_offset(decoder.get(), &offset) < 0)
+      return 0;
+    return offset;
+  }
+
+  uint64_t currentTsc() const {
+    uint64_t tsc = 0;
+    // -pte_no_time: no TSC yet; the relative time is of no use to us.
+    if (pt_blk_time(decoder.get(), &tsc, nullptr, nullptr) < 0)
+      return 0;
+    return tsc;
+  }
+
+  void addError(Piece &piece, uint64_t offset, int status, uint64_t ip) {
+    TraceItem item;
+    item.kind = ItemKind::Error;
+    item.ip = ip;
+    item.timeNs = currentTsc();
+    item.detail = static_cast<uint32_t>(piece.errors.size());
+    piece.items.push_back(item);
+    piece.errors.push_back({offset, status, ip, ptErrorText(status)});
+  }
+
+  void addEvent(Piece &piece, ItemKind kind, uint64_t ip, uint64_t tsc) {
+    TraceItem item;
+    item.kind = kind;
+    item.ip = ip;
+    item.timeNs = tsc;
+    piece.items.push_back(item);
+  }
+
+  BranchClass classifyLast(const pt_block &block) {
+    BranchClass known = classFromLibipt(block.iclass);
+    if (known != BranchClass::Unknown)
+      return known;
+    auto cached = classes.find(block.end_ip);
+    if (cached != classes.end())
+      return cached->second;
+    uint8_t bytes[16] = {};
+    size_t size = 0;
+    if (block.truncated) {
+      size = block.size;
+      std::copy(block.raw, block.raw + block.size, bytes);
+    } else {
+      size = image.read(block.end_ip, block.isid, bytes, 15);
+    }
+    BranchClass result = BranchClass::Unknown;
+    auto insn =
+        classifier->classify(ArrayRef<uint8_t>(bytes, size), block.end_ip);
+    if (insn)
+      result = insn->branch;
+    else
+      consumeError(insn.takeError());
+    classes[block.end_ip] = result;
+    return result;
+  }
+
+  /// Events that are data. Status updates (PSB+ contents) are not: they
+  /// only mark where a PSB was crossed, which the caller checks first.
+  void addLibiptEvent(Piece &piece, const pt_event &event) {
+    uint64_t tsc = currentTsc();
+    switch (event.type) {
+    case ptev_enabled:
+      addEvent(piece, ItemKind::Enable, event.variant.enabled.ip, tsc);
+      break;
+    case ptev_disabled:
+      addEvent(piece, ItemKind::Disable,
+               event.ip_suppressed ? 0 : event.variant.disabled.ip, tsc);
+      break;
+    case ptev_async_disabled:
+      addEvent(piece, ItemKind::Disable, event.variant.async_disabled.at, tsc);
+      break;
+    case ptev_overflow:
+      addEvent(piece, ItemKind::Overflow,
+               event.ip_suppressed ? 0 : event.variant.overflow.ip, tsc);
+      break;
+    default:
+      // async_branch, exec_mode, paging, tsx, cbr, tick, ...: the blocks
+      // already show their effect on control flow.
+      break;
+    }
+  }
+
+  /// Decodes after a successful sync. Returns the PSB index to resync at
+  /// after an error or a handoff (>= boundary means handoff), or nullopt at
+  /// the end of the trace.
+  std::optional<size_t> run(Piece &piece, int status, size_t boundary) {
+    uint64_t lastIp = 0;
+    // Status updates of one PSB+ seen so far, and that PSB's index.
+    bool psbGroupOpen = false;
+    size_t psbGroupIndex = 0;
+    // After the last packet libipt still follows code that needs no trace;
+    // on garbage that can be an endless direct-jump loop.
+    uint64_t tailInstructions = 0;
+    for (;;) {
+      while (status >= 0 && (status & pts_event_pending)) {
+        pt_event event;
+        status = pt_blk_event(decoder.get(), &event, sizeof(event));
+        if (status < 0)
+          break;
+        if (event.status_update) {
+          // A PSB+ was crossed. Its first status update comes while libipt
+          // still sits at the PSBEND (more updates are queued), so the
+          // offset names the PSB. The MODE.Exec update comes last and binds
+          // to the FUP address, where libipt has ended the block: if the PSB
+          // starts another piece, stop exactly there.
+          if (!psbGroupOpen) {
+            psbGroupOpen = true;
+            psbGroupIndex = psbIndexAt(currentOffset());
+          }
+          if (event.type != ptev_exec_mode)
+            continue;
+          psbGroupOpen = false;
+          if (psbGroupIndex >= boundary) {
+            piece.handoff = psbGroupIndex;
+            return std::nullopt;
+          }
+          continue;
+        }
+        addLibiptEvent(piece, event);
+      }
+      if (status >= 0) {
+        pt_block block;
+        uint64_t tsc = currentTsc();
+        status = pt_blk_next(decoder.get(), &block, sizeof(block));
+        if (block.ninsn) {
+          TraceItem item;
+          item.kind = ItemKind::Block;
+          item.ip = block.ip;
+          item.lastIp = block.end_ip;
+          item.detail = block.ninsn;
+          item.timeNs = tsc;
+          item.lastClass = classifyLast(block);
+          piece.items.push_back(item);
+          lastIp = block.end_ip;
+        }
+        if (status >= 0 && (status & pts_eos)) {
+          tailInstructions += block.ninsn;
+          if (tailInstructions > kMaxTailInstructions)
+            return std::nullopt;
+        }
+        if (status >= 0)
+          continue;
+      }
+      if (status == -pte_eos)
+        return std::nullopt;
+      uint64_t offset = currentOffset();
+      addError(piece, offset, status, lastIp);
+      // Resync at the first PSB after the failure.
+      size_t next = psbIndexAt(offset) + 1;
+      if (next < psbs.size() && psbs[next] <= offset)
+        ++next;
+      if (next >= boundary && next < psbs.size()) {
+        piece.handoff = next;
+        return std::nullopt;
+      }
+      return next;
+    }
+  }
+
+  const PtImage &image;
+  ArrayRef<uint64_t> psbs;
+  PtImageHandle imageCopy;
+  BlockDecoderHandle decoder;
+  std::unique_ptr<InsnClassifier> classifier;
+  DenseMap<uint64_t, BranchClass> classes;
+};
+
+/// Appends `piece` to `out`, renumbering its error references.
+void appendPiece(ThreadDecode &out, Piece &piece) {
+  uint32_t base = static_cast<uint32_t>(out.errors.size());
+  for (TraceItem item : piece.items) {
+    if (item.kind == ItemKind::Error)
+      item.detail += base;
+    out.items.push_back(item);
+  }
+  for (DecodeError &error : piece.errors)
+    out.errors.push_back(std::move(error));
+}
+
+/// Joins Blocks split where no branch was: at a section change, at a PSB,
+/// or at libipt's 16-bit block size. Afterwards every Block ends at a branch
+/// or right before a non-Block item, whatever the piece boundaries were.
+void joinBlocks(std::vector<TraceItem> &items) {
+  size_t out = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const TraceItem &item = items[i];
+    if (out > 0 && item.kind == ItemKind::Block &&
+        items[out - 1].kind == ItemKind::Block &&
+        items[out - 1].lastClass == BranchClass::Other &&
+        uint64_t(items[out - 1].detail) + item.detail <= UINT32_MAX) {
+      TraceItem &previous = items[out - 1];
+      previous.detail += item.detail;
+      previous.lastIp = item.lastIp;
+      previous.lastClass = item.lastClass;
+      continue;
+    }
+    items[out++] = item;
+  }
+  items.resize(out);
+}
+
+/// Raw TSC samples -> monotonic nanoseconds. A TSC sample is the time of
+/// the last timing packet libipt read; items between two different samples
+/// share the interval in proportion to their instruction counts.
+void finishTimes(std::vector<TraceItem> &items, const TimeConversion &time) {
+  size_t runStart = 0;
+  while (runStart < items.size()) {
+    uint64_t tsc = items[runStart].timeNs;
+    size_t runEnd = runStart + 1;
+    uint64_t runInsns =
+        items[runStart].kind == ItemKind::Block ? items[runStart].detail : 0;
+    while (runEnd < items.size() && items[runEnd].timeNs == tsc) {
+      if (items[runEnd].kind == ItemKind::Block)
+        runInsns += items[runEnd].detail;
+      ++runEnd;
+    }
+    uint64_t nextTsc = runEnd < items.size() ? items[runEnd].timeNs : tsc;
+    uint64_t span = (tsc && nextTsc > tsc) ? nextTsc - tsc : 0;
+    uint64_t done = 0;
+    for (size_t i = runStart; i < runEnd; ++i) {
+      uint64_t share =
+          runInsns ? uint64_t((__uint128_t(span) * done) / runInsns) : 0;
+      items[i].timeNs = tsc ? time.tscToNs(tsc + share) : 0;
+      if (items[i].kind == ItemKind::Block)
+        done += items[i].detail;
+    }
+    runStart = runEnd;
+  }
+  // Items before the first timing packet take its time; then monotonic.
+  auto firstKnown = llvm::find_if(
+      items, [](const TraceItem &item) { return item.timeNs != 0; });
+  uint64_t floor = firstKnown == items.end() ? 0 : firstKnown->timeNs;
+  for (TraceItem &item : items) {
+    floor = std::max(floor, item.timeNs);
+    item.timeNs = floor;
+  }
+}
+
+unsigned decodeThreads(const DecodeOptions &options) {
+  if (options.threads)
+    return options.threads;
+  return std::max(1u, llvm::hardware_concurrency().compute_thread_count());
+}
+
+/// PSB indices where parallel pieces start: about four pieces per decode
+/// thread, none smaller than options.minChunkBytes.
+std::vector<size_t> pieceStarts(ArrayRef<uint64_t> psbs, uint64_t bufferSize,
+                                unsigned threads,
+                                const DecodeOptions &options) {
+  std::vector<size_t> starts;
+  if (psbs.empty())
+    return starts;
+  starts.push_back(0);
+  if (threads <= 1)
+    return starts;
+  uint64_t target =
+      std::max<uint64_t>(options.minChunkBytes, bufferSize / (threads * 4));
+  for (size_t i = 1; i < psbs.size(); ++i)
+    if (psbs[i] - psbs[starts.back()] >= target)
+      starts.push_back(i);
+  return starts;
+}
+
+Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
+                                    const Snapshot &snapshot,
+                                    const PtImage &image,
+                                    const DecodeOptions &options,
+                                    DecodeStats &stats) {
+  ThreadDecode out;
+  out.tid = trace.tid;
+  if (trace.bytes.empty())
+    return out;
+  pt_config config = makeConfig(trace.bytes, snapshot.cpu, options.timing);
+  std::vector<uint64_t> psbs = findPsbs(config);
+  stats.psbs += psbs.size();
+  if (psbs.empty()) {
+    out.items.push_back({0, 0, 0, 0, ItemKind::Error});
+    out.errors.push_back({0, -pte_nosync, 0,
+                          "no PSB packet in " +
+                              std::to_string(trace.bytes.size()) +
+                              " bytes (the buffer holds no point to start "
+                              "decoding; record a larger buffer)"});
+    return out;
+  }
+
+  unsigned threads = decodeThreads(options);
+  std::vector<size_t> starts =
+      pieceStarts(psbs, trace.bytes.size(), threads, options);
+  std::vector<Piece> pieces(starts.size());
+  std::vector<Error> failures;
+  auto boundaryAfter = [&](size_t start) {
+    auto next = std::upper_bound(starts.begin(), starts.end(), start);
+    return next == starts.end() ? psbs.size() : *next;
+  };
+
+  // Decode every piece, on up to `threads` workers.
+  std::atomic<size_t> nextPiece{0};
+  std::mutex failureLock;
+  auto worker = [&] {
+    auto decoder = PieceDecoder::create(config, image, psbs);
+    if (!decoder) {
+      std::lock_guard<std::mutex> lock(failureLock);
+      failures.push_back(decoder.takeError());
+      return;
+    }
+    for (size_t i = nextPiece++; i < starts.size(); i = nextPiece++)
+      pieces[i] = (*decoder)->decodeFrom(starts[i], boundaryAfter(starts[i]));
+  };
+  unsigned workers = std::min<unsigned>(threads, starts.size());
+  if (workers <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (unsigned i = 0; i < workers; ++i)
+      pool.emplace_back(worker);
+    for (std::thread &thread : pool)
+      thread.join();
+  }
+  if (!failures.empty()) {
+    Error all = Error::success();
+    for (Error &failure : failures)
+      all = joinErrors(std::move(all), std::move(failure));
+    return std::move(all);
+  }
+  stats.chunks += pieces.size();
+
+  // Stitch: follow handoffs. A handoff to a PSB no piece started at (its
+  // PSB+ had no status update to stop at) is decoded here, serially.
+  std::unique_ptr<PieceDecoder> stragglers;
+  size_t index = 0;
+  while (index < psbs.size()) {
+    auto start = std::lower_bound(starts.begin(), starts.end(), index);
+    Piece extra;
+    Piece *piece = nullptr;
+    if (start != starts.end() && *start == index) {
+      piece = &pieces[start - starts.begin()];
+    } else {
+      if (!stragglers) {
+        auto decoder = PieceDecoder::create(config, image, psbs);
+        if (!decoder)
+          return decoder.takeError();
+        stragglers = std::move(*decoder);
+      }
+      extra = stragglers->decodeFrom(index, boundaryAfter(index));
+      piece = &extra;
+      ++stats.chunks;
+    }
+    if (piece->handoff < psbs.size())
+      ++stats.handoffs;
+    appendPiece(out, *piece);
+    index = std::max(piece->handoff, index + 1);
+  }
+
+  joinBlocks(out.items);
+  finishTimes(out.items, snapshot.time);
+  for (const TraceItem &item : out.items)
+    if (item.kind == ItemKind::Block)
+      out.instructions += item.detail;
+  return out;
+}
+
+} // namespace
+
+Expected<DecodeResult> decodeSnapshot(const Snapshot &snapshot,
+                                      const DecodeOptions &options) {
+  DecodeResult result;
+  auto image =
+      PtImage::build(snapshot.modules, options.readMemory, result.modules);
+  if (!image)
+    return image.takeError();
+  bool found = false;
+  for (const ThreadTrace &trace : snapshot.threads) {
+    if (options.onlyTid && trace.tid != options.onlyTid)
+      continue;
+    found = true;
+    auto decode = decodeThread(trace, snapshot, **image, options, result.stats);
+    if (!decode)
+      return decode.takeError();
+    result.threads.push_back(std::move(*decode));
+  }
+  if (options.onlyTid && !found)
+    return createStringError("no thread " + std::to_string(options.onlyTid) +
+                             " in the snapshot (leave out --tid to decode "
+                             "every thread)");
+  return result;
+}
+
+Expected<std::vector<uint64_t>>
+expandInstructions(const Snapshot &snapshot, const ThreadDecode &decode,
+                   const DecodeOptions &options) {
+  std::vector<ModuleImageStatus> ignored;
+  auto image = PtImage::build(snapshot.modules, options.readMemory, ignored);
+  if (!image)
+    return image.takeError();
+  auto classifier = InsnClassifier::create();
+  if (!classifier)
+    return classifier.takeError();
+  DenseMap<uint64_t, uint8_t> sizes;
+  std::vector<uint64_t> addresses;
+  addresses.reserve(decode.instructions);
+  for (const TraceItem &item : decode.items) {
+    if (item.kind != ItemKind::Block)
+      continue;
+    uint64_t ip = item.ip;
+    for (uint32_t i = 0; i < item.detail; ++i) {
+      addresses.push_back(ip);
+      if (i + 1 == item.detail)
+        break;
+      auto &size = sizes[ip];
+      if (!size) {
+        uint8_t bytes[16] = {};
+        size_t got = (*image)->read(ip, 0, bytes, 15);
+        auto insn = (*classifier)->classify(ArrayRef<uint8_t>(bytes, got), ip);
+        if (!insn)
+          return insn.takeError();
+        size = insn->size;
+      }
+      ip += size;
+    }
+  }
+  return addresses;
+}
+
+Expected<uint64_t> rawBlockDecodeLoop(const Snapshot &snapshot,
+                                      size_t threadIndex,
+                                      const DecodeOptions &options) {
+  if (threadIndex >= snapshot.threads.size())
+    return createStringError("no thread at index " +
+                             std::to_string(threadIndex));
+  std::vector<ModuleImageStatus> ignored;
+  auto image = PtImage::build(snapshot.modules, options.readMemory, ignored);
+  if (!image)
+    return image.takeError();
+  auto copy = (*image)->copy();
+  if (!copy)
+    return copy.takeError();
+  pt_config config = makeConfig(snapshot.threads[threadIndex].bytes,
+                                snapshot.cpu, options.timing);
+  BlockDecoderHandle decoder(pt_blk_alloc_decoder(&config));
+  if (!decoder || pt_blk_set_image(decoder.get(), copy->get()) < 0)
+    return createStringError("libipt could not allocate a block decoder");
+  uint64_t instructions = 0;
+  for (;;) {
+    int status = pt_blk_sync_forward(decoder.get());
+    if (status < 0)
+      break;
+    for (;;) {
+      while (status >= 0 && (status & pts_event_pending)) {
+        pt_event event;
+        status = pt_blk_event(decoder.get(), &event, sizeof(event));
+      }
+      if (status < 0)
+        break;
+      pt_block block;
+      status = pt_blk_next(decoder.get(), &block, sizeof(block));
+      instructions += block.ninsn;
+      if (status < 0)
+        break;
+    }
+    if (status == -pte_eos)
+      break;
+  }
+  return instructions;
+}
+
+} // namespace magic_trace
