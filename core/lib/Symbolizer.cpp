@@ -125,9 +125,9 @@ public:
     for (TableSymbol &symbol : symbols) {
       if (symbol.localIndex == 0)
         continue;
-      auto file = std::upper_bound(
-          fileSymbols.begin(), fileSymbols.end(),
-          std::make_pair(symbol.localIndex, StringRef()));
+      auto file =
+          std::upper_bound(fileSymbols.begin(), fileSymbols.end(),
+                           std::make_pair(symbol.localIndex, StringRef()));
       if (file != fileSymbols.begin())
         symbol.file = file[-1].second;
     }
@@ -180,8 +180,7 @@ private:
       return;
     }
     bool isElf = isa<object::ELFObjectFileBase>(symbol.getObject());
-    uint32_t index =
-        isElf ? uint32_t(symbol.getRawDataRefImpl().d.b) : 0;
+    uint32_t index = isElf ? uint32_t(symbol.getRawDataRefImpl().d.b) : 0;
     if (*section == symbol.getObject()->section_end()) {
       if (isElf && object::ELFSymbolRef(symbol).getELFType() == ELF::STT_FILE)
         fileSymbols.emplace_back(index, *name);
@@ -238,8 +237,8 @@ readLoadHeaders(const object::ELFFile<ELFT> &elf) {
   std::vector<LoadSegmentHeader> loads;
   for (const auto &header : *headers)
     if (header.p_type == ELF::PT_LOAD)
-      loads.push_back({header.p_vaddr, header.p_memsz, header.p_offset,
-                       header.p_filesz});
+      loads.push_back(
+          {header.p_vaddr, header.p_memsz, header.p_offset, header.p_filesz});
   return loads;
 }
 
@@ -324,7 +323,8 @@ void excludeNestedCallees(const DWARFDie &scope, uint64_t address,
   }
 }
 
-bool sameSourceLine(const DWARFDebugLine::Row &a, const DWARFDebugLine::Row &b) {
+bool sameSourceLine(const DWARFDebugLine::Row &a,
+                    const DWARFDebugLine::Row &b) {
   return a.File == b.File && a.Line == b.Line;
 }
 
@@ -332,8 +332,8 @@ bool sameSourceLine(const DWARFDebugLine::Row &a, const DWARFDebugLine::Row &b) 
 /// same file and line, following LineTable::lookupAddress's rules: the
 /// sequence is the first whose end lies above the address, and the row is the
 /// last one whose address is at most the address.
-void intersectLineRows(const DWARFDebugLine::LineTable &table,
-                       uint64_t address, Interval &interval) {
+void intersectLineRows(const DWARFDebugLine::LineTable &table, uint64_t address,
+                       Interval &interval) {
   const auto &sequences = table.Sequences;
   auto sequence = std::upper_bound(
       sequences.begin(), sequences.end(), address,
@@ -446,7 +446,8 @@ public:
   /// The cached range containing `address`, computing it on a miss.
   const FileRange &rangeFor(uint64_t address, SymbolizerStats &stats) {
     auto next = ranges.upper_bound(address);
-    if (next != ranges.begin() && address < std::prev(next)->second.interval.end) {
+    if (next != ranges.begin() &&
+        address < std::prev(next)->second.interval.end) {
       ++stats.hits;
       return std::prev(next)->second;
     }
@@ -510,9 +511,8 @@ private:
       bool outermost = i + 1 == count;
       if (outermost && match.symbol)
         function = match.symbol->name.str();
-      frame.function = function == DILineInfo::BadString
-                           ? strings.intern("??")
-                           : internName(function);
+      frame.function = function == DILineInfo::BadString ? strings.intern("??")
+                                                         : internName(function);
       if (line.FileName != DILineInfo::BadString)
         frame.file = strings.intern(line.FileName);
       else if (outermost && match.symbol && !match.symbol->file.empty())
@@ -547,8 +547,8 @@ private:
 struct Mapping {
   uint64_t begin = 0;
   uint64_t end = 0;
-  uint64_t fileBegin = 0; ///< File address of `begin`.
-  size_t module = 0;      ///< Index into the module list.
+  uint64_t fileBegin = 0;       ///< File address of `begin`.
+  size_t module = 0;            ///< Index into the module list.
   ObjectInfo *object = nullptr; ///< Null when the module is unusable.
 };
 
@@ -560,10 +560,9 @@ public:
       : modules(std::move(moduleList)), strings(strings), options(options) {
     for (size_t index = 0; index < modules.size(); ++index)
       addModule(index);
-    std::sort(mappings.begin(), mappings.end(),
-              [](const Mapping &a, const Mapping &b) {
-                return a.begin < b.begin;
-              });
+    std::sort(
+        mappings.begin(), mappings.end(),
+        [](const Mapping &a, const Mapping &b) { return a.begin < b.begin; });
   }
 
   const SymbolRange &lookup(uint64_t address) {
@@ -626,11 +625,12 @@ private:
                     nullptr};
     for (const LoadSegmentHeader &load : loads) {
       if (load.offset <= segment.fileOffset &&
-          segment.fileOffset < load.offset + std::max(load.fileSize, uint64_t(1))) {
+          segment.fileOffset <
+              load.offset + std::max(load.fileSize, uint64_t(1))) {
         mapping.fileBegin = load.vaddr + (segment.fileOffset - load.offset);
-        mapping.end = std::min(mapping.end, mapping.begin + (load.vaddr +
-                                                             load.memSize -
-                                                             mapping.fileBegin));
+        mapping.end =
+            std::min(mapping.end, mapping.begin + (load.vaddr + load.memSize -
+                                                   mapping.fileBegin));
         mapping.object = object;
         break;
       }
@@ -718,7 +718,7 @@ private:
   StringTable &strings;
   Options options;
   std::map<std::string, std::unique_ptr<ObjectInfo>> objects;
-  std::vector<Mapping> mappings; ///< Sorted by begin.
+  std::vector<Mapping> mappings;  ///< Sorted by begin.
   std::deque<SymbolRange> stored; ///< Stable addresses for returned refs.
   std::map<uint64_t, const SymbolRange *> byBegin;
   const SymbolRange *last = nullptr;

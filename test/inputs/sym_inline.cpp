@@ -15,9 +15,7 @@ template <typename T> struct Accum {
   }
 };
 
-static inline __attribute__((always_inline)) int square(int x) {
-  return x * x;
-}
+static inline __attribute__((always_inline)) int square(int x) { return x * x; }
 
 static inline __attribute__((always_inline)) int sumSquares(const int *values,
                                                             int n) {
@@ -44,11 +42,15 @@ template <typename T> __attribute__((noinline)) T twice(T value) {
 } // namespace shapes
 
 // Rust v0 mangling of `mycrate::worker`, to check Rust demangling.
-extern "C" __attribute__((noinline)) int rustWorker(int x) __asm__(
-    "_RNvCs1234_7mycrate6worker");
-extern "C" __attribute__((noinline)) int rustWorker(int x) {
-  return x * 7 + 3;
-}
+extern "C" __attribute__((noinline)) int
+rustWorker(int x) __asm__("_RNvCs1234_7mycrate6worker");
+extern "C" __attribute__((noinline)) int rustWorker(int x) { return x * 7 + 3; }
+
+// Caller and inlined callee on one line: the line table cannot tell them
+// apart, only the inlined scope's range can.
+// clang-format off
+static inline __attribute__((always_inline)) int bump(int x) { return x * x + 1; } __attribute__((noinline)) int oneLine(int x) { return bump(x) * 3 + bump(x + 1); }
+// clang-format on
 
 // A tail call: compiled as a jump to another function's entry.
 __attribute__((noinline)) long tailCaller(int n) {
@@ -63,6 +65,7 @@ int main(int argc, char **argv) {
   total += shapes::twice<long>(total) + shapes::twice<int>(n);
   total += rustWorker(n);
   total += tailCaller(n);
+  total += oneLine(n);
   printf("%ld\n", total);
   return 0;
 }

@@ -1,0 +1,439 @@
+//===- SymbolizerTest.cpp - Inline chains, range cache, fallbacks ---------===//
+//
+// Ground truth: LLVM's own symbolizer library (what llvm-symbolizer-22 runs)
+// for chains, the ELF symbol table and notes read here for addresses and
+// build-ids, and the dynamic loader (dladdr) for a shared library's load
+// address. The programs are test/inputs/sym_inline.cpp and its copies.
+//
+//===----------------------------------------------------------------------===//
+
+#include "magic_trace/Symbolizer.h"
+
+#include "llvm/DebugInfo/Symbolize/Symbolize.h"
+#include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Object/ObjectFile.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include "gtest/gtest.h"
+
+#include <dlfcn.h>
+#include <set>
+#include <string>
+
+using namespace magic_trace;
+
+namespace {
+
+const std::string InputsDir = MT_TEST_BINARY_DIR "/inputs/";
+const std::string Program = InputsDir + "sym_inline";
+const std::string NoDebug = InputsDir + "sym_inline.nodebug";
+const std::string Stripped = InputsDir + "sym_inline.stripped";
+
+/// The facts of an ELF file the tests need, read with llvm::object.
+struct ElfFacts {
+  uint64_t textBegin = 0, textEnd = 0;
+  std::string buildId;
+  std::vector<LoadedSegment> loads; ///< PT_LOADs as file addresses.
+
+  uint64_t symbolAddress(llvm::StringRef name, uint64_t *size = nullptr) const {
+    auto found = symbols.find(name.str());
+    if (found == symbols.end())
+      return 0;
+    if (size)
+      *size = found->second.second;
+    return found->second.first;
+  }
+
+  std::map<std::string, std::pair<uint64_t, uint64_t>> symbols;
+};
+
+ElfFacts readElf(const std::string &path) {
+  ElfFacts facts;
+  auto binary = llvm::object::ObjectFile::createObjectFile(path);
+  if (!binary) {
+    ADD_FAILURE() << llvm::toString(binary.takeError());
+    return facts;
+  }
+  auto *elf =
+      llvm::dyn_cast<llvm::object::ELF64LEObjectFile>(binary->getBinary());
+  if (!elf) {
+    ADD_FAILURE() << path << " is not ELF64LE";
+    return facts;
+  }
+  for (const llvm::object::SectionRef &section : elf->sections()) {
+    llvm::StringRef name = llvm::cantFail(section.getName());
+    if (name == ".text") {
+      facts.textBegin = section.getAddress();
+      facts.textEnd = section.getAddress() + section.getSize();
+    }
+    if (name == ".note.gnu.build-id") {
+      // Elf64_Nhdr: namesz, descsz, type (4 bytes each), "GNU\0", the id.
+      llvm::StringRef bytes = llvm::cantFail(section.getContents());
+      for (unsigned char byte : bytes.drop_front(16))
+        facts.buildId += llvm::utohexstr(byte, /*LowerCase=*/true, 2);
+    }
+  }
+  for (const llvm::object::SymbolRef &symbol : elf->symbols()) {
+    auto name = symbol.getName();
+    auto address = symbol.getAddress();
+    if (name && address)
+      facts.symbols[name->str()] = {
+          *address, llvm::object::ELFSymbolRef(symbol).getSize()};
+    else {
+      llvm::consumeError(name.takeError());
+      llvm::consumeError(address.takeError());
+    }
+  }
+  auto headers = elf->getELFFile().program_headers();
+  if (!headers) {
+    ADD_FAILURE() << llvm::toString(headers.takeError());
+    return facts;
+  }
+  for (const auto &header : *headers)
+    if (header.p_type == llvm::ELF::PT_LOAD)
+      facts.loads.push_back({header.p_vaddr, header.p_memsz, header.p_offset,
+                             (header.p_flags & llvm::ELF::PF_X) != 0});
+  return facts;
+}
+
+/// A module whose runtime addresses are its file addresses.
+Module atFileAddresses(const std::string &path) {
+  Module module;
+  module.path = path;
+  module.loadAddress = llvm::cantFail(Symbolizer::preferredLoadAddress(path));
+  return module;
+}
+
+struct Frame {
+  std::string function, file;
+  uint32_t line;
+  bool operator==(const Frame &other) const {
+    return function == other.function && file == other.file &&
+           line == other.line;
+  }
+};
+
+std::ostream &operator<<(std::ostream &os, const Frame &frame) {
+  return os << frame.function << " " << frame.file << ":" << frame.line;
+}
+
+/// Our chain, innermost first like llvm-symbolizer, unknowns as "??".
+std::vector<Frame> ourChain(const SymbolRange &range,
+                            const StringTable &strings) {
+  std::vector<Frame> chain;
+  for (auto it = range.frames.rbegin(); it != range.frames.rend(); ++it) {
+    std::string function = strings.get(it->function).str();
+    if (llvm::StringRef(function).starts_with("[unknown @ "))
+      function = "??";
+    chain.push_back({function, strings.get(it->file).str(), it->line});
+  }
+  return chain;
+}
+
+/// LLVM's answer for a file address, innermost first.
+std::vector<Frame> llvmChain(llvm::symbolize::LLVMSymbolizer &reference,
+                             const std::string &path, uint64_t address) {
+  auto info = reference.symbolizeInlinedCode(
+      path, {address, llvm::object::SectionedAddress::UndefSection});
+  std::vector<Frame> chain;
+  if (!info) {
+    ADD_FAILURE() << llvm::toString(info.takeError());
+    return chain;
+  }
+  for (uint32_t i = 0; i < info->getNumberOfFrames(); ++i) {
+    const llvm::DILineInfo &frame = info->getFrame(i);
+    auto clean = [](const std::string &text) {
+      return text == llvm::DILineInfo::BadString ? std::string() : text;
+    };
+    std::string function = clean(frame.FunctionName);
+    chain.push_back({function.empty() ? "??" : function, clean(frame.FileName),
+                     frame.Line});
+  }
+  return chain;
+}
+
+std::vector<std::string> names(const SymbolRange &range,
+                               const StringTable &strings) {
+  std::vector<std::string> result;
+  for (const SymbolFrame &frame : range.frames)
+    result.push_back(strings.get(frame.function).str());
+  return result;
+}
+
+/// Every byte of .text, through the cache, gives LLVM's chain; every range
+/// returned contains its address; DWARF ranges know their function's entry.
+void expectEveryTextByteMatchesLlvm(const std::string &path) {
+  ElfFacts facts = readElf(path);
+  ASSERT_LT(facts.textBegin, facts.textEnd);
+  StringTable strings;
+  Symbolizer symbolizer({atFileAddresses(path)}, strings);
+  EXPECT_TRUE(symbolizer.moduleProblems().empty());
+  llvm::symbolize::LLVMSymbolizer reference;
+  unsigned mismatches = 0;
+  for (uint64_t address = facts.textBegin; address < facts.textEnd; ++address) {
+    const SymbolRange &range = symbolizer.lookup(address);
+    ASSERT_LE(range.begin, address);
+    ASSERT_GT(range.end, address);
+    std::vector<Frame> ours = ourChain(range, strings);
+    std::vector<Frame> theirs = llvmChain(reference, path, address);
+    if (ours != theirs && ++mismatches <= 5) {
+      ADD_FAILURE() << "at 0x" << llvm::utohexstr(address)
+                    << " ours:" << ::testing::PrintToString(ours)
+                    << " llvm:" << ::testing::PrintToString(theirs);
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
+  const SymbolizerStats &stats = symbolizer.stats();
+  EXPECT_EQ(stats.lookups, facts.textEnd - facts.textBegin);
+  EXPECT_EQ(stats.hits + stats.distinctRanges, stats.lookups);
+}
+
+TEST(SymbolizerTest, EveryTextByteMatchesLlvmSymbolizerWithDebugInfo) {
+  expectEveryTextByteMatchesLlvm(Program);
+}
+
+TEST(SymbolizerTest, EveryTextByteMatchesLlvmSymbolizerWithSymbolsOnly) {
+  expectEveryTextByteMatchesLlvm(NoDebug);
+}
+
+TEST(SymbolizerTest, EveryTextByteMatchesLlvmSymbolizerWhenStripped) {
+  expectEveryTextByteMatchesLlvm(Stripped);
+}
+
+TEST(SymbolizerTest, HotLoopCostsOneComputationPerDistinctRange) {
+  ElfFacts facts = readElf(Program);
+  uint64_t size = 0;
+  uint64_t hotLoop = facts.symbolAddress("_ZN6shapes7hotLoopEi", &size);
+  ASSERT_NE(hotLoop, 0u);
+  ASSERT_GT(size, 16u);
+  StringTable strings;
+  Symbolizer symbolizer({atFileAddresses(Program)}, strings);
+
+  // A trace that runs the loop's bytes 1000 times.
+  std::set<const SymbolRange *> seen;
+  size_t deepest = 0;
+  constexpr int Iterations = 1000;
+  for (int i = 0; i < Iterations; ++i) {
+    for (uint64_t address = hotLoop; address < hotLoop + size; ++address) {
+      const SymbolRange &range = symbolizer.lookup(address);
+      seen.insert(&range);
+      deepest = std::max(deepest, range.frames.size());
+      EXPECT_EQ(range.functionEntry, hotLoop);
+      EXPECT_TRUE(range.fromDebugInfo);
+    }
+    if (i == 0)
+      EXPECT_EQ(symbolizer.stats().distinctRanges, seen.size());
+  }
+  const SymbolizerStats &stats = symbolizer.stats();
+  // One computation per distinct range, all of them in the first iteration.
+  EXPECT_EQ(stats.distinctRanges, seen.size());
+  EXPECT_EQ(stats.lookups, Iterations * size);
+  EXPECT_EQ(stats.hits, stats.lookups - stats.distinctRanges);
+  EXPECT_LT(seen.size(), size); // Fewer ranges than bytes: real ranges.
+  // hotLoop -> Accum<long>::add or sumSquares -> square: inlining is there.
+  EXPECT_GE(deepest, 3u);
+}
+
+TEST(SymbolizerTest, ChainsAreOutermostFirstAndDemangled) {
+  ElfFacts facts = readElf(Program);
+  uint64_t size = 0;
+  uint64_t hotLoop = facts.symbolAddress("_ZN6shapes7hotLoopEi", &size);
+  StringTable strings;
+  Symbolizer symbolizer({atFileAddresses(Program)}, strings);
+  std::set<std::string> inlined;
+  for (uint64_t address = hotLoop; address < hotLoop + size; ++address) {
+    const SymbolRange &range = symbolizer.lookup(address);
+    ASSERT_FALSE(range.frames.empty());
+    EXPECT_EQ(strings.get(range.frames[0].function), "shapes::hotLoop(int)");
+    EXPECT_FALSE(range.frames[0].inlined);
+    for (size_t i = 1; i < range.frames.size(); ++i) {
+      EXPECT_TRUE(range.frames[i].inlined);
+      inlined.insert(strings.get(range.frames[i].function).str());
+    }
+  }
+  EXPECT_TRUE(inlined.count("shapes::Accum<long>::add(long)"));
+  EXPECT_TRUE(inlined.count("shapes::sumSquares(int const*, int)"));
+  EXPECT_TRUE(inlined.count("shapes::square(int)"));
+
+  uint64_t rust = facts.symbolAddress("_RNvCs1234_7mycrate6worker");
+  ASSERT_NE(rust, 0u);
+  EXPECT_EQ(names(symbolizer.lookup(rust), strings),
+            std::vector<std::string>{"mycrate::worker"});
+  uint64_t twice = facts.symbolAddress("_ZN6shapes5twiceIlEET_S1_");
+  ASSERT_NE(twice, 0u);
+  EXPECT_EQ(names(symbolizer.lookup(twice), strings),
+            std::vector<std::string>{"long shapes::twice<long>(long)"});
+
+  Symbolizer::Options raw;
+  raw.demangle = false;
+  Symbolizer mangled({atFileAddresses(Program)}, strings, raw);
+  EXPECT_EQ(names(mangled.lookup(twice), strings),
+            std::vector<std::string>{"_ZN6shapes5twiceIlEET_S1_"});
+}
+
+TEST(SymbolizerTest, SymbolTableRangeIsTheSymbolsExtent) {
+  ElfFacts facts = readElf(NoDebug);
+  uint64_t size = 0;
+  uint64_t hotLoop = facts.symbolAddress("_ZN6shapes7hotLoopEi", &size);
+  ASSERT_NE(hotLoop, 0u);
+  for (bool fromNoDebugFile : {true, false}) {
+    StringTable strings;
+    Symbolizer::Options options;
+    options.useDebugInfo = false;
+    Symbolizer symbolizer(
+        {atFileAddresses(fromNoDebugFile ? NoDebug : Program)}, strings,
+        options);
+    const SymbolRange &range = symbolizer.lookup(hotLoop + size / 2);
+    EXPECT_EQ(range.begin, hotLoop);
+    EXPECT_EQ(range.end, hotLoop + size);
+    EXPECT_EQ(range.functionEntry, hotLoop);
+    EXPECT_FALSE(range.fromDebugInfo);
+    EXPECT_EQ(names(range, strings),
+              std::vector<std::string>{"shapes::hotLoop(int)"});
+    for (uint64_t address = hotLoop; address < hotLoop + size; ++address)
+      EXPECT_EQ(&symbolizer.lookup(address), &range);
+    EXPECT_EQ(symbolizer.stats().distinctRanges, 1u);
+  }
+}
+
+TEST(SymbolizerTest, StrippedCodeIsUnknownAndCheap) {
+  ElfFacts facts = readElf(Stripped);
+  StringTable strings;
+  Symbolizer symbolizer({atFileAddresses(Stripped)}, strings);
+  for (uint64_t address = facts.textBegin; address < facts.textEnd; ++address) {
+    const SymbolRange &range = symbolizer.lookup(address);
+    ASSERT_EQ(range.frames.size(), 1u);
+    llvm::StringRef name = strings.get(range.frames[0].function);
+    EXPECT_TRUE(name.starts_with("[unknown @ 0x")) << name.str();
+    EXPECT_TRUE(name.ends_with(" (sym_inline.stripped)]")) << name.str();
+    EXPECT_EQ(range.functionEntry, 0u);
+  }
+  // The gap between symbols is one range: no cost per address.
+  EXPECT_LE(symbolizer.stats().distinctRanges, 2u);
+}
+
+TEST(SymbolizerTest, PieLoadedHighMapsThroughItsLoadAddress) {
+  ElfFacts facts = readElf(Program);
+  uint64_t size = 0;
+  uint64_t hotLoop = facts.symbolAddress("_ZN6shapes7hotLoopEi", &size);
+  constexpr uint64_t Base = 0x555555554000;
+  StringTable strings;
+  Symbolizer files({atFileAddresses(Program)}, strings);
+
+  Module derived; // Segments from the ELF headers.
+  derived.path = Program;
+  derived.buildId = facts.buildId;
+  derived.loadAddress = Base;
+  Module reported = derived; // Segments as a debugger reports them.
+  for (const LoadedSegment &load : facts.loads)
+    reported.segments.push_back(
+        {Base + load.address, load.size, load.fileOffset, load.executable});
+
+  for (const Module &module : {derived, reported}) {
+    Symbolizer runtime({module}, strings);
+    EXPECT_TRUE(runtime.moduleProblems().empty());
+    for (uint64_t address = hotLoop; address < hotLoop + size; ++address) {
+      const SymbolRange &atFile = files.lookup(address);
+      const SymbolRange &atRun = runtime.lookup(Base + address);
+      EXPECT_EQ(atRun.begin, Base + atFile.begin);
+      EXPECT_EQ(atRun.end, Base + atFile.end);
+      EXPECT_EQ(atRun.functionEntry, Base + hotLoop);
+      EXPECT_EQ(ourChain(atRun, strings), ourChain(atFile, strings));
+      EXPECT_EQ(strings.get(atRun.module), Program);
+    }
+  }
+}
+
+TEST(SymbolizerTest, SharedLibraryAtTheLoadersAddress) {
+  // libc as the dynamic loader mapped it into this test: its .dynsym names
+  // printf at the address the loader resolved.
+  Dl_info info;
+  void *printfAddress = reinterpret_cast<void *>(&printf);
+  ASSERT_NE(dladdr(printfAddress, &info), 0);
+  Module libc;
+  libc.path = info.dli_fname;
+  libc.loadAddress = reinterpret_cast<uint64_t>(info.dli_fbase);
+  StringTable strings;
+  Symbolizer symbolizer({libc}, strings);
+  EXPECT_TRUE(symbolizer.moduleProblems().empty());
+  uint64_t address = reinterpret_cast<uint64_t>(printfAddress);
+  const SymbolRange &range = symbolizer.lookup(address + 1);
+  EXPECT_EQ(range.functionEntry, address);
+  EXPECT_EQ(range.begin, address);
+  ASSERT_EQ(range.frames.size(), 1u);
+  // printf has aliases (_IO_printf); any name at that address is right.
+  std::string name = strings.get(range.frames[0].function).str();
+  EXPECT_TRUE(name == "printf" || name == info.dli_sname ||
+              llvm::StringRef(name).ends_with("printf"))
+      << name;
+}
+
+TEST(SymbolizerTest, UnusableModulesAreReportedAndUnknown) {
+  ElfFacts facts = readElf(Program);
+  Module missing;
+  missing.path = InputsDir + "no-such-lib.so";
+  missing.loadAddress = 0x7000;
+  missing.segments.push_back({0x7000, 0x1000, 0, true});
+
+  Module wrongId;
+  wrongId.path = Program;
+  wrongId.buildId = "00112233";
+  wrongId.loadAddress = 0x100000;
+
+  Module rightId; // Upper-case hex still matches.
+  rightId.path = Program;
+  rightId.buildId = llvm::StringRef(facts.buildId).upper();
+  rightId.loadAddress = 0x200000;
+  ASSERT_FALSE(facts.buildId.empty());
+
+  StringTable strings;
+  Symbolizer symbolizer({missing, wrongId, rightId}, strings);
+  std::vector<std::string> problems = symbolizer.moduleProblems();
+  ASSERT_EQ(problems.size(), 2u);
+  EXPECT_NE(problems[0].find("no-such-lib.so: cannot read"), std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[1].find("sym_inline: build-id " + facts.buildId +
+                             " differs from the module's 00112233"),
+            std::string::npos)
+      << problems[1];
+
+  const SymbolRange &inMissing = symbolizer.lookup(0x7123);
+  EXPECT_EQ(names(inMissing, strings),
+            std::vector<std::string>{"[unknown @ 0x7000 (no-such-lib.so)]"});
+  EXPECT_EQ(inMissing.begin, 0x7000u);
+  EXPECT_EQ(inMissing.end, 0x8000u);
+  EXPECT_EQ(&symbolizer.lookup(0x7fff), &inMissing);
+
+  uint64_t hotLoop = facts.symbolAddress("_ZN6shapes7hotLoopEi");
+  const SymbolRange &inWrong = symbolizer.lookup(0x100000 + hotLoop);
+  EXPECT_TRUE(
+      llvm::StringRef(names(inWrong, strings)[0]).starts_with("[unknown @ 0x"));
+  const SymbolRange &inRight = symbolizer.lookup(0x200000 + hotLoop);
+  EXPECT_EQ(names(inRight, strings)[0], "shapes::hotLoop(int)");
+}
+
+TEST(SymbolizerTest, UnmappedCodeIsOneRangePerPage) {
+  StringTable strings;
+  Symbolizer symbolizer({atFileAddresses(Program)}, strings);
+  const SymbolRange &jit = symbolizer.lookup(0x7f0000001234);
+  EXPECT_EQ(jit.begin, 0x7f0000001000u);
+  EXPECT_EQ(jit.end, 0x7f0000002000u);
+  EXPECT_EQ(names(jit, strings),
+            std::vector<std::string>{"[unknown @ 0x7f0000001000]"});
+  EXPECT_EQ(&symbolizer.lookup(0x7f0000001fff), &jit);
+  EXPECT_NE(&symbolizer.lookup(0x7f0000002000), &jit);
+  EXPECT_EQ(symbolizer.stats().distinctRanges, 2u);
+}
+
+TEST(SymbolizerTest, NoModulesNeverFails) {
+  StringTable strings;
+  Symbolizer symbolizer({}, strings);
+  EXPECT_TRUE(symbolizer.moduleProblems().empty());
+  const SymbolRange &range = symbolizer.lookup(UINT64_MAX);
+  EXPECT_EQ(range.frames.size(), 1u);
+  EXPECT_LE(range.begin, UINT64_MAX);
+  EXPECT_EQ(symbolizer.lookup(0).begin, 0u);
+}
+
+} // namespace
