@@ -1,0 +1,623 @@
+//===- ModelBuilder.cpp - Decoded items + symbols -> segments -------------===//
+//
+// One pass over a thread's items keeps a stack of open frames and appends
+// frames to the current segment in creation order. Creation order is already
+// pre-order except when a return goes into a frame never seen: that frame
+// becomes the parent of everything before it, so such segments are put in
+// pre-order once, when they close. docs/model.md lists the rules.
+//
+//===----------------------------------------------------------------------===//
+
+#include "magic_trace/ModelBuilder.h"
+
+#include "ModelInternal.h"
+
+#include "llvm/ADT/StringRef.h"
+
+#include <algorithm>
+
+using namespace magic_trace;
+using namespace magic_trace::model;
+
+namespace {
+
+/// How control reached the first instruction of a block.
+enum class Transfer : uint8_t {
+  Start,   ///< First instruction of a segment.
+  Call,    ///< The previous block ended with a call.
+  Return,  ///< ... with a return.
+  Jump,    ///< ... with a jump, a conditional branch, or fell through.
+  Unknown, ///< ... with a syscall, far transfer, or tracing was off.
+};
+
+Transfer transferAfter(BranchClass last) {
+  switch (last) {
+  case BranchClass::DirectCall:
+  case BranchClass::IndirectCall:
+    return Transfer::Call;
+  case BranchClass::Return:
+    return Transfer::Return;
+  case BranchClass::Other:
+  case BranchClass::CondBranch:
+  case BranchClass::DirectJump:
+  case BranchClass::IndirectJump:
+    return Transfer::Jump;
+  case BranchClass::Syscall:
+  case BranchClass::FarTransfer:
+  case BranchClass::Unknown:
+    return Transfer::Unknown;
+  }
+  return Transfer::Unknown;
+}
+
+/// One open frame on the builder's stack.
+struct OpenFrame {
+  uint32_t frame = 0;    ///< Index in the segment's creation-order frames.
+  uint64_t entry = 0;    ///< Physical: the function's entry, 0 if unknown.
+  StringId function = 0; ///< The function's name.
+  StringId callFile = 0; ///< Inlined: call site (file, line) in the parent.
+  uint32_t callLine = 0; ///< Inlined frames are the same instance when
+  bool inlined = false;  ///< function and call site agree.
+};
+
+bool samePhysical(const OpenFrame &open, const SymbolRange &range) {
+  if (open.entry != 0 && range.functionEntry != 0)
+    return open.entry == range.functionEntry;
+  return open.function == range.frames.front().function;
+}
+
+/// Inlined frame `level` (>= 1) of `range` is the open frame's instance.
+bool sameInlined(const OpenFrame &open, const SymbolRange &range,
+                 size_t level) {
+  const SymbolFrame &callee = range.frames[level];
+  const SymbolFrame &caller = range.frames[level - 1];
+  return open.function == callee.function && open.callFile == caller.file &&
+         open.callLine == caller.line;
+}
+
+class SegmentBuilder {
+public:
+  SegmentBuilder(ThreadModel &model, std::vector<SegmentFacts> &facts,
+                 const ThreadDecode &decode, SymbolLookup lookup,
+                 StringTable &strings)
+      : model(model), facts(facts), decode(decode), lookup(lookup),
+        strings(strings) {
+    syscallName = strings.intern("[syscall]");
+    untracedName = strings.intern("[untraced]");
+    overflowName = strings.intern("[overflow]");
+  }
+
+  void run();
+
+private:
+  // Item handlers.
+  void onBlock(size_t index);
+  void onDisable(const TraceItem &item);
+  void onEnable(const TraceItem &item);
+  void onLoss(const TraceItem &item);
+
+  // Transfers into a block's first range.
+  void enter(const SymbolRange &range, Transfer how, uint64_t address,
+             uint64_t time);
+  void enterByReturn(const SymbolRange &range, uint64_t time);
+  void enterByJump(const SymbolRange &range, uint64_t address, uint64_t time);
+  void enterUnknown(const SymbolRange &range, uint64_t time);
+
+  // Stack primitives.
+  uint32_t newFrame(Frame frame);
+  void pushPhysical(const SymbolRange &range, uint64_t time, bool inferred);
+  void pushInlined(const SymbolRange &range, size_t from, uint64_t time,
+                   bool inferred);
+  void popTo(size_t depth, uint64_t time);
+  void popCallees(size_t physical, uint64_t time);
+  size_t topPhysical() const;
+  size_t findPhysical(const SymbolRange &range, size_t below) const;
+  void syncInlined(const SymbolRange &range, uint64_t time);
+  void replaceTop(const SymbolRange &range, uint64_t time);
+  void inferParent(const SymbolRange &range, uint64_t time);
+  Frame frameFor(const SymbolRange &range, size_t level) const;
+
+  // Segments.
+  void startSegment(uint64_t time);
+  void closeSpan(uint64_t time);
+  void closeSegment(uint64_t time, bool gapFollows);
+  void finishGap(uint64_t time);
+  void putInPreOrder();
+
+  ThreadModel &model;
+  std::vector<SegmentFacts> &facts;
+  const ThreadDecode &decode;
+  SymbolLookup lookup;
+  StringTable &strings;
+  StringId syscallName = 0, untracedName = 0, overflowName = 0;
+
+  // The open segment (frames in creation order), if any.
+  bool inSegment = false;
+  std::vector<Frame> frames;
+  std::vector<uint32_t> roots; ///< Frames without a parent, creation order.
+  std::vector<OpenFrame> stack;
+  bool reparented = false; ///< Creation order is no longer pre-order.
+  uint64_t segmentStart = 0;
+  uint32_t inferredCount = 0;
+  Transfer nextTransfer = Transfer::Start;
+  BranchClass lastClass = BranchClass::Other;
+  uint32_t openSpan = NoFrame; ///< [syscall]/[untraced] awaiting its end.
+  uint64_t lastTime = 0;
+
+  // A loss seen since the last segment closed.
+  bool gapPending = false;
+  uint64_t gapBegin = 0;
+  StringId gapName = 0;
+  std::string gapReason;
+};
+
+void SegmentBuilder::run() {
+  const std::vector<TraceItem> &items = decode.items;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const TraceItem &item = items[i];
+    // Times are monotonic per thread by contract; clamp so a bad input can
+    // never produce a frame that ends before it begins.
+    lastTime = std::max(lastTime, item.timeNs);
+    switch (item.kind) {
+    case ItemKind::Block:
+      onBlock(i);
+      break;
+    case ItemKind::Disable:
+      onDisable(item);
+      break;
+    case ItemKind::Enable:
+      onEnable(item);
+      break;
+    case ItemKind::Overflow:
+    case ItemKind::Error:
+      onLoss(item);
+      break;
+    }
+  }
+  if (inSegment)
+    closeSegment(lastTime, /*gapFollows=*/false);
+  if (gapPending)
+    finishGap(lastTime);
+}
+
+void SegmentBuilder::onBlock(size_t index) {
+  const TraceItem &block = decode.items[index];
+  uint64_t begin = lastTime;
+  // Time of the first instruction after the block: the next item's time.
+  uint64_t after = begin;
+  if (index + 1 < decode.items.size())
+    after = std::max(begin, decode.items[index + 1].timeNs);
+  if (!inSegment)
+    startSegment(begin);
+  closeSpan(begin);
+  if (block.lastIp < block.ip || block.detail == 0)
+    return; // An empty block: nothing ran.
+
+  // Times inside the block are interpolated by address: PT timing packets
+  // give no finer resolution than the block.
+  uint64_t bytes = block.lastIp - block.ip + 1;
+  auto timeAt = [&](uint64_t address) {
+    unsigned __int128 part =
+        (unsigned __int128)(after - begin) * (address - block.ip);
+    return begin + uint64_t(part / bytes);
+  };
+
+  uint64_t address = block.ip;
+  bool first = true;
+  while (true) {
+    const SymbolRange &range = lookup(address);
+    uint64_t time = first ? begin : timeAt(address);
+    if (range.frames.empty()) {
+      // The lookup contract gives every range a frame; a fake that does not
+      // still must not crash the debugger.
+    } else if (first || stack.empty()) {
+      enter(range, stack.empty() ? Transfer::Start : nextTransfer, address,
+            time);
+    } else if (stack.empty() || !samePhysical(stack[topPhysical()], range)) {
+      // Fell through into another function inside one block.
+      enterByJump(range, address, time);
+    } else {
+      syncInlined(range, time);
+    }
+    first = false;
+    if (range.end <= address || range.end > block.lastIp)
+      break;
+    address = range.end;
+  }
+  lastClass = block.lastClass;
+  nextTransfer = transferAfter(block.lastClass);
+  if (nextTransfer == Transfer::Call)
+    ++model.calls;
+}
+
+void SegmentBuilder::onDisable(const TraceItem &item) {
+  if (!inSegment || stack.empty() || openSpan != NoFrame)
+    return;
+  Frame span;
+  span.begin = span.end = lastTime;
+  span.address = item.ip;
+  bool syscall = lastClass == BranchClass::Syscall;
+  span.name = syscall ? syscallName : untracedName;
+  span.kind = syscall ? FrameKind::Syscall : FrameKind::Untraced;
+  openSpan = newFrame(span);
+  // Where tracing resumes is known only from the next block.
+  nextTransfer = Transfer::Unknown;
+}
+
+void SegmentBuilder::onEnable(const TraceItem &) {
+  closeSpan(lastTime);
+  if (inSegment && nextTransfer != Transfer::Start)
+    nextTransfer = Transfer::Unknown;
+}
+
+void SegmentBuilder::onLoss(const TraceItem &item) {
+  ++model.errors;
+  std::string reason = "overflow";
+  StringId name = overflowName;
+  if (item.kind == ItemKind::Error) {
+    llvm::StringRef message = "unknown error";
+    if (item.detail < decode.errors.size())
+      message = decode.errors[item.detail].message;
+    reason = ("decode error: " + message).str();
+    name = strings.intern("[" + reason + "]");
+  }
+  if (inSegment) {
+    closeSegment(lastTime, /*gapFollows=*/true);
+  } else if (gapPending) {
+    // Consecutive losses with nothing decoded between them: one gap.
+    return;
+  }
+  gapPending = true;
+  gapBegin = lastTime;
+  gapName = name;
+  gapReason = std::move(reason);
+}
+
+void SegmentBuilder::enter(const SymbolRange &range, Transfer how,
+                           uint64_t address, uint64_t time) {
+  switch (how) {
+  case Transfer::Start:
+    pushPhysical(range, time, /*inferred=*/true);
+    return;
+  case Transfer::Call:
+    pushPhysical(range, time, /*inferred=*/false);
+    return;
+  case Transfer::Return:
+    enterByReturn(range, time);
+    return;
+  case Transfer::Jump:
+    enterByJump(range, address, time);
+    return;
+  case Transfer::Unknown:
+    enterUnknown(range, time);
+    return;
+  }
+}
+
+void SegmentBuilder::enterByReturn(const SymbolRange &range, uint64_t time) {
+  // The return leaves the top physical frame; it goes to the nearest frame
+  // of the target's function below it. Skipping several frames is how
+  // longjmp and C++ unwinding look when they end in a return.
+  size_t top = topPhysical();
+  size_t target = findPhysical(range, top);
+  if (target != SIZE_MAX) {
+    popCallees(target, time);
+    syncInlined(range, time);
+    return;
+  }
+  inferParent(range, time);
+}
+
+void SegmentBuilder::enterByJump(const SymbolRange &range, uint64_t address,
+                                 uint64_t time) {
+  size_t top = topPhysical();
+  if (samePhysical(stack[top], range)) {
+    syncInlined(range, time);
+    return;
+  }
+  if (address == range.functionEntry) {
+    replaceTop(range, time); // Tail call.
+    return;
+  }
+  // Into the middle of another function without a call or return: longjmp
+  // or an exception landing pad, so unwind to it if it is on the stack.
+  size_t target = findPhysical(range, top);
+  if (target != SIZE_MAX) {
+    popCallees(target, time);
+    syncInlined(range, time);
+    return;
+  }
+  replaceTop(range, time);
+}
+
+void SegmentBuilder::enterUnknown(const SymbolRange &range, uint64_t time) {
+  // After a syscall or an untraced stretch: usually the same function; a
+  // frame on the stack means untraced code returned into it; anything else
+  // is kept as a callee, since dropping the caller would lose information.
+  size_t top = topPhysical();
+  if (samePhysical(stack[top], range)) {
+    syncInlined(range, time);
+    return;
+  }
+  size_t target = findPhysical(range, top);
+  if (target != SIZE_MAX) {
+    popCallees(target, time);
+    syncInlined(range, time);
+    return;
+  }
+  pushPhysical(range, time, /*inferred=*/false);
+}
+
+uint32_t SegmentBuilder::newFrame(Frame frame) {
+  uint32_t index = uint32_t(frames.size());
+  frame.parent = stack.empty() ? Frame::NoParent : stack.back().frame;
+  if (frame.parent == Frame::NoParent)
+    roots.push_back(index);
+  frames.push_back(frame);
+  return index;
+}
+
+Frame SegmentBuilder::frameFor(const SymbolRange &range, size_t level) const {
+  const SymbolFrame &symbol = range.frames[level];
+  Frame frame;
+  frame.name = symbol.function;
+  frame.file = symbol.file;
+  frame.line = symbol.line;
+  if (level == 0) {
+    frame.address = range.functionEntry ? range.functionEntry : range.begin;
+    bool unknown = range.functionEntry == 0 && !range.fromDebugInfo &&
+                   strings.get(symbol.function).starts_with("[unknown");
+    frame.kind = unknown ? FrameKind::Unknown : FrameKind::Physical;
+  } else {
+    frame.address = range.begin;
+    frame.kind = FrameKind::Inlined;
+  }
+  return frame;
+}
+
+void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
+                                  bool inferred) {
+  Frame frame = frameFor(range, 0);
+  frame.begin = frame.end = time;
+  frame.inferred = inferred;
+  inferredCount += inferred;
+  OpenFrame open;
+  open.frame = newFrame(frame);
+  open.entry = range.functionEntry;
+  open.function = frame.name;
+  stack.push_back(open);
+  pushInlined(range, 1, time, inferred);
+}
+
+void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
+                                 uint64_t time, bool inferred) {
+  for (size_t level = from; level < range.frames.size(); ++level) {
+    Frame frame = frameFor(range, level);
+    frame.begin = frame.end = time;
+    frame.inferred = inferred;
+    inferredCount += inferred;
+    OpenFrame open;
+    open.frame = newFrame(frame);
+    open.function = frame.name;
+    open.callFile = range.frames[level - 1].file;
+    open.callLine = range.frames[level - 1].line;
+    open.inlined = true;
+    stack.push_back(open);
+  }
+}
+
+void SegmentBuilder::popTo(size_t depth, uint64_t time) {
+  while (stack.size() > depth) {
+    frames[stack.back().frame].end = time;
+    stack.pop_back();
+  }
+}
+
+/// Pops the physical frames called from stack index `physical` (keeping its
+/// inlined frames, which syncInlined then reconciles with the target).
+void SegmentBuilder::popCallees(size_t physical, uint64_t time) {
+  size_t depth = physical + 1;
+  while (depth < stack.size() && stack[depth].inlined)
+    ++depth;
+  popTo(depth, time);
+}
+
+size_t SegmentBuilder::topPhysical() const {
+  size_t i = stack.size() - 1;
+  while (i > 0 && stack[i].inlined)
+    --i;
+  return i;
+}
+
+/// The nearest physical frame of `range`'s function strictly below stack
+/// index `below`, or SIZE_MAX.
+size_t SegmentBuilder::findPhysical(const SymbolRange &range,
+                                    size_t below) const {
+  for (size_t i = below; i-- > 0;)
+    if (!stack[i].inlined && samePhysical(stack[i], range))
+      return i;
+  return SIZE_MAX;
+}
+
+/// The top physical frame is `range`'s function: make the inlined frames
+/// above it follow `range`'s inline chain.
+void SegmentBuilder::syncInlined(const SymbolRange &range, uint64_t time) {
+  size_t physical = topPhysical();
+  size_t level = 1;
+  while (physical + level < stack.size() && level < range.frames.size() &&
+         sameInlined(stack[physical + level], range, level))
+    ++level;
+  popTo(physical + level, time);
+  pushInlined(range, level, time, /*inferred=*/false);
+}
+
+/// Ends the top physical frame (and its inlined frames) and starts `range`'s
+/// function in its place, under the same parent.
+void SegmentBuilder::replaceTop(const SymbolRange &range, uint64_t time) {
+  popTo(topPhysical(), time);
+  pushPhysical(range, time, /*inferred=*/false);
+}
+
+/// A return into a function not on the stack: it called the outermost open
+/// frame before the segment began. Create it (and its inline chain) as the
+/// parent of everything so far, starting at the segment start.
+void SegmentBuilder::inferParent(const SymbolRange &range, uint64_t time) {
+  popTo(0, time);
+  std::vector<uint32_t> oldRoots;
+  oldRoots.swap(roots);
+  pushPhysical(range, segmentStart, /*inferred=*/true);
+  uint32_t innermost = stack.back().frame;
+  for (uint32_t root : oldRoots)
+    frames[root].parent = innermost;
+  reparented = reparented || !oldRoots.empty();
+}
+
+void SegmentBuilder::startSegment(uint64_t time) {
+  if (gapPending)
+    finishGap(time);
+  inSegment = true;
+  segmentStart = time;
+  frames.clear();
+  roots.clear();
+  stack.clear();
+  reparented = false;
+  inferredCount = 0;
+  nextTransfer = Transfer::Start;
+  lastClass = BranchClass::Other;
+  openSpan = NoFrame;
+  Segment segment;
+  segment.begin = segment.end = time;
+  // Empty unless a loss came before; a loss before the first segment is
+  // kept here too, so that nothing is dropped silently.
+  segment.gapReason = std::move(gapReason);
+  gapReason.clear();
+  model.segments.push_back(std::move(segment));
+  facts.emplace_back();
+}
+
+void SegmentBuilder::closeSpan(uint64_t time) {
+  if (openSpan == NoFrame)
+    return;
+  frames[openSpan].end = time;
+  openSpan = NoFrame;
+}
+
+/// Frames still open end at `time`, the first instant nothing is known.
+void SegmentBuilder::closeSegment(uint64_t time, bool gapFollows) {
+  closeSpan(time);
+  SegmentFacts &fact = facts.back();
+  fact.endStack.clear();
+  for (const OpenFrame &open : stack)
+    fact.endStack.push_back(open.frame);
+  popTo(0, time);
+  putInPreOrder();
+  Segment &segment = model.segments.back();
+  segment.end = time;
+  // Exactly sized (the model is most of the memory a snapshot keeps), with
+  // room for the gap span a loss adds next.
+  segment.frames.reserve(frames.size() + (gapFollows ? 1 : 0));
+  segment.frames.assign(frames.begin(), frames.end());
+  fact.startDepth = inferredCount;
+  frames = {};
+  inSegment = false;
+}
+
+/// The time between a loss and the next decoded instruction becomes a span
+/// closing the previous segment (or nothing when no segment came before).
+void SegmentBuilder::finishGap(uint64_t time) {
+  gapPending = false;
+  if (model.segments.empty())
+    return; // Lost before anything was decoded; kept as gapReason only.
+  Segment &segment = model.segments.back();
+  Frame span;
+  span.begin = std::min(gapBegin, time);
+  span.end = time;
+  span.name = gapName;
+  span.kind = FrameKind::DecodeError;
+  facts.back().gapFrame = uint32_t(segment.frames.size());
+  segment.frames.push_back(span);
+  segment.end = std::max(segment.end, time);
+}
+
+/// Renumbers the creation-order frames into pre-order (children by
+/// creation, which is by begin time); needed only after inferParent.
+void SegmentBuilder::putInPreOrder() {
+  if (!reparented)
+    return;
+  size_t count = frames.size();
+  // Children of each frame, grouped by parent (counting sort, stable).
+  std::vector<uint32_t> firstChild(count + 1, 0);
+  for (const Frame &frame : frames)
+    if (frame.parent != Frame::NoParent)
+      ++firstChild[frame.parent + 1];
+  for (size_t i = 0; i < count; ++i)
+    firstChild[i + 1] += firstChild[i];
+  std::vector<uint32_t> children(firstChild[count]);
+  std::vector<uint32_t> fill(firstChild.begin(), firstChild.end() - 1);
+  std::vector<uint32_t> topLevel;
+  for (uint32_t i = 0; i < count; ++i) {
+    if (frames[i].parent == Frame::NoParent)
+      topLevel.push_back(i);
+    else
+      children[fill[frames[i].parent]++] = i;
+  }
+  std::vector<uint32_t> newIndex(count, NoFrame);
+  std::vector<Frame> ordered;
+  ordered.reserve(count);
+  std::vector<uint32_t> work(topLevel.rbegin(), topLevel.rend());
+  while (!work.empty()) {
+    uint32_t old = work.back();
+    work.pop_back();
+    newIndex[old] = uint32_t(ordered.size());
+    Frame frame = frames[old];
+    if (frame.parent != Frame::NoParent)
+      frame.parent = newIndex[frame.parent];
+    ordered.push_back(frame);
+    for (uint32_t c = firstChild[old + 1]; c-- > firstChild[old];)
+      work.push_back(children[c]);
+  }
+  frames = std::move(ordered);
+  for (uint32_t &open : facts.back().endStack)
+    open = newIndex[open];
+}
+
+} // namespace
+
+size_t magic_trace::threadModelBytes(const ThreadModel &model) {
+  size_t bytes = sizeof(ThreadModel) + model.name.capacity() +
+                 model.segments.capacity() * sizeof(Segment);
+  for (const Segment &segment : model.segments)
+    bytes += segment.frames.capacity() * sizeof(Frame) +
+             segment.gapReason.capacity();
+  return bytes;
+}
+
+ThreadModel
+magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
+                              const ThreadStop *stop, StringTable &strings,
+                              const ModelOptions &options, ModelStats *stats) {
+  ThreadModel model;
+  model.tid = decode.tid;
+  model.instructions = decode.instructions;
+  std::vector<SegmentFacts> facts;
+  SegmentBuilder(model, facts, decode, lookup, strings).run();
+
+  ModelStats local;
+  ModelStats &counters = stats ? *stats : local;
+  for (const SegmentFacts &fact : facts)
+    counters.gaps += fact.gapFrame != NoFrame;
+  if (options.stitch)
+    stitchSegments(model, facts, counters);
+  if (options.anchor && stop && !stop->frames.empty() &&
+      !model.segments.empty())
+    anchorToStop(model, facts, *stop, lookup, counters);
+
+  counters.segments += model.segments.size();
+  for (const Segment &segment : model.segments) {
+    counters.frames += segment.frames.size();
+    for (const Frame &frame : segment.frames)
+      counters.inferredFrames += frame.inferred;
+  }
+  counters.modelBytes += threadModelBytes(model);
+  return model;
+}

@@ -1,0 +1,58 @@
+//===- ModelInternal.h - What segment building hands to stitching -*- C++ -*-=//
+//
+// Private to core/lib/model: the facts about each built segment that the
+// stitching and anchoring passes need and the public Segment does not keep.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_LIB_MODEL_MODELINTERNAL_H
+#define MAGIC_TRACE_LIB_MODEL_MODELINTERNAL_H
+
+#include "magic_trace/ModelBuilder.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace magic_trace {
+namespace model {
+
+constexpr uint32_t NoFrame = UINT32_MAX;
+
+/// Side facts of segment `i` of a ThreadModel (same index).
+struct SegmentFacts {
+  /// Frames open when the segment closed, outermost first (indices into
+  /// Segment::frames). Never contains spans.
+  std::vector<uint32_t> endStack;
+  /// Frames [0, startDepth) are the stack at the first instruction: the
+  /// chain of inferred frames (outermost first).
+  uint32_t startDepth = 0;
+  /// Frames [0, synthesized) were added by stitching or anchoring: no
+  /// instruction of this segment ran in them, so they may be wrong.
+  uint32_t synthesized = 0;
+  /// Stitched: frames [0, continued) continue endStack[0, continued) of the
+  /// previous segment.
+  uint32_t continued = 0;
+  /// The lost-time span closing this segment, or NoFrame.
+  uint32_t gapFrame = NoFrame;
+};
+
+/// Replaces the first `strip` frames of `segment` (a chain of single-child
+/// ancestors of everything else) by `roots` (a chain, outermost first, whose
+/// parent fields are ignored); the new frames span the whole segment.
+/// Updates `facts` (indices shift).
+void reroot(Segment &segment, SegmentFacts &facts, uint32_t strip,
+            const std::vector<Frame> &roots);
+
+/// Joins segments whose stacks agree across their gap (docs/model.md).
+void stitchSegments(ThreadModel &model, std::vector<SegmentFacts> &facts,
+                    ModelStats &stats);
+
+/// Matches the last segment's final stack to `stop` and propagates the
+/// correction backward through stitched segments (docs/model.md).
+void anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
+                  const ThreadStop &stop, SymbolLookup lookup,
+                  ModelStats &stats);
+
+} // namespace model
+} // namespace magic_trace
+
+#endif

@@ -1,0 +1,256 @@
+//===- Stitching.cpp - Join segments across gaps, anchor to the stop ------===//
+//
+// Both passes run after every segment of a thread is built, because both use
+// what is learned later: the stack a segment implies at its start is known
+// only once it has returned out of its first frames, and the debugger's stack
+// at the stop is known only at the end. docs/model.md explains the rules.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ModelInternal.h"
+
+#include <algorithm>
+
+using namespace magic_trace;
+using namespace magic_trace::model;
+
+namespace {
+
+/// What makes two frames "the same symbol" for stitching and anchoring: the
+/// function name and whether it is inlined. Times and lines may differ.
+struct FrameIdentity {
+  StringId name = 0;
+  bool inlined = false;
+
+  bool operator==(const FrameIdentity &other) const {
+    return name == other.name && inlined == other.inlined;
+  }
+};
+
+FrameIdentity identityOf(const Frame &frame) {
+  return {frame.name, frame.kind == FrameKind::Inlined};
+}
+
+/// Where S (the next segment's start stack, outermost first) sits in E (the
+/// previous segment's end stack): E[d + i] == S[i] for every i both have.
+/// Prefers the alignment that implies the fewest calls and returns inside
+/// the gap; SIZE_MAX when none agrees.
+size_t alignStacks(const std::vector<FrameIdentity> &end,
+                   const std::vector<FrameIdentity> &start) {
+  size_t best = SIZE_MAX;
+  size_t bestChange = SIZE_MAX;
+  for (size_t d = end.size(); d-- > 0;) {
+    size_t overlap = std::min(start.size(), end.size() - d);
+    bool agree = true;
+    for (size_t i = 0; i < overlap && agree; ++i)
+      agree = end[d + i] == start[i];
+    if (!agree)
+      continue;
+    // |depth at the gap's end - depth at its start|: net calls or returns.
+    size_t before = end.size() - d, after = start.size();
+    size_t change = before > after ? before - after : after - before;
+    if (change < bestChange) {
+      best = d;
+      bestChange = change;
+    }
+  }
+  return best;
+}
+
+} // namespace
+
+void model::reroot(Segment &segment, SegmentFacts &facts, uint32_t strip,
+                   const std::vector<Frame> &roots) {
+  uint32_t added = uint32_t(roots.size());
+  strip = std::min<uint32_t>(strip, uint32_t(segment.frames.size()));
+  if (strip == 0 && added == 0)
+    return;
+  auto remap = [&](uint32_t old) -> uint32_t {
+    if (old == Frame::NoParent || old < strip)
+      return added ? added - 1 : Frame::NoParent;
+    return old - strip + added;
+  };
+  std::vector<Frame> frames;
+  frames.reserve(segment.frames.size() - strip + added);
+  for (uint32_t i = 0; i < added; ++i) {
+    Frame frame = roots[i];
+    frame.begin = segment.begin;
+    frame.end = segment.end;
+    frame.parent = i == 0 ? Frame::NoParent : i - 1;
+    frames.push_back(frame);
+  }
+  for (size_t i = strip; i < segment.frames.size(); ++i) {
+    Frame frame = segment.frames[i];
+    frame.parent = remap(frame.parent);
+    frames.push_back(frame);
+  }
+  segment.frames = std::move(frames);
+
+  std::vector<uint32_t> endStack;
+  for (uint32_t i = 0; i < added; ++i)
+    endStack.push_back(i);
+  for (uint32_t old : facts.endStack)
+    if (old >= strip)
+      endStack.push_back(old - strip + added);
+  facts.endStack = std::move(endStack);
+  auto shift = [&](uint32_t count) {
+    return count >= strip ? count - strip + added : added;
+  };
+  facts.startDepth = shift(facts.startDepth);
+  facts.synthesized = shift(facts.synthesized);
+  if (facts.continued)
+    facts.continued = shift(facts.continued);
+  if (facts.gapFrame != NoFrame)
+    facts.gapFrame =
+        facts.gapFrame < strip ? NoFrame : facts.gapFrame - strip + added;
+}
+
+void model::stitchSegments(ThreadModel &model, std::vector<SegmentFacts> &facts,
+                           ModelStats &stats) {
+  for (size_t k = 1; k < model.segments.size(); ++k) {
+    Segment &previous = model.segments[k - 1];
+    Segment &segment = model.segments[k];
+    SegmentFacts &before = facts[k - 1];
+    SegmentFacts &after = facts[k];
+    std::vector<FrameIdentity> end, start;
+    for (uint32_t index : before.endStack)
+      end.push_back(identityOf(previous.frames[index]));
+    for (uint32_t i = 0; i < after.startDepth; ++i)
+      start.push_back(identityOf(segment.frames[i]));
+    size_t d =
+        end.empty() || start.empty() ? SIZE_MAX : alignStacks(end, start);
+    if (d == SIZE_MAX || before.gapFrame == NoFrame) {
+      ++stats.stitchRefused;
+      continue;
+    }
+    uint32_t continued = uint32_t(d + std::min(start.size(), end.size() - d));
+
+    // The previous segment's continuing frames stay open across the gap,
+    // and the gap span nests under the innermost of them.
+    for (uint32_t i = 0; i < continued; ++i)
+      previous.frames[before.endStack[i]].end = previous.end;
+    previous.frames[before.gapFrame].parent = before.endStack[continued - 1];
+
+    // Frames the next segment never reached continue here as its roots.
+    std::vector<Frame> outer;
+    for (size_t i = 0; i < d; ++i) {
+      Frame frame = previous.frames[before.endStack[i]];
+      frame.inferred = true;
+      outer.push_back(frame);
+    }
+    reroot(segment, after, 0, outer);
+    after.continued = continued;
+    segment.stitchedToPrevious = true;
+    ++stats.stitchedJoins;
+  }
+}
+
+namespace {
+
+/// The debugger's stack at the stop, outermost first, with inlined frames
+/// expanded from the symbolizer's chains.
+std::vector<Frame> stopStack(const ThreadStop &stop, SymbolLookup lookup) {
+  std::vector<Frame> stack;
+  for (size_t i = stop.frames.size(); i-- > 0;) {
+    // LLDB reports an inlined frame with its concrete frame's PC: skip the
+    // repeats, the inline chain below already expands them.
+    if (i + 1 < stop.frames.size() && stop.frames[i] == stop.frames[i + 1])
+      continue;
+    // A return address points after the call; the call is what is running.
+    uint64_t address = i == 0 ? stop.frames[i] : stop.frames[i] - 1;
+    const SymbolRange &range = lookup(address);
+    for (size_t level = 0; level < range.frames.size(); ++level) {
+      const SymbolFrame &symbol = range.frames[level];
+      Frame frame;
+      frame.name = symbol.function;
+      frame.file = symbol.file;
+      frame.line = symbol.line;
+      frame.address =
+          level == 0 && range.functionEntry ? range.functionEntry : range.begin;
+      frame.kind = level == 0 ? FrameKind::Physical : FrameKind::Inlined;
+      frame.inferred = true;
+      frame.anchored = true;
+      stack.push_back(frame);
+    }
+  }
+  return stack;
+}
+
+} // namespace
+
+void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
+                         const ThreadStop &stop, SymbolLookup lookup,
+                         ModelStats &stats) {
+  std::vector<Frame> truth = stopStack(stop, lookup);
+  size_t last = model.segments.size() - 1;
+  Segment &segment = model.segments[last];
+  SegmentFacts &fact = facts[last];
+  const std::vector<uint32_t> &final = fact.endStack;
+  if (truth.empty() || final.empty()) {
+    ++stats.anchorConflicts;
+    return;
+  }
+
+  // The innermost traced frame is the stop's function or, when the trace
+  // ends just before the stop's function ran, one of its callers.
+  FrameIdentity top = identityOf(segment.frames[final.back()]);
+  size_t j = truth.size();
+  while (j-- > 0 && !(identityOf(truth[j]) == top)) {
+  }
+  if (j == SIZE_MAX) {
+    ++stats.anchorConflicts;
+    return;
+  }
+  size_t matched = 0;
+  while (matched < final.size() && matched <= j &&
+         identityOf(segment.frames[final[final.size() - 1 - matched]]) ==
+             identityOf(truth[j - matched]))
+    ++matched;
+
+  // Frames [0, strip) of the final stack are replaced by the stop's outer
+  // frames: none when all matched, else only frames no instruction ran in.
+  uint32_t strip = 0;
+  if (matched < final.size()) {
+    size_t wrong = final.size() - 1 - matched; // Outermost wrong is 0.
+    if (wrong >= fact.synthesized || final[wrong] != wrong) {
+      ++stats.anchorConflicts;
+      matched = 0; // The trace contradicts the stop: change nothing.
+    } else {
+      strip = uint32_t(wrong + 1);
+    }
+  }
+  for (size_t i = 0; i < matched; ++i)
+    segment.frames[final[final.size() - 1 - i]].anchored = true;
+  std::vector<Frame> outer;
+  if (matched > 0 && j + 1 > matched)
+    outer.assign(truth.begin(), truth.begin() + (j + 1 - matched));
+  if (matched == 0)
+    return;
+  stats.anchorAdded += outer.size();
+  reroot(segment, fact, strip, outer);
+
+  // Backward through stitched segments: the frames that continue across a
+  // gap get the same correction and marks.
+  for (size_t k = last; k > 0 && model.segments[k].stitchedToPrevious; --k) {
+    Segment &previous = model.segments[k - 1];
+    SegmentFacts &before = facts[k - 1];
+    if (strip > before.synthesized) {
+      // The previous segment ran in the frames the stop replaced: the stacks
+      // did not agree across this gap after all.
+      ++stats.anchorConflicts;
+      model.segments[k].stitchedToPrevious = false;
+      --stats.stitchedJoins;
+      break;
+    }
+    reroot(previous, before, strip, outer);
+    uint32_t continued = std::min<uint32_t>(facts[k].continued,
+                                            uint32_t(before.endStack.size()));
+    for (uint32_t i = 0; i < continued; ++i)
+      if (model.segments[k].frames[i].anchored)
+        previous.frames[before.endStack[i]].anchored = true;
+  }
+
+  for (const Segment &each : model.segments)
+    for (const Frame &frame : each.frames)
+      stats.anchoredFrames += frame.anchored;
+}
