@@ -1,0 +1,422 @@
+//===- FxtWriter.cpp - Fuchsia trace format writer ------------------------===//
+//
+// Word layouts follow the spec sections of the same names:
+// https://fuchsia.dev/fuchsia-src/reference/tracing/trace-format
+// Every record is a little-endian 64-bit header word (type in bits 0-3, size
+// in words in bits 4-15) followed by its payload words.
+//
+//===----------------------------------------------------------------------===//
+#include "magic_trace/FxtWriter.h"
+
+#include "llvm/Support/CRC.h"
+#include "llvm/Support/Compression.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <string>
+#include <vector>
+
+namespace magic_trace {
+namespace {
+
+// Record types ("Record types" table).
+constexpr uint64_t MetadataRecord = 0;
+constexpr uint64_t InitializationRecord = 1;
+constexpr uint64_t StringRecord = 2;
+constexpr uint64_t ThreadRecord = 3;
+constexpr uint64_t EventRecord = 4;
+constexpr uint64_t KernelObjectRecord = 7;
+
+// Metadata record: trace info (type 4), magic number record (info type 0).
+constexpr uint64_t TraceInfoMetadata = 4;
+constexpr uint64_t MagicNumberTraceInfo = 0;
+constexpr uint64_t FxtMagic = 0x16547846;
+
+// Event types.
+constexpr uint64_t InstantEvent = 0;
+constexpr uint64_t DurationCompleteEvent = 4;
+
+// Argument types.
+constexpr uint64_t UInt32Arg = 2;
+constexpr uint64_t StringArg = 6;
+constexpr uint64_t PointerArg = 7;
+constexpr uint64_t KoidArg = 8;
+constexpr uint64_t BoolArg = 9;
+
+// Zircon object types of kernel object records.
+constexpr uint64_t ProcessObject = 1;
+constexpr uint64_t ThreadObject = 2;
+
+/// A string reference whose bit 15 is set holds an inline string of the
+/// length in bits 0-14.
+constexpr uint16_t InlineStringFlag = 0x8000;
+
+constexpr uint64_t TicksPerSecond = 1000000000; // Model times are ns.
+
+size_t paddedWords(size_t bytes) { return (bytes + 7) / 8; }
+
+/// A string reference as it goes into a header field, plus the text that
+/// follows in the record when the reference is inline.
+struct StrRef {
+  uint16_t ref = 0;
+  llvm::StringRef inlineText;
+  size_t words() const { return paddedWords(inlineText.size()); }
+};
+
+/// One argument record. Only the kinds we write are supported.
+struct Arg {
+  uint64_t type;
+  StrRef name;
+  uint64_t value = 0; // uint32/bool in the header, pointer/koid in a word.
+  StrRef text;        // String value.
+
+  bool hasValueWord() const { return type == PointerArg || type == KoidArg; }
+  size_t words() const {
+    return 1 + name.words() + (hasValueWord() ? 1 : 0) +
+           (type == StringArg ? text.words() : 0);
+  }
+};
+
+/// Buffers words and flushes them to the stream in large chunks.
+class WordSink {
+public:
+  explicit WordSink(llvm::raw_ostream &os) : os(os) {
+    buffer.reserve(FlushBytes + 8 * fxt::MaxRecordWords);
+  }
+  ~WordSink() { flush(); }
+
+  void word(uint64_t value) {
+    char bytes[8];
+    llvm::support::endian::write64le(bytes, value);
+    buffer.append(bytes, 8);
+  }
+  /// Text padded with zero bytes to a whole number of words.
+  void text(llvm::StringRef text) {
+    buffer.append(text.data(), text.size());
+    buffer.append((8 - text.size() % 8) % 8, '\0');
+  }
+  /// Called after each record so a record is never split across flushes.
+  void endRecord() {
+    if (buffer.size() >= FlushBytes)
+      flush();
+  }
+  void flush() {
+    os.write(buffer.data(), buffer.size());
+    buffer.clear();
+  }
+
+private:
+  static constexpr size_t FlushBytes = 1 << 20;
+  llvm::raw_ostream &os;
+  std::string buffer;
+};
+
+/// Writes records and keeps the string and thread tables.
+class FxtEncoder {
+public:
+  FxtEncoder(llvm::raw_ostream &os, const StringTable &strings)
+      : sink(os), strings(strings), slotOf(strings.size(), 0),
+        owner(fxt::MaxStringIndex + 1, NoOwner) {}
+
+  void magicNumber() {
+    sink.word(MetadataRecord | uint64_t(1) << 4 | TraceInfoMetadata << 16 |
+              MagicNumberTraceInfo << 20 | FxtMagic << 24);
+    sink.endRecord();
+  }
+
+  void initialization(uint64_t ticksPerSecond) {
+    sink.word(InitializationRecord | uint64_t(2) << 4);
+    sink.word(ticksPerSecond);
+    sink.endRecord();
+  }
+
+  /// Binds a table slot that is never re-bound (category, argument names).
+  uint16_t pin(llvm::StringRef text) {
+    uint16_t slot = nextSlot++;
+    firstDynamicSlot = nextSlot;
+    stringRecord(slot, text);
+    return slot;
+  }
+
+  /// The table slot of a model string, writing a string record if the string
+  /// is not bound. When the table is full, slots are re-bound round-robin; a
+  /// record uses at most two dynamic strings, so it never evicts its own.
+  StrRef string(StringId id) {
+    llvm::StringRef text = strings.get(id);
+    if (text.empty())
+      return {};
+    uint16_t slot = slotOf[id];
+    if (slot != 0 && owner[slot] == id)
+      return {slot, {}};
+    slot = nextSlot;
+    nextSlot =
+        nextSlot == fxt::MaxStringIndex ? firstDynamicSlot : nextSlot + 1;
+    owner[slot] = id;
+    slotOf[id] = slot;
+    stringRecord(slot, text);
+    return {slot, {}};
+  }
+
+  /// An inline reference; `storage` keeps a truncated copy alive.
+  static StrRef inlineString(llvm::StringRef text, std::string &storage) {
+    if (text.empty())
+      return {};
+    if (text.size() > fxt::MaxInlineStringLength) {
+      storage = truncateUtf8(text, fxt::MaxInlineStringLength);
+      text = storage;
+    }
+    return {uint16_t(InlineStringFlag | text.size()), text};
+  }
+
+  void threadRecord(uint8_t slot, uint64_t pid, uint64_t tid) {
+    sink.word(ThreadRecord | uint64_t(3) << 4 | uint64_t(slot) << 16);
+    sink.word(pid);
+    sink.word(tid);
+    sink.endRecord();
+  }
+
+  void kernelObject(uint64_t objectType, uint64_t koid, StrRef name,
+                    llvm::ArrayRef<Arg> args) {
+    size_t words = 2 + name.words() + argWords(args);
+    sink.word(KernelObjectRecord | uint64_t(words) << 4 | objectType << 16 |
+              uint64_t(name.ref) << 24 | uint64_t(args.size()) << 40);
+    sink.word(koid);
+    if (!name.inlineText.empty())
+      sink.text(name.inlineText);
+    writeArgs(args);
+    sink.endRecord();
+  }
+
+  /// An event record on an indexed thread; `endTime` is written for
+  /// duration-complete events only.
+  void event(uint64_t eventType, uint8_t threadSlot, StrRef category,
+             StrRef name, uint64_t timestamp, llvm::ArrayRef<Arg> args,
+             uint64_t endTime = 0) {
+    bool complete = eventType == DurationCompleteEvent;
+    size_t words = 2 + category.words() + name.words() + argWords(args) +
+                   (complete ? 1 : 0);
+    sink.word(EventRecord | uint64_t(words) << 4 | eventType << 16 |
+              uint64_t(args.size()) << 20 | uint64_t(threadSlot) << 24 |
+              uint64_t(category.ref) << 32 | uint64_t(name.ref) << 48);
+    sink.word(timestamp);
+    if (!category.inlineText.empty())
+      sink.text(category.inlineText);
+    if (!name.inlineText.empty())
+      sink.text(name.inlineText);
+    writeArgs(args);
+    if (complete)
+      sink.word(endTime);
+    sink.endRecord();
+  }
+
+private:
+  static constexpr StringId NoOwner = UINT32_MAX;
+
+  void stringRecord(uint16_t slot, llvm::StringRef text) {
+    std::string storage;
+    if (text.size() > fxt::MaxStringLength) {
+      // magic-trace issue #286: an 805 KB symbol name crashed the writer.
+      storage = truncateUtf8(text, fxt::MaxStringLength);
+      text = storage;
+    }
+    sink.word(StringRecord | uint64_t(1 + paddedWords(text.size())) << 4 |
+              uint64_t(slot) << 16 | uint64_t(text.size()) << 32);
+    sink.text(text);
+    sink.endRecord();
+  }
+
+  static size_t argWords(llvm::ArrayRef<Arg> args) {
+    size_t words = 0;
+    for (const Arg &arg : args)
+      words += arg.words();
+    return words;
+  }
+
+  void writeArgs(llvm::ArrayRef<Arg> args) {
+    for (const Arg &arg : args) {
+      uint64_t header =
+          arg.type | uint64_t(arg.words()) << 4 | uint64_t(arg.name.ref) << 16;
+      if (arg.type == UInt32Arg || arg.type == BoolArg)
+        header |= (arg.value & 0xffffffff) << 32;
+      if (arg.type == StringArg)
+        header |= uint64_t(arg.text.ref) << 32;
+      sink.word(header);
+      if (!arg.name.inlineText.empty())
+        sink.text(arg.name.inlineText);
+      if (arg.hasValueWord())
+        sink.word(arg.value);
+      if (arg.type == StringArg && !arg.text.inlineText.empty())
+        sink.text(arg.text.inlineText);
+    }
+  }
+
+  WordSink sink;
+  const StringTable &strings;
+  std::vector<uint16_t> slotOf; ///< Per StringId; valid if owner agrees.
+  std::vector<StringId> owner;  ///< Per slot: the model string bound there.
+  uint16_t nextSlot = 1;
+  uint16_t firstDynamicSlot = 1;
+};
+
+/// Writes the whole model; the encoder owns the tables.
+class ModelWriter {
+public:
+  ModelWriter(const TraceModel &model, llvm::raw_ostream &os,
+              const FxtOptions &options)
+      : model(model), enc(os, model.strings), options(options) {}
+
+  void write() {
+    enc.magicNumber();
+    enc.initialization(TicksPerSecond);
+    category = {enc.pin(options.category), {}};
+    argAddress = {enc.pin("address"), {}};
+    argFile = {enc.pin("file"), {}};
+    argLine = {enc.pin("line"), {}};
+    argInlined = {enc.pin("inlined"), {}};
+    argProcess = {enc.pin("process"), {}};
+    argReason = {enc.pin("reason"), {}};
+    gapName = {enc.pin("[gap]"), {}};
+    stitchedGapName = {enc.pin("[gap, stitched]"), {}};
+
+    std::string storage;
+    enc.kernelObject(ProcessObject, model.pid,
+                     FxtEncoder::inlineString(model.processName, storage), {});
+    for (size_t i = 0; i < model.threads.size(); ++i)
+      writeThread(model.threads[i], i);
+  }
+
+private:
+  void writeThread(const ThreadModel &thread, size_t index) {
+    // More than 255 threads: thread slots are re-bound. Each thread's events
+    // are written together right after its thread record, so a slot always
+    // names the thread being written.
+    uint8_t slot = uint8_t(index % fxt::MaxThreadIndex + 1);
+    enc.threadRecord(slot, model.pid, thread.tid);
+    std::string storage;
+    Arg process{KoidArg, argProcess, model.pid, {}};
+    enc.kernelObject(ThreadObject, thread.tid,
+                     FxtEncoder::inlineString(thread.name, storage), process);
+    for (size_t s = 0; s < thread.segments.size(); ++s)
+      writeSegment(thread.segments[s], s, slot);
+  }
+
+  void writeSegment(const Segment &segment, size_t index, uint8_t slot) {
+    if (index > 0 || !segment.gapReason.empty()) {
+      std::string storage;
+      llvm::SmallVector<Arg, 1> args;
+      if (!segment.gapReason.empty())
+        args.push_back({StringArg, argReason, 0,
+                        FxtEncoder::inlineString(segment.gapReason, storage)});
+      enc.event(InstantEvent, slot, category,
+                segment.stitchedToPrevious ? stitchedGapName : gapName,
+                segment.begin, args);
+    }
+    for (const Frame &frame : segment.frames)
+      writeFrame(frame, slot);
+  }
+
+  void writeFrame(const Frame &frame, uint8_t slot) {
+    StrRef name = enc.string(frame.name);
+    llvm::SmallVector<Arg, 4> args;
+    bool code = frame.kind == FrameKind::Physical ||
+                frame.kind == FrameKind::Inlined ||
+                frame.kind == FrameKind::Unknown;
+    if (frame.address != 0)
+      args.push_back({PointerArg, argAddress, frame.address, {}});
+    if (frame.file != 0 && !model.strings.get(frame.file).empty())
+      args.push_back({StringArg, argFile, 0, enc.string(frame.file)});
+    if (frame.line != 0)
+      args.push_back({UInt32Arg, argLine, frame.line, {}});
+    if (code)
+      args.push_back(
+          {BoolArg, argInlined, frame.kind == FrameKind::Inlined, {}});
+    enc.event(DurationCompleteEvent, slot, category, name, frame.begin, args,
+              frame.end);
+    // Errors also show as instants, so they stand out in the timeline.
+    if (frame.kind == FrameKind::DecodeError)
+      enc.event(InstantEvent, slot, category, name, frame.begin, {});
+  }
+
+  const TraceModel &model;
+  FxtEncoder enc;
+  const FxtOptions &options;
+  StrRef category, argAddress, argFile, argLine, argInlined, argProcess,
+      argReason, gapName, stitchedGapName;
+};
+
+llvm::Error noZlibError() {
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      "gzip output needs zlib, which this LLVM was built without (write .fxt "
+      "instead of .fxt.gz)");
+}
+
+} // namespace
+
+std::string truncateUtf8(llvm::StringRef text, size_t limit) {
+  if (text.size() <= limit)
+    return text.str();
+  llvm::StringRef ellipsis = "...";
+  size_t cut = limit > ellipsis.size() ? limit - ellipsis.size() : 0;
+  // Back up over UTF-8 continuation bytes (10xxxxxx) so that no sequence is
+  // split.
+  while (cut > 0 && (uint8_t(text[cut]) & 0xc0) == 0x80)
+    --cut;
+  return (text.take_front(cut) + ellipsis).str();
+}
+
+bool fxtGzipAvailable() { return llvm::compression::zlib::isAvailable(); }
+
+llvm::Error gzipCompress(llvm::ArrayRef<uint8_t> data,
+                         llvm::SmallVectorImpl<uint8_t> &out) {
+  if (!llvm::compression::zlib::isAvailable())
+    return noZlibError();
+  // zlib's format (RFC 1950) is a 2-byte header, a raw deflate stream and an
+  // Adler-32 trailer; gzip (RFC 1952) wraps the same deflate stream in its
+  // own header and a CRC-32 + size trailer.
+  llvm::SmallVector<uint8_t, 0> zlibStream;
+  llvm::compression::zlib::compress(
+      data, zlibStream, llvm::compression::zlib::BestSpeedCompression);
+  if (zlibStream.size() < 6 || (zlibStream[1] & 0x20) != 0)
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "zlib produced an unexpected stream (report "
+                                   "this bug)");
+  out.clear();
+  // ID1 ID2, CM = deflate, FLG = 0, MTIME = 0, XFL = 0, OS = 3 (Unix).
+  const uint8_t header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+  out.append(header, header + 10);
+  out.append(zlibStream.begin() + 2, zlibStream.end() - 4);
+  uint8_t trailer[8];
+  llvm::support::endian::write32le(trailer, llvm::crc32(data));
+  llvm::support::endian::write32le(trailer + 4, uint32_t(data.size()));
+  out.append(trailer, trailer + 8);
+  return llvm::Error::success();
+}
+
+llvm::Error writeFxt(const TraceModel &model, llvm::raw_ostream &os,
+                     const FxtOptions &options) {
+  if (llvm::Error err = validateModel(model))
+    return err;
+  if (!options.gzip) {
+    ModelWriter(model, os, options).write();
+    return llvm::Error::success();
+  }
+  if (!fxtGzipAvailable())
+    return noZlibError();
+  std::string plain;
+  {
+    llvm::raw_string_ostream plainStream(plain);
+    ModelWriter(model, plainStream, options).write();
+  }
+  llvm::SmallVector<uint8_t, 0> compressed;
+  if (llvm::Error err = gzipCompress(
+          llvm::ArrayRef<uint8_t>(
+              reinterpret_cast<const uint8_t *>(plain.data()), plain.size()),
+          compressed))
+    return err;
+  os.write(reinterpret_cast<const char *>(compressed.data()),
+           compressed.size());
+  return llvm::Error::success();
+}
+
+} // namespace magic_trace

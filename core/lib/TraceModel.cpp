@@ -1,0 +1,133 @@
+//===- TraceModel.cpp - Invariants of the segmented call-stack trace ------===//
+//
+// The writers rely on these invariants: the FXT writer emits frames in
+// pre-order as complete events, which a reader nests correctly only if
+// children lie inside parents and siblings do not overlap.
+//
+//===----------------------------------------------------------------------===//
+#include "magic_trace/TraceModel.h"
+
+#include "llvm/Support/FormatVariadic.h"
+
+#include <optional>
+#include <vector>
+
+namespace magic_trace {
+
+const char *frameKindName(FrameKind kind) {
+  switch (kind) {
+  case FrameKind::Physical:
+    return "physical";
+  case FrameKind::Inlined:
+    return "inlined";
+  case FrameKind::Untraced:
+    return "untraced";
+  case FrameKind::Syscall:
+    return "syscall";
+  case FrameKind::DecodeError:
+    return "decode-error";
+  case FrameKind::Unknown:
+    return "unknown";
+  }
+  return "unknown";
+}
+
+namespace {
+
+llvm::Error frameError(const ThreadModel &thread, size_t segment, size_t frame,
+                       const llvm::Twine &what) {
+  return llvm::createStringError(
+      llvm::inconvertibleErrorCode(),
+      llvm::formatv("invalid trace model: thread {0}, segment {1}, frame {2}: ",
+                    thread.tid, segment, frame) +
+          what + " (this is a bug in the model builder)");
+}
+
+/// Checks one segment's frame tree: pre-order, nesting, sibling order, and
+/// that every frame lies inside the segment.
+llvm::Error validateSegment(const ThreadModel &thread, size_t segIndex,
+                            const Segment &segment, size_t stringCount) {
+  const std::vector<Frame> &frames = segment.frames;
+  // Indices of the frames enclosing the next one in pre-order (root first).
+  std::vector<uint32_t> open;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const Frame &frame = frames[i];
+    if (frame.begin > frame.end)
+      return frameError(
+          thread, segIndex, i,
+          llvm::formatv("begin {0} after end {1}", frame.begin, frame.end));
+    if (frame.name >= stringCount || frame.file >= stringCount)
+      return frameError(thread, segIndex, i,
+                        llvm::formatv("string id {0} or {1} not in the table",
+                                      frame.name, frame.file));
+    if (frame.begin < segment.begin || frame.end > segment.end)
+      return frameError(thread, segIndex, i,
+                        llvm::formatv("[{0}, {1}] outside segment [{2}, {3}]",
+                                      frame.begin, frame.end, segment.begin,
+                                      segment.end));
+    if (frame.parent != Frame::NoParent && frame.parent >= i)
+      return frameError(
+          thread, segIndex, i,
+          llvm::formatv("parent {0} does not precede it", frame.parent));
+    // Pop to the parent; the last frame popped is the previous sibling.
+    std::optional<uint32_t> previousSibling;
+    while (!open.empty() && open.back() != frame.parent) {
+      previousSibling = open.back();
+      open.pop_back();
+    }
+    if (frame.parent != Frame::NoParent && open.empty())
+      return frameError(thread, segIndex, i,
+                        llvm::formatv("parent {0} is not an open ancestor "
+                                      "(frames are not in pre-order)",
+                                      frame.parent));
+    if (frame.parent != Frame::NoParent) {
+      const Frame &parent = frames[frame.parent];
+      if (frame.begin < parent.begin || frame.end > parent.end)
+        return frameError(
+            thread, segIndex, i,
+            llvm::formatv("[{0}, {1}] not inside parent {2} [{3}, {4}]",
+                          frame.begin, frame.end, frame.parent, parent.begin,
+                          parent.end));
+    }
+    if (previousSibling && frames[*previousSibling].end > frame.begin)
+      return frameError(
+          thread, segIndex, i,
+          llvm::formatv("begins at {0}, before previous sibling {1} ends at "
+                        "{2}",
+                        frame.begin, *previousSibling,
+                        frames[*previousSibling].end));
+    open.push_back(uint32_t(i));
+  }
+  return llvm::Error::success();
+}
+
+} // namespace
+
+llvm::Error validateModel(const TraceModel &model) {
+  for (const ThreadModel &thread : model.threads) {
+    for (size_t s = 0; s < thread.segments.size(); ++s) {
+      const Segment &segment = thread.segments[s];
+      if (segment.begin > segment.end)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            llvm::formatv("invalid trace model: thread {0}, segment {1}: "
+                          "begin {2} after end {3} (this is a bug in the "
+                          "model builder)",
+                          thread.tid, s, segment.begin, segment.end));
+      if (s > 0 && thread.segments[s - 1].end > segment.begin)
+        return llvm::createStringError(
+            llvm::inconvertibleErrorCode(),
+            llvm::formatv("invalid trace model: thread {0}, segment {1}: "
+                          "begins at {2}, before segment {3} ends at {4} "
+                          "(this is a bug in the model builder)",
+                          thread.tid, s, segment.begin, s - 1,
+                          thread.segments[s - 1].end));
+      if (llvm::Error err =
+              validateSegment(thread, s, segment, model.strings.size()))
+        return err;
+    }
+  }
+  return llvm::Error::success();
+}
+
+} // namespace magic_trace

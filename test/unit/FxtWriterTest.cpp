@@ -1,0 +1,391 @@
+// Unit tests for the Fuchsia trace writer. Expected bytes are built word by
+// word from the spec (fuchsia.dev/fuchsia-src/reference/tracing/trace-format),
+// one comment per word; whole files are validated by the test reader
+// (test/support/FxtReader), which shares no code with the writer.
+#include "magic_trace/FxtWriter.h"
+#include "FxtReader.h"
+#include "magic_trace/TraceModel.h"
+
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <gtest/gtest.h>
+
+using namespace magic_trace;
+using namespace magic_trace::fxt_test;
+
+namespace {
+
+using Words = std::vector<uint64_t>;
+
+/// Text as the spec stores it: little-endian bytes, zero-padded to words.
+void appendText(Words &words, llvm::StringRef text) {
+  for (size_t i = 0; i < text.size(); i += 8) {
+    uint64_t word = 0;
+    for (size_t j = 0; j < 8 && i + j < text.size(); ++j)
+      word |= uint64_t(uint8_t(text[i + j])) << (8 * j);
+    words.push_back(word);
+  }
+}
+
+/// A string record binding `index` (record type 2).
+void appendStringRecord(Words &words, uint64_t index, llvm::StringRef text) {
+  uint64_t size = 1 + (text.size() + 7) / 8;
+  words.push_back(2 | size << 4 | index << 16 | uint64_t(text.size()) << 32);
+  appendText(words, text);
+}
+
+Words toWords(const std::string &bytes) {
+  EXPECT_EQ(bytes.size() % 8, 0u);
+  Words words;
+  for (size_t i = 0; i + 8 <= bytes.size(); i += 8)
+    words.push_back(llvm::support::endian::read64le(bytes.data() + i));
+  return words;
+}
+
+std::string writeToString(const TraceModel &model, FxtOptions options = {}) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  llvm::Error err = writeFxt(model, os, options);
+  EXPECT_FALSE(err) << toString(std::move(err));
+  return out;
+}
+
+llvm::ArrayRef<uint8_t> asBytes(const std::string &text) {
+  return {reinterpret_cast<const uint8_t *>(text.data()), text.size()};
+}
+
+/// Words every trace starts with: magic, initialization, the pinned strings
+/// (slots 1-9) and the process object named `processName` (<= 8 bytes).
+void appendPreamble(Words &w, uint64_t pid, llvm::StringRef processName) {
+  // Magic number record: metadata (0), 1 word, trace info (4), magic (0),
+  // 0x16547846 in bits 24-55.
+  w.push_back(0x0016547846040010);
+  // Initialization record: type 1, 2 words.
+  w.push_back(1 | 2 << 4);
+  w.push_back(1000000000); // Ticks per second: model times are ns.
+  appendStringRecord(w, 1, "magic-trace"); // Category.
+  appendStringRecord(w, 2, "address");
+  appendStringRecord(w, 3, "file");
+  appendStringRecord(w, 4, "line");
+  appendStringRecord(w, 5, "inlined");
+  appendStringRecord(w, 6, "process");
+  appendStringRecord(w, 7, "reason");
+  appendStringRecord(w, 8, "[gap]");
+  appendStringRecord(w, 9, "[gap, stitched]");
+  // Kernel object record (7), 3 words, process (1), inline name, 0 args.
+  uint64_t nameRef = 0x8000 | processName.size();
+  w.push_back(7 | 3 << 4 | 1 << 16 | nameRef << 24);
+  w.push_back(pid);           // Process koid.
+  appendText(w, processName); // Inline name, one word.
+}
+
+/// Thread record binding `slot`, then the thread's kernel object (no name).
+void appendThread(Words &w, uint64_t slot, uint64_t pid, uint64_t tid) {
+  w.push_back(3 | 3 << 4 | slot << 16); // Thread record, 3 words.
+  w.push_back(pid);                     // Process koid.
+  w.push_back(tid);                     // Thread koid.
+  // Kernel object (7), 4 words, thread (2), empty name, 1 argument.
+  w.push_back(7 | 4 << 4 | 2 << 16 | uint64_t(1) << 40);
+  w.push_back(tid); // Thread koid.
+  // Koid argument (8), 2 words, name "process" (slot 6).
+  w.push_back(8 | 2 << 4 | 6 << 16);
+  w.push_back(pid); // The process koid.
+}
+
+struct ModelBuilder {
+  TraceModel model;
+
+  ThreadModel &thread(uint64_t tid) {
+    model.threads.emplace_back();
+    model.threads.back().tid = tid;
+    return model.threads.back();
+  }
+  static Segment &segment(ThreadModel &thread, uint64_t begin, uint64_t end) {
+    thread.segments.emplace_back();
+    thread.segments.back().begin = begin;
+    thread.segments.back().end = end;
+    return thread.segments.back();
+  }
+  Frame &frame(Segment &segment, llvm::StringRef name, uint64_t begin,
+               uint64_t end, uint32_t parent = Frame::NoParent,
+               FrameKind kind = FrameKind::Physical) {
+    Frame frame;
+    frame.name = model.strings.intern(name);
+    frame.begin = begin;
+    frame.end = end;
+    frame.parent = parent;
+    frame.kind = kind;
+    segment.frames.push_back(frame);
+    return segment.frames.back();
+  }
+};
+
+TEST(FxtWriter, OneFrameWordByWord) {
+  ModelBuilder b;
+  b.model.pid = 100;
+  b.model.processName = "app";
+  Segment &seg = ModelBuilder::segment(b.thread(101), 10, 50);
+  Frame &main = b.frame(seg, "main", 10, 50);
+  main.address = 0x401000;
+  main.file = b.model.strings.intern("a.c");
+  main.line = 7;
+
+  Words w;
+  appendPreamble(w, 100, "app");
+  appendThread(w, 1, 100, 101);
+  appendStringRecord(w, 10, "main"); // First dynamic slot.
+  appendStringRecord(w, 11, "a.c");
+  // Event (4), 8 words, duration complete (4), 4 args, thread 1,
+  // category slot 1, name slot 10.
+  w.push_back(4 | 8 << 4 | 4 << 16 | 4 << 20 | 1 << 24 | uint64_t(1) << 32 |
+              uint64_t(10) << 48);
+  w.push_back(10); // Begin timestamp.
+  // Pointer argument (7), 2 words, name "address" (slot 2).
+  w.push_back(7 | 2 << 4 | 2 << 16);
+  w.push_back(0x401000); // The address.
+  // String argument (6), 1 word, name "file" (3), value slot 11.
+  w.push_back(6 | 1 << 4 | 3 << 16 | uint64_t(11) << 32);
+  // Uint32 argument (2), 1 word, name "line" (4), value 7 in bits 32-63.
+  w.push_back(2 | 1 << 4 | 4 << 16 | uint64_t(7) << 32);
+  // Bool argument (9), 1 word, name "inlined" (5), false in bit 32.
+  w.push_back(9 | 1 << 4 | 5 << 16);
+  w.push_back(50); // End timestamp.
+
+  EXPECT_EQ(toWords(writeToString(b.model)), w);
+}
+
+TEST(FxtWriter, GapInstantAndDecodeErrorWordByWord) {
+  ModelBuilder b;
+  b.model.pid = 7;
+  b.model.processName = "p";
+  ThreadModel &thread = b.thread(8);
+  b.frame(ModelBuilder::segment(thread, 0, 5), "[untraced]", 0, 5,
+          Frame::NoParent, FrameKind::Untraced);
+  Segment &second = ModelBuilder::segment(thread, 9, 20);
+  second.gapReason = "overflow";
+  b.frame(second, "[decode error: x]", 9, 20, Frame::NoParent,
+          FrameKind::DecodeError);
+
+  Words w;
+  appendPreamble(w, 7, "p");
+  appendThread(w, 1, 7, 8);
+  appendStringRecord(w, 10, "[untraced]");
+  // Complete event, 3 words, no args (no address, not code), name slot 10.
+  w.push_back(4 | 3 << 4 | 4 << 16 | 1 << 24 | uint64_t(1) << 32 |
+              uint64_t(10) << 48);
+  w.push_back(0); // Begin.
+  w.push_back(5); // End.
+  // Instant event (0), 4 words, 1 arg, thread 1, category 1, name "[gap]" (8).
+  w.push_back(4 | 4 << 4 | 0 << 16 | 1 << 20 | 1 << 24 | uint64_t(1) << 32 |
+              uint64_t(8) << 48);
+  w.push_back(9); // At the start of the segment after the gap.
+  // String argument, 2 words, name "reason" (7), inline value of 8 bytes.
+  w.push_back(6 | 2 << 4 | 7 << 16 | uint64_t(0x8000 | 8) << 32);
+  appendText(w, "overflow");
+  appendStringRecord(w, 11, "[decode error: x]");
+  w.push_back(4 | 3 << 4 | 4 << 16 | 1 << 24 | uint64_t(1) << 32 |
+              uint64_t(11) << 48);
+  w.push_back(9);  // Begin.
+  w.push_back(20); // End.
+  // The error again as an instant event (0), 2 words, no args.
+  w.push_back(4 | 2 << 4 | 0 << 16 | 1 << 24 | uint64_t(1) << 32 |
+              uint64_t(11) << 48);
+  w.push_back(9);
+
+  EXPECT_EQ(toWords(writeToString(b.model)), w);
+}
+
+/// A model with nesting, inlined frames and several segments; the reader's
+/// events must match the frames one for one.
+TEST(FxtWriter, ReaderSeesEveryFrameWithItsNesting) {
+  ModelBuilder b;
+  b.model.pid = 1;
+  ThreadModel &thread = b.thread(2);
+  thread.name = "worker";
+  Segment &seg = ModelBuilder::segment(thread, 0, 100);
+  b.frame(seg, "main", 0, 100);
+  b.frame(seg, "f", 10, 40, 0);
+  b.frame(seg, "g", 12, 30, 1, FrameKind::Inlined);
+  b.frame(seg, "f", 40, 40, 0); // Zero length sibling.
+  b.frame(seg, "h", 50, 100, 0);
+  Segment &next = ModelBuilder::segment(thread, 100, 120);
+  next.stitchedToPrevious = true;
+  b.frame(next, "main", 100, 120).inferred = true;
+
+  std::string bytes = writeToString(b.model);
+  auto trace = readFxt(asBytes(bytes));
+  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+  std::vector<const FxtEvent *> complete;
+  for (const FxtEvent &e : trace->events)
+    if (e.type == EventType::DurationComplete)
+      complete.push_back(&e);
+  ASSERT_EQ(complete.size(), 6u);
+  const unsigned depths[] = {0, 1, 2, 1, 1, 0};
+  size_t i = 0;
+  for (const Segment &s : thread.segments)
+    for (const Frame &f : s.frames) {
+      const FxtEvent &e = *complete[i];
+      EXPECT_EQ(e.name, b.model.strings.get(f.name));
+      EXPECT_EQ(e.timestamp, f.begin);
+      EXPECT_EQ(e.endTimestamp, f.end);
+      EXPECT_EQ(e.depth, depths[i]);
+      EXPECT_EQ(e.tid, 2u);
+      EXPECT_EQ(e.category, "magic-trace");
+      ASSERT_NE(e.arg("inlined"), nullptr);
+      EXPECT_EQ(e.arg("inlined")->value, f.kind == FrameKind::Inlined);
+      ++i;
+    }
+  ASSERT_EQ(trace->events.size(), 7u); // Plus the stitched-gap instant.
+  EXPECT_EQ(trace->events[5].name, "[gap, stitched]");
+  ASSERT_EQ(trace->objects.size(), 2u);
+  EXPECT_EQ(trace->objects[1].name, "worker");
+  EXPECT_EQ(trace->ticksPerSecond, 1000000000u);
+}
+
+TEST(FxtWriter, MoreThan255ThreadsRebindThreadSlots) {
+  ModelBuilder b;
+  b.model.pid = 10;
+  for (uint64_t t = 0; t < 600; ++t)
+    b.frame(ModelBuilder::segment(b.thread(1000 + t), t, t + 1), "run", t,
+            t + 1);
+  std::string bytes = writeToString(b.model);
+  auto trace = readFxt(asBytes(bytes));
+  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+  EXPECT_EQ(trace->threadsWithEvents, 600u);
+  EXPECT_EQ(trace->threadRecords, 600u);
+  ASSERT_EQ(trace->events.size(), 600u);
+  for (uint64_t t = 0; t < 600; ++t) {
+    EXPECT_EQ(trace->events[t].tid, 1000 + t);
+    EXPECT_EQ(trace->events[t].pid, 10u);
+    EXPECT_EQ(trace->events[t].timestamp, t);
+  }
+}
+
+TEST(FxtWriter, MoreStringsThanTheTableHoldsRebindSlots) {
+  ModelBuilder b;
+  Segment &seg = ModelBuilder::segment(b.thread(1), 0, 100000);
+  const size_t count = 40000; // More than the 32767 table slots.
+  for (size_t i = 0; i < count; ++i) {
+    Frame &f = b.frame(seg, "fn" + std::to_string(i), 2 * i, 2 * i + 1);
+    f.file = b.model.strings.intern("file" + std::to_string(i % 50000));
+  }
+  // Names used again after their slot was re-bound.
+  b.frame(seg, "fn0", 2 * count, 2 * count + 1);
+  std::string bytes = writeToString(b.model);
+  auto trace = readFxt(asBytes(bytes));
+  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+  ASSERT_EQ(trace->events.size(), count + 1);
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(trace->events[i].name, "fn" + std::to_string(i));
+    ASSERT_EQ(trace->events[i].arg("file")->text,
+              "file" + std::to_string(i % 50000));
+  }
+  EXPECT_EQ(trace->events[count].name, "fn0");
+}
+
+TEST(FxtWriter, HugeNameIsTruncatedToTheStringLimit) {
+  // magic-trace issue #286: an 805 KB symbol name crashed its writer. Put a
+  // 3-byte UTF-8 character across the cut point to check it is not split.
+  std::string name(805 * 1024, 'x');
+  name.replace(31996, 3, "\xe2\x82\xac"); // U+20AC at bytes 31996-31998.
+  ModelBuilder b;
+  b.frame(ModelBuilder::segment(b.thread(1), 0, 10), name, 0, 10);
+  std::string bytes = writeToString(b.model);
+  auto trace = readFxt(asBytes(bytes));
+  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+  ASSERT_EQ(trace->events.size(), 1u);
+  const std::string &read = trace->events[0].name;
+  EXPECT_LE(read.size(), 32000u);
+  EXPECT_EQ(read, name.substr(0, 31996) + "...");
+}
+
+TEST(FxtWriter, TruncateUtf8KeepsShortTextAndWholeCharacters) {
+  EXPECT_EQ(truncateUtf8("abc", 3), "abc");
+  EXPECT_EQ(truncateUtf8("abcdefgh", 6), "abc...");
+  EXPECT_EQ(truncateUtf8("ab\xc3\xa9xyz", 6), "ab...");
+}
+
+TEST(FxtWriter, GzipOutputInflatesToThePlainTrace) {
+  if (!fxtGzipAvailable())
+    GTEST_SKIP() << "libLLVM has no zlib";
+  ModelBuilder b;
+  Segment &seg = ModelBuilder::segment(b.thread(1), 0, 1000);
+  for (int i = 0; i < 100; ++i)
+    b.frame(seg, "f" + std::to_string(i % 7), 10 * i, 10 * i + 5);
+  std::string plain = writeToString(b.model);
+  FxtOptions options;
+  options.gzip = true;
+  std::string gz = writeToString(b.model, options);
+  EXPECT_LT(gz.size(), plain.size());
+  auto inflated = gunzip(asBytes(gz));
+  ASSERT_TRUE(bool(inflated)) << toString(inflated.takeError());
+  EXPECT_EQ(std::string(inflated->begin(), inflated->end()), plain);
+}
+
+TEST(FxtWriter, InvalidModelIsAnErrorNotAFile) {
+  ModelBuilder b;
+  Segment &seg = ModelBuilder::segment(b.thread(1), 0, 100);
+  b.frame(seg, "parent", 10, 20);
+  b.frame(seg, "child", 15, 30, 0); // Ends after its parent.
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  llvm::Error err = writeFxt(b.model, os);
+  ASSERT_TRUE(bool(err));
+  EXPECT_NE(toString(std::move(err)).find("not inside parent"),
+            std::string::npos);
+  EXPECT_TRUE(out.empty());
+}
+
+TEST(TraceModel, ValidateModelNamesTheBrokenInvariant) {
+  auto check = [](auto build, llvm::StringRef expected) {
+    ModelBuilder b;
+    Segment &seg = ModelBuilder::segment(b.thread(3), 0, 100);
+    build(b, seg);
+    llvm::Error err = validateModel(b.model);
+    if (expected.empty()) {
+      EXPECT_FALSE(bool(err)) << toString(std::move(err));
+      return;
+    }
+    ASSERT_TRUE(bool(err)) << "expected: " << expected.str();
+    std::string text = toString(std::move(err));
+    EXPECT_NE(text.find(expected), std::string::npos) << text;
+  };
+  check(
+      [](ModelBuilder &b, Segment &s) {
+        b.frame(s, "a", 0, 50);
+        b.frame(s, "b", 10, 20, 0);
+        b.frame(s, "c", 20, 30, 0);
+      },
+      "");
+  check(
+      [](ModelBuilder &b, Segment &s) {
+        b.frame(s, "a", 0, 50);
+        b.frame(s, "b", 10, 25, 0);
+        b.frame(s, "c", 20, 30, 0);
+      },
+      "before previous sibling");
+  check(
+      [](ModelBuilder &b, Segment &s) {
+        b.frame(s, "a", 0, 50);
+        b.frame(s, "b", 10, 20, 0);
+        b.frame(s, "c", 60, 70);
+        b.frame(s, "d", 61, 62, 1); // Parent b is closed: not pre-order.
+      },
+      "pre-order");
+  check([](ModelBuilder &b, Segment &s) { b.frame(s, "a", 30, 20); },
+        "after end");
+  check([](ModelBuilder &b, Segment &s) { b.frame(s, "a", 90, 120); },
+        "outside segment");
+  check([](ModelBuilder &b,
+           Segment &s) { ModelBuilder::segment(b.model.threads[0], 50, 150); },
+        "before segment 0 ends");
+}
+
+TEST(FrameKind, NamesAreStable) {
+  EXPECT_STREQ(frameKindName(FrameKind::Physical), "physical");
+  EXPECT_STREQ(frameKindName(FrameKind::DecodeError), "decode-error");
+  EXPECT_STREQ(frameKindName(FrameKind::Syscall), "syscall");
+}
+
+} // namespace
