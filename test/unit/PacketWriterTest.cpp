@@ -3,7 +3,7 @@
 // rules, the block decoder for whole executions on a synthetic image), so the
 // expectations come from the decoder and the Intel SDM, not from our output.
 #include "magic_trace/PacketWriter.h"
-#include "magic_trace/PtTiming.h"
+#include "magic_trace/VirtualClock.h"
 
 #include <gtest/gtest.h>
 #include <intel-pt.h>

@@ -11,6 +11,7 @@
 #define MAGIC_TRACE_SNAPSHOT_H
 
 #include "magic_trace/CpuIdentity.h"
+#include "magic_trace/PtTiming.h"
 
 #include <cstdint>
 #include <string>
@@ -78,6 +79,8 @@ struct Snapshot {
   std::string processName;
   CpuIdentity cpu;
   TimeConversion time;
+  /// MTC/CYC clock facts for the decoder's pt_config; zero when unknown.
+  PtTimingConfig timing;
   std::vector<Module> modules;
   std::vector<ThreadTrace> threads;
   std::vector<ThreadStop> stop;

@@ -7,7 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/PacketWriter.h"
-#include "magic_trace/PtTiming.h"
+#include "magic_trace/VirtualClock.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

@@ -1,0 +1,707 @@
+//===- Bundle.cpp - LLDB intel-pt trace bundles, read and written ---------===//
+//
+// trace.json follows `lldb-22 -b -o 'trace schema intel-pt'`; our extras live
+// in magic-trace.json next to it (format in docs/emulator.md).
+//
+//===----------------------------------------------------------------------===//
+#include "magic_trace/Bundle.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Object/ObjectFile.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <optional>
+
+using namespace llvm;
+
+namespace magic_trace {
+
+namespace {
+
+constexpr const char *traceJsonName = "trace.json";
+constexpr const char *extrasJsonName = "magic-trace.json";
+constexpr int64_t extrasFormatVersion = 1;
+constexpr const char *bundleTriple = "x86_64-unknown-linux-gnu";
+
+std::string hex(uint64_t value) { return formatv("{0:x}", value).str(); }
+
+std::string threadTracePath(uint64_t tid) {
+  return "threads/" + std::to_string(tid) + ".intelpt_trace";
+}
+
+/// Writes `contents` to `path` through a temporary file and a rename, so a
+/// reader never sees half a file.
+Error writeFileAtomically(StringRef path, StringRef contents) {
+  std::string temporary = (path + ".tmp").str();
+  {
+    std::error_code ec;
+    raw_fd_ostream os(temporary, ec, sys::fs::OF_None);
+    if (ec)
+      return createStringError(
+          formatv("cannot write {0}: {1} (check the output directory)",
+                  temporary, ec.message())
+              .str());
+    os << contents;
+    os.close();
+    if (os.has_error())
+      return createStringError(
+          formatv("cannot write {0}: {1} (check free disk space)", temporary,
+                  os.error().message())
+              .str());
+  }
+  if (std::error_code ec = sys::fs::rename(temporary, path))
+    return createStringError(
+        formatv("cannot rename {0} to {1}: {2}", temporary, path, ec.message())
+            .str());
+  return Error::success();
+}
+
+std::string toJsonText(json::Value value) {
+  std::string text;
+  raw_string_ostream os(text);
+  os << formatv("{0:2}", value) << "\n";
+  return text;
+}
+
+/// LLDB accepts only these two vendors in cpuInfo.
+StringRef lldbVendor(StringRef vendor) {
+  return vendor == "GenuineIntel" ? "GenuineIntel" : "unknown";
+}
+
+json::Object traceJson(const Snapshot &snapshot) {
+  json::Array threads;
+  for (const ThreadTrace &thread : snapshot.threads)
+    threads.push_back(json::Object{{"tid", int64_t(thread.tid)},
+                                   {"iptTrace", threadTracePath(thread.tid)}});
+  json::Array modules;
+  for (const Module &module : snapshot.modules) {
+    json::Object entry{{"systemPath", module.path},
+                       {"loadAddress", hex(module.loadAddress)}};
+    if (!module.fileCopy.empty())
+      entry["file"] = module.fileCopy;
+    if (!module.buildId.empty())
+      entry["uuid"] = module.buildId;
+    modules.push_back(std::move(entry));
+  }
+  return json::Object{
+      {"type", "intel-pt"},
+      {"cpuInfo", json::Object{{"vendor", lldbVendor(snapshot.cpu.vendor)},
+                               {"family", int64_t(snapshot.cpu.family)},
+                               {"model", int64_t(snapshot.cpu.model)},
+                               {"stepping", int64_t(snapshot.cpu.stepping)}}},
+      {"processes", json::Array{json::Object{{"pid", int64_t(snapshot.pid)},
+                                             {"triple", bundleTriple},
+                                             {"threads", std::move(threads)},
+                                             {"modules", std::move(modules)}}}},
+      {"tscPerfZeroConversion",
+       json::Object{{"timeMult", int64_t(snapshot.time.timeMult)},
+                    {"timeShift", int64_t(snapshot.time.timeShift)},
+                    {"timeZero", hex(snapshot.time.timeZero)}}}};
+}
+
+json::Object extrasJson(const Snapshot &snapshot) {
+  json::Array modules;
+  for (const Module &module : snapshot.modules) {
+    json::Array segments;
+    for (const LoadedSegment &segment : module.segments)
+      segments.push_back(json::Object{{"address", hex(segment.address)},
+                                      {"size", hex(segment.size)},
+                                      {"fileOffset", hex(segment.fileOffset)},
+                                      {"executable", segment.executable}});
+    modules.push_back(json::Object{{"systemPath", module.path},
+                                   {"loadAddress", hex(module.loadAddress)},
+                                   {"segments", std::move(segments)}});
+  }
+  json::Array threads;
+  for (const ThreadTrace &thread : snapshot.threads)
+    threads.push_back(json::Object{{"tid", int64_t(thread.tid)},
+                                   {"wrapped", thread.wrapped}});
+  json::Array stop;
+  for (const ThreadStop &thread : snapshot.stop) {
+    json::Array frames, names;
+    for (uint64_t frame : thread.frames)
+      frames.push_back(hex(frame));
+    for (const std::string &name : thread.functionNames)
+      names.push_back(name);
+    stop.push_back(json::Object{{"tid", int64_t(thread.tid)},
+                                {"triggered", thread.triggered},
+                                {"frames", std::move(frames)},
+                                {"functionNames", std::move(names)}});
+  }
+  const PtTimingConfig &timing = snapshot.timing;
+  return json::Object{
+      {"formatVersion", extrasFormatVersion},
+      {"processName", snapshot.processName},
+      {"ptTiming", json::Object{{"mtcFreq", int64_t(timing.mtcFreq)},
+                                {"nomFreq", int64_t(timing.nomFreq)},
+                                {"cpuid15Eax", int64_t(timing.cpuid15Eax)},
+                                {"cpuid15Ebx", int64_t(timing.cpuid15Ebx)}}},
+      {"modules", std::move(modules)},
+      {"threads", std::move(threads)},
+      {"stop", std::move(stop)}};
+}
+
+//===----------------------------------------------------------------------===//
+// Reading
+//===----------------------------------------------------------------------===//
+
+/// Reads JSON fields and says which file and field is wrong.
+class FieldReader {
+public:
+  explicit FieldReader(std::string file) : file(std::move(file)) {}
+
+  Error fail(StringRef field, StringRef problem) const {
+    return createStringError(
+        formatv("{0}: {1}: {2} (fix the bundle or record it again)", file,
+                field, problem)
+            .str());
+  }
+
+  Expected<const json::Object *> object(const json::Value *value,
+                                        StringRef field) const {
+    if (!value)
+      return fail(field, "missing");
+    if (const json::Object *result = value->getAsObject())
+      return result;
+    return fail(field, "expected an object");
+  }
+
+  Expected<const json::Array *> array(const json::Object &parent, StringRef key,
+                                      StringRef field) const {
+    const json::Value *value = parent.get(key);
+    if (!value)
+      return fail(field, "missing");
+    if (const json::Array *result = value->getAsArray())
+      return result;
+    return fail(field, "expected an array");
+  }
+
+  Expected<std::string> string(const json::Object &parent, StringRef key,
+                               StringRef field) const {
+    const json::Value *value = parent.get(key);
+    if (!value)
+      return fail(field, "missing");
+    if (std::optional<StringRef> result = value->getAsString())
+      return result->str();
+    return fail(field, "expected a string");
+  }
+
+  Expected<std::optional<std::string>>
+  optionalString(const json::Object &parent, StringRef key,
+                 StringRef field) const {
+    // LLDB's `trace save` writes null for absent optional fields.
+    const json::Value *value = parent.get(key);
+    if (!value || value->kind() == json::Value::Null)
+      return std::optional<std::string>();
+    Expected<std::string> result = string(parent, key, field);
+    if (!result)
+      return result.takeError();
+    return std::optional<std::string>(*result);
+  }
+
+  /// An integer, or (as LLDB allows for addresses) a decimal or 0x-hex
+  /// string.
+  Expected<uint64_t> integer(const json::Object &parent, StringRef key,
+                             StringRef field) const {
+    const json::Value *value = parent.get(key);
+    if (!value)
+      return fail(field, "missing");
+    if (std::optional<int64_t> number = value->getAsInteger())
+      return static_cast<uint64_t>(*number);
+    if (std::optional<uint64_t> number = value->getAsUINT64())
+      return *number;
+    if (std::optional<StringRef> text = value->getAsString()) {
+      uint64_t number = 0;
+      // getAsInteger with radix 0 accepts 0x-prefixed hex and decimal.
+      if (!text->getAsInteger(0, number))
+        return number;
+    }
+    return fail(field, "expected an integer or a decimal or hex string");
+  }
+
+  Expected<bool> boolean(const json::Object &parent, StringRef key,
+                         StringRef field) const {
+    const json::Value *value = parent.get(key);
+    if (!value)
+      return fail(field, "missing");
+    if (std::optional<bool> result = value->getAsBoolean())
+      return *result;
+    return fail(field, "expected true or false");
+  }
+
+private:
+  std::string file;
+};
+
+std::string field(StringRef parent, StringRef key) {
+  return (parent + "." + key).str();
+}
+std::string field(StringRef parent, size_t index) {
+  return (parent + "[" + Twine(index) + "]").str();
+}
+
+Expected<json::Value> readJson(StringRef path) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  if (!buffer)
+    return createStringError(formatv("cannot read {0}: {1} (check the bundle "
+                                     "path)",
+                                     path, buffer.getError().message())
+                                 .str());
+  Expected<json::Value> value = json::parse((*buffer)->getBuffer());
+  if (!value)
+    return createStringError(formatv("{0}: invalid JSON: {1} (fix the file or "
+                                     "record the bundle again)",
+                                     path, toString(value.takeError()))
+                                 .str());
+  return std::move(*value);
+}
+
+std::string resolve(StringRef dir, StringRef path) {
+  if (path.empty() || sys::path::is_absolute(path))
+    return path.str();
+  SmallString<256> result(dir);
+  sys::path::append(result, path);
+  return std::string(result);
+}
+
+/// Lower-case hex without dashes, whatever LLDB wrote.
+std::string normalizeUuid(StringRef uuid) {
+  std::string result;
+  for (char c : uuid)
+    if (c != '-')
+      result.push_back(toLower(c));
+  return result;
+}
+
+Error readCpu(const FieldReader &reader, const json::Object &root,
+              Snapshot &snapshot) {
+  auto cpu = reader.object(root.get("cpuInfo"), "cpuInfo");
+  if (!cpu)
+    return cpu.takeError();
+  auto vendor = reader.string(**cpu, "vendor", "cpuInfo.vendor");
+  auto family = reader.integer(**cpu, "family", "cpuInfo.family");
+  auto model = reader.integer(**cpu, "model", "cpuInfo.model");
+  auto stepping = reader.integer(**cpu, "stepping", "cpuInfo.stepping");
+  if (!vendor)
+    return vendor.takeError();
+  if (!family)
+    return family.takeError();
+  if (!model)
+    return model.takeError();
+  if (!stepping)
+    return stepping.takeError();
+  snapshot.cpu.vendor = *vendor;
+  snapshot.cpu.family = static_cast<unsigned>(*family);
+  snapshot.cpu.model = static_cast<unsigned>(*model);
+  snapshot.cpu.stepping = static_cast<unsigned>(*stepping);
+  return Error::success();
+}
+
+Error readTimeConversion(const FieldReader &reader, const json::Object &root,
+                         Snapshot &snapshot) {
+  const json::Value *value = root.get("tscPerfZeroConversion");
+  if (!value || value->kind() == json::Value::Null)
+    return Error::success(); // optional in LLDB's schema
+  auto conversion = reader.object(value, "tscPerfZeroConversion");
+  if (!conversion)
+    return conversion.takeError();
+  auto mult = reader.integer(**conversion, "timeMult",
+                             "tscPerfZeroConversion.timeMult");
+  auto shift = reader.integer(**conversion, "timeShift",
+                              "tscPerfZeroConversion.timeShift");
+  auto zero = reader.integer(**conversion, "timeZero",
+                             "tscPerfZeroConversion.timeZero");
+  if (!mult)
+    return mult.takeError();
+  if (!shift)
+    return shift.takeError();
+  if (!zero)
+    return zero.takeError();
+  if (*shift > 63)
+    return reader.fail("tscPerfZeroConversion.timeShift", "above 63");
+  snapshot.time.timeMult = static_cast<uint32_t>(*mult);
+  snapshot.time.timeShift = static_cast<uint16_t>(*shift);
+  snapshot.time.timeZero = *zero;
+  return Error::success();
+}
+
+Error readThreads(const FieldReader &reader, const json::Object &process,
+                  StringRef dir, Snapshot &snapshot) {
+  auto threads = reader.array(process, "threads", "processes[0].threads");
+  if (!threads)
+    return threads.takeError();
+  for (size_t i = 0; i < (*threads)->size(); ++i) {
+    std::string at = field("processes[0].threads", i);
+    auto thread = reader.object(&(**threads)[i], at);
+    if (!thread)
+      return thread.takeError();
+    auto tid = reader.integer(**thread, "tid", field(at, "tid"));
+    if (!tid)
+      return tid.takeError();
+    auto trace =
+        reader.optionalString(**thread, "iptTrace", field(at, "iptTrace"));
+    if (!trace)
+      return trace.takeError();
+    ThreadTrace result;
+    result.tid = *tid;
+    if (*trace) {
+      std::string path = resolve(dir, **trace);
+      ErrorOr<std::unique_ptr<MemoryBuffer>> bytes =
+          MemoryBuffer::getFile(path, /*IsText=*/false,
+                                /*RequiresNullTerminator=*/false);
+      if (!bytes)
+        return reader.fail(
+            field(at, "iptTrace"),
+            formatv("cannot read {0}: {1}", path, bytes.getError().message())
+                .str());
+      StringRef data = (*bytes)->getBuffer();
+      result.bytes.assign(data.begin(), data.end());
+    }
+    snapshot.threads.push_back(std::move(result));
+  }
+  return Error::success();
+}
+
+Error readModules(const FieldReader &reader, const json::Object &process,
+                  StringRef dir, Snapshot &snapshot) {
+  auto modules = reader.array(process, "modules", "processes[0].modules");
+  if (!modules)
+    return modules.takeError();
+  for (size_t i = 0; i < (*modules)->size(); ++i) {
+    std::string at = field("processes[0].modules", i);
+    auto module = reader.object(&(**modules)[i], at);
+    if (!module)
+      return module.takeError();
+    auto path = reader.string(**module, "systemPath", field(at, "systemPath"));
+    if (!path)
+      return path.takeError();
+    auto file = reader.optionalString(**module, "file", field(at, "file"));
+    if (!file)
+      return file.takeError();
+    auto load =
+        reader.integer(**module, "loadAddress", field(at, "loadAddress"));
+    if (!load)
+      return load.takeError();
+    auto uuid = reader.optionalString(**module, "uuid", field(at, "uuid"));
+    if (!uuid)
+      return uuid.takeError();
+    Module result;
+    result.path = *path;
+    if (*file)
+      result.fileCopy = resolve(dir, **file);
+    result.loadAddress = *load;
+    if (*uuid)
+      result.buildId = normalizeUuid(**uuid);
+    snapshot.modules.push_back(std::move(result));
+  }
+  return Error::success();
+}
+
+/// A plain `trace save` bundle has no segment list: the loaded segments are
+/// the ELF file's PT_LOAD headers moved so that file offset 0 lands at
+/// loadAddress. A file that cannot be read keeps an empty list (the decoder
+/// reports the module as missing).
+void deriveSegments(Module &module) {
+  auto binary = object::ObjectFile::createObjectFile(module.fileToRead());
+  if (!binary) {
+    consumeError(binary.takeError());
+    return;
+  }
+  auto *elf = dyn_cast<object::ELF64LEObjectFile>(binary->getBinary());
+  if (!elf)
+    return;
+  auto headers = elf->getELFFile().program_headers();
+  if (!headers) {
+    consumeError(headers.takeError());
+    return;
+  }
+  // The first PT_LOAD maps file offset 0 (or the page holding it).
+  std::optional<uint64_t> offsetZeroVaddr;
+  for (const auto &header : *headers)
+    if (header.p_type == ELF::PT_LOAD && !offsetZeroVaddr)
+      offsetZeroVaddr = header.p_vaddr - header.p_offset;
+  if (!offsetZeroVaddr)
+    return;
+  for (const auto &header : *headers) {
+    if (header.p_type != ELF::PT_LOAD)
+      continue;
+    LoadedSegment segment;
+    segment.address = module.loadAddress + (header.p_vaddr - *offsetZeroVaddr);
+    segment.size = header.p_filesz;
+    segment.fileOffset = header.p_offset;
+    segment.executable = header.p_flags & ELF::PF_X;
+    module.segments.push_back(segment);
+  }
+}
+
+Error readExtras(StringRef path, Snapshot &snapshot) {
+  Expected<json::Value> value = readJson(path);
+  if (!value)
+    return value.takeError();
+  FieldReader reader(path.str());
+  auto root = reader.object(&*value, "(top level)");
+  if (!root)
+    return root.takeError();
+  auto version = reader.integer(**root, "formatVersion", "formatVersion");
+  if (!version)
+    return version.takeError();
+  if (*version != uint64_t(extrasFormatVersion))
+    return reader.fail("formatVersion",
+                       formatv("version {0} is not supported (this build "
+                               "reads version {1})",
+                               *version, extrasFormatVersion)
+                           .str());
+  if (auto name = reader.optionalString(**root, "processName", "processName");
+      !name)
+    return name.takeError();
+  else if (*name)
+    snapshot.processName = **name;
+
+  if (const json::Value *timingValue = (*root)->get("ptTiming")) {
+    auto timing = reader.object(timingValue, "ptTiming");
+    if (!timing)
+      return timing.takeError();
+    uint64_t values[4];
+    const char *keys[4] = {"mtcFreq", "nomFreq", "cpuid15Eax", "cpuid15Ebx"};
+    for (int i = 0; i < 4; ++i) {
+      auto number =
+          reader.integer(**timing, keys[i], field("ptTiming", keys[i]));
+      if (!number)
+        return number.takeError();
+      values[i] = *number;
+    }
+    snapshot.timing.mtcFreq = static_cast<uint8_t>(values[0]);
+    snapshot.timing.nomFreq = static_cast<uint8_t>(values[1]);
+    snapshot.timing.cpuid15Eax = static_cast<uint32_t>(values[2]);
+    snapshot.timing.cpuid15Ebx = static_cast<uint32_t>(values[3]);
+  }
+
+  auto modules = reader.array(**root, "modules", "modules");
+  if (!modules)
+    return modules.takeError();
+  for (size_t i = 0; i < (*modules)->size(); ++i) {
+    std::string at = field("modules", i);
+    auto module = reader.object(&(**modules)[i], at);
+    if (!module)
+      return module.takeError();
+    auto systemPath =
+        reader.string(**module, "systemPath", field(at, "systemPath"));
+    if (!systemPath)
+      return systemPath.takeError();
+    auto load =
+        reader.integer(**module, "loadAddress", field(at, "loadAddress"));
+    if (!load)
+      return load.takeError();
+    // Match by path and load address: the same file may be mapped twice.
+    Module *target = nullptr;
+    for (Module &candidate : snapshot.modules)
+      if (candidate.path == *systemPath && candidate.loadAddress == *load)
+        target = &candidate;
+    if (!target)
+      return reader.fail(at, formatv("module {0} at {1:x} is not in "
+                                     "trace.json",
+                                     *systemPath, *load)
+                                 .str());
+    auto segments = reader.array(**module, "segments", field(at, "segments"));
+    if (!segments)
+      return segments.takeError();
+    for (size_t j = 0; j < (*segments)->size(); ++j) {
+      std::string segmentAt = field(field(at, "segments"), j);
+      auto segment = reader.object(&(**segments)[j], segmentAt);
+      if (!segment)
+        return segment.takeError();
+      auto address =
+          reader.integer(**segment, "address", field(segmentAt, "address"));
+      auto size = reader.integer(**segment, "size", field(segmentAt, "size"));
+      auto offset = reader.integer(**segment, "fileOffset",
+                                   field(segmentAt, "fileOffset"));
+      auto executable = reader.boolean(**segment, "executable",
+                                       field(segmentAt, "executable"));
+      if (!address)
+        return address.takeError();
+      if (!size)
+        return size.takeError();
+      if (!offset)
+        return offset.takeError();
+      if (!executable)
+        return executable.takeError();
+      target->segments.push_back(
+          LoadedSegment{*address, *size, *offset, *executable});
+    }
+  }
+
+  auto threads = reader.array(**root, "threads", "threads");
+  if (!threads)
+    return threads.takeError();
+  for (size_t i = 0; i < (*threads)->size(); ++i) {
+    std::string at = field("threads", i);
+    auto thread = reader.object(&(**threads)[i], at);
+    if (!thread)
+      return thread.takeError();
+    auto tid = reader.integer(**thread, "tid", field(at, "tid"));
+    if (!tid)
+      return tid.takeError();
+    auto wrapped = reader.boolean(**thread, "wrapped", field(at, "wrapped"));
+    if (!wrapped)
+      return wrapped.takeError();
+    for (ThreadTrace &trace : snapshot.threads)
+      if (trace.tid == *tid)
+        trace.wrapped = *wrapped;
+  }
+
+  auto stop = reader.array(**root, "stop", "stop");
+  if (!stop)
+    return stop.takeError();
+  for (size_t i = 0; i < (*stop)->size(); ++i) {
+    std::string at = field("stop", i);
+    auto thread = reader.object(&(**stop)[i], at);
+    if (!thread)
+      return thread.takeError();
+    ThreadStop result;
+    auto tid = reader.integer(**thread, "tid", field(at, "tid"));
+    if (!tid)
+      return tid.takeError();
+    result.tid = *tid;
+    auto triggered =
+        reader.boolean(**thread, "triggered", field(at, "triggered"));
+    if (!triggered)
+      return triggered.takeError();
+    result.triggered = *triggered;
+    auto frames = reader.array(**thread, "frames", field(at, "frames"));
+    if (!frames)
+      return frames.takeError();
+    for (size_t j = 0; j < (*frames)->size(); ++j) {
+      std::optional<StringRef> text = (**frames)[j].getAsString();
+      uint64_t address = 0;
+      if (!text || text->getAsInteger(0, address))
+        return reader.fail(field(field(at, "frames"), j),
+                           "expected a hex string");
+      result.frames.push_back(address);
+    }
+    auto names =
+        reader.array(**thread, "functionNames", field(at, "functionNames"));
+    if (!names)
+      return names.takeError();
+    for (size_t j = 0; j < (*names)->size(); ++j) {
+      std::optional<StringRef> text = (**names)[j].getAsString();
+      if (!text)
+        return reader.fail(field(field(at, "functionNames"), j),
+                           "expected a string");
+      result.functionNames.push_back(text->str());
+    }
+    snapshot.stop.push_back(std::move(result));
+  }
+  return Error::success();
+}
+
+} // namespace
+
+Error writeBundle(const Snapshot &snapshot, StringRef dir) {
+  SmallString<256> tracePath(dir);
+  sys::path::append(tracePath, traceJsonName);
+  // An older bundle's trace.json must not survive a failed rewrite.
+  if (std::error_code ec = sys::fs::remove(tracePath))
+    return createStringError(
+        formatv("cannot remove {0}: {1} (check permissions)", tracePath,
+                ec.message())
+            .str());
+  SmallString<256> threadsDir(dir);
+  sys::path::append(threadsDir, "threads");
+  if (std::error_code ec = sys::fs::create_directories(threadsDir))
+    return createStringError(formatv("cannot create {0}: {1} (check the "
+                                     "output directory)",
+                                     threadsDir, ec.message())
+                                 .str());
+  for (const ThreadTrace &thread : snapshot.threads) {
+    SmallString<256> path(dir);
+    sys::path::append(path, threadTracePath(thread.tid));
+    StringRef bytes(reinterpret_cast<const char *>(thread.bytes.data()),
+                    thread.bytes.size());
+    if (Error error = writeFileAtomically(path, bytes))
+      return error;
+  }
+  SmallString<256> extrasPath(dir);
+  sys::path::append(extrasPath, extrasJsonName);
+  if (Error error =
+          writeFileAtomically(extrasPath, toJsonText(extrasJson(snapshot))))
+    return error;
+  return writeFileAtomically(tracePath, toJsonText(traceJson(snapshot)));
+}
+
+Expected<Snapshot> loadBundle(StringRef dirOrJson) {
+  std::string tracePath = dirOrJson.str();
+  if (sys::fs::is_directory(dirOrJson))
+    tracePath = resolve(dirOrJson, traceJsonName);
+  // Absolute, so that paths inside the bundle stay valid when the snapshot
+  // is written somewhere else.
+  SmallString<256> absoluteTrace(tracePath);
+  if (std::error_code ec = sys::fs::make_absolute(absoluteTrace))
+    return createStringError(
+        formatv("cannot resolve {0}: {1}", tracePath, ec.message()).str());
+  tracePath = std::string(absoluteTrace);
+  std::string dir = sys::path::parent_path(tracePath).str();
+
+  Expected<json::Value> value = readJson(tracePath);
+  if (!value)
+    return value.takeError();
+  FieldReader reader(tracePath);
+  auto root = reader.object(&*value, "(top level)");
+  if (!root)
+    return root.takeError();
+  auto type = reader.string(**root, "type", "type");
+  if (!type)
+    return type.takeError();
+  if (*type != "intel-pt")
+    return reader.fail("type", "expected \"intel-pt\", got \"" + *type + "\"");
+  if (const json::Value *cpus = (*root)->get("cpus");
+      cpus && cpus->kind() != json::Value::Null)
+    return reader.fail("cpus", "per-cpu traces are not supported (record "
+                               "per thread, as `trace save` of a per-thread "
+                               "session does)");
+
+  Snapshot snapshot;
+  if (Error error = readCpu(reader, **root, snapshot))
+    return std::move(error);
+  if (Error error = readTimeConversion(reader, **root, snapshot))
+    return std::move(error);
+  auto processes = reader.array(**root, "processes", "processes");
+  if (!processes)
+    return processes.takeError();
+  if ((*processes)->size() != 1)
+    return reader.fail(
+        "processes",
+        formatv("{0} processes; exactly one is supported", (*processes)->size())
+            .str());
+  auto process = reader.object(&(**processes)[0], "processes[0]");
+  if (!process)
+    return process.takeError();
+  auto pid = reader.integer(**process, "pid", "processes[0].pid");
+  if (!pid)
+    return pid.takeError();
+  snapshot.pid = *pid;
+  if (Error error = readThreads(reader, **process, dir, snapshot))
+    return std::move(error);
+  if (Error error = readModules(reader, **process, dir, snapshot))
+    return std::move(error);
+
+  std::string extrasPath = resolve(dir, extrasJsonName);
+  if (sys::fs::exists(extrasPath)) {
+    if (Error error = readExtras(extrasPath, snapshot))
+      return std::move(error);
+    return snapshot;
+  }
+  // A plain LLDB bundle: what magic-trace.json would have said, derived.
+  for (Module &module : snapshot.modules)
+    deriveSegments(module);
+  if (!snapshot.modules.empty())
+    snapshot.processName = sys::path::filename(snapshot.modules[0].path).str();
+  return snapshot;
+}
+
+} // namespace magic_trace
