@@ -118,6 +118,18 @@ Expected<ClassifiedInsn> InsnClassifier::classify(ArrayRef<uint8_t> bytes,
                 ip, toHex(bytes, /*LowerCase=*/true))
             .str());
 
+  // LLVM's X86 disassembler returns a LOCK (or REP/segment/...) prefix as an
+  // instruction of its own ("LOCK_PREFIX", size 1): `lock cmpxchg` would be
+  // two instructions. The CPU executes it as one, so decode on and add up.
+  if (impl->instrInfo->getName(inst.getOpcode()).ends_with("_PREFIX") &&
+      size < bytes.size()) {
+    Expected<ClassifiedInsn> rest = classify(bytes.drop_front(size), ip + size);
+    if (!rest)
+      return rest.takeError();
+    rest->size = static_cast<uint8_t>(rest->size + size);
+    return rest;
+  }
+
   ClassifiedInsn result;
   result.size = static_cast<uint8_t>(size);
   const MCInstrAnalysis &analysis = *impl->analysis;

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Compares LLDB's decode of an emulated bundle with the emulator's ground truth.
 
-  check-insns.py DIR [--lldb lldb-22] [--wrapped] [--dump FILE]
+  check-insns.py DIR... [--lldb lldb-22] [--wrapped] [--dump FILE]
 
 For every thread in DIR/trace.json, runs LLDB's own intel-pt decoder
-(`thread trace dump instructions -a -r -f -e`, one section per thread) and
+(`trace load DIR/trace.json`, then `thread trace dump instructions -a -r -f -e
+N` for each thread N; one LLDB session for all the DIRs given) and
 checks that the instruction addresses it lists are exactly those in
 DIR/groundtruth/<tid>.insns, with the ranges in <tid>.lost taken out (an
 injected overflow; LLDB may mark it with an error).
@@ -49,10 +50,13 @@ class Item:
         return f"({self.kind}) {self.value}"
 
 
-def run_lldb(lldb, trace_json, thread_count):
-    cmd = [lldb, "--no-lldbinit", "-b", "-o", f"trace load {trace_json}"]
-    for index in range(1, thread_count + 1):
-        cmd += ["-o", f"thread trace dump instructions -a -r -f -e {index}"]
+def run_lldb(lldb, bundles):
+    """One LLDB session: each `trace load` makes (and selects) a new target."""
+    cmd = [lldb, "--no-lldbinit", "-b"]
+    for trace_json, thread_count in bundles:
+        cmd += ["-o", f"trace load {trace_json}"]
+        for index in range(1, thread_count + 1):
+            cmd += ["-o", f"thread trace dump instructions -a -r -f -e {index}"]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"error: lldb failed ({run.returncode}): {run.stderr.strip()}")
@@ -134,25 +138,26 @@ def show_divergence(tid, items, expected, i, j, why):
 def compare(tid, items, expected, total, wrapped, forgiven):
     """Walks both lists from the end; returns True when they agree."""
     i, j = len(items) - 1, len(expected) - 1
-    while i >= 0 and j >= 0:
-        item, want = items[i], expected[j]
+    while i >= 0:
+        item = items[i]
         if item.kind == "sync":
             i -= 1
             continue
-        if want is None:
+        want = expected[j] if j >= 0 else None
+        if j >= 0 and want is None:
             # An injected overflow: LLDB may show it as one error.
             if item.kind == "error":
                 i -= 1
             j -= 1
             continue
-        if item.kind == "insn" and item.value == want[1]:
+        if want is not None and item.kind == "insn" and item.value == want[1]:
             i -= 1
             j -= 1
             continue
         # psb-repeat: the entry after this one (already matched) is the same
         # address: LLDB listed an instruction twice across a PSB.
-        if (item.kind == "insn" and i + 1 < len(items)
-                and j + 1 < len(expected) and expected[j + 1] is not None
+        if (item.kind == "insn" and j + 1 < len(expected)
+                and expected[j + 1] is not None
                 and item.value == expected[j + 1][1] and near_sync(items, i)):
             forgiven.append(("psb-repeat", tid, item.line))
             i -= 1
@@ -162,6 +167,8 @@ def compare(tid, items, expected, total, wrapped, forgiven):
             forgiven.append(("psb-end", tid, item.line))
             i -= 1
             continue
+        if j < 0:
+            break
         show_divergence(tid, items, expected, i, j,
                         f"LLDB has {item!r}, ground truth has "
                         f"insn #{want[0]} {want[1]:#x}")
@@ -192,41 +199,51 @@ def compare(tid, items, expected, total, wrapped, forgiven):
     return True
 
 
+def read_tids(bundle):
+    trace_json = os.path.join(bundle, "trace.json")
+    try:
+        with open(trace_json) as f:
+            description = json.load(f)
+        return trace_json, [t["tid"] for p in description["processes"]
+                            for t in p["threads"]]
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"error: cannot read the threads of {trace_json}: {e} "
+                 f"(is it a bundle written by magic-trace-emulate?)")
+
+
 def main():
     parser = argparse.ArgumentParser(
-        description="compare LLDB's decode of a bundle with the ground truth")
-    parser.add_argument("bundle", help="bundle directory (with trace.json)")
+        description="compare LLDB's decode of bundles with the ground truth")
+    parser.add_argument("bundles", nargs="+",
+                        help="bundle directories (with trace.json)")
     parser.add_argument("--lldb", default="lldb-22")
     parser.add_argument("--wrapped", action="store_true",
-                        help="the ring wrapped: LLDB may list a suffix")
+                        help="the rings wrapped: LLDB may list a suffix")
     parser.add_argument("--dump", help="use this saved LLDB dump instead of "
                         "running LLDB")
     args = parser.parse_args()
 
-    trace_json = os.path.join(args.bundle, "trace.json")
-    try:
-        with open(trace_json) as f:
-            description = json.load(f)
-        tids = [t["tid"] for p in description["processes"] for t in p["threads"]]
-    except (OSError, ValueError, KeyError) as e:
-        sys.exit(f"error: cannot read the threads of {trace_json}: {e} "
-                 f"(is it a bundle written by magic-trace-emulate?)")
+    described = [read_tids(bundle) for bundle in args.bundles]
     if args.dump:
         with open(args.dump) as f:
             text = f.read()
     else:
-        text = run_lldb(args.lldb, trace_json, len(tids))
+        text = run_lldb(args.lldb, [(trace_json, len(tids))
+                                    for trace_json, tids in described])
+    # Thread ids are unique across the bundles: each run is a new process.
     decoded = parse_dump(text)
 
     ok, forgiven = True, []
-    for tid in tids:
-        expected, total = load_truth(args.bundle, tid)
-        if tid not in decoded:
-            print(f"thread {tid}: DIVERGENCE: LLDB printed no dump for it")
-            ok = False
-            continue
-        ok &= compare(tid, decoded[tid], expected, total, args.wrapped,
-                      forgiven)
+    for bundle, (_, tids) in zip(args.bundles, described):
+        print(f"bundle {bundle}:")
+        for tid in tids:
+            expected, total = load_truth(bundle, tid)
+            if tid not in decoded:
+                print(f"thread {tid}: DIVERGENCE: LLDB printed no dump for it")
+                ok = False
+                continue
+            ok &= compare(tid, decoded[tid], expected, total, args.wrapped,
+                          forgiven)
     for name, tid, line in forgiven:
         print(f"forgiven: {name} (thread {tid}, dump line {line})")
     counts = {}

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Decoder.h"
+#include "magic_trace/InsnClassifier.h"
 
 #include <intel-pt.h>
 
@@ -333,4 +334,19 @@ TEST(Decoder, UnknownTidIsAnError) {
             std::string::npos);
 }
 
+} // namespace
+
+namespace {
+// Found by DecoderEmulated on glibc: LLVM decodes `lock` as an instruction
+// of its own, which made expandInstructions step 1 byte into cmpxchg.
+TEST(Decoder, LockPrefixedInstructionIsOneInstruction) {
+  auto classifier = InsnClassifier::create();
+  ASSERT_TRUE(bool(classifier));
+  // lock cmpxchg %edx, 0x14f6d9(%rip)
+  const uint8_t bytes[] = {0xf0, 0x0f, 0xb1, 0x15, 0xd9, 0xf6, 0x14, 0x00};
+  auto insn = (*classifier)->classify(bytes, 0x1000);
+  ASSERT_TRUE(bool(insn)) << toString(insn.takeError());
+  EXPECT_EQ(insn->size, 8u);
+  EXPECT_EQ(insn->branch, BranchClass::Other);
+}
 } // namespace

@@ -52,6 +52,9 @@ public:
   const RingBuffer &buffer() const override { return ring; }
   TimeConversion timeConversion() const override { return {}; }
   uint64_t instructions() const override { return log.steps.size(); }
+  std::vector<std::pair<uint64_t, uint64_t>> lostInstructions() const override {
+    return {};
+  }
 
 private:
   Log &log;

@@ -12,6 +12,7 @@
 #ifndef MAGIC_TRACE_DECODER_H
 #define MAGIC_TRACE_DECODER_H
 
+#include "magic_trace/PtTiming.h"
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/TraceItems.h"
 
@@ -30,23 +31,14 @@ namespace magic_trace {
 using ReadMemoryFn =
     std::function<size_t(uint64_t address, uint8_t *buffer, size_t size)>;
 
-/// Timing parameters libipt needs to turn MTC/CYC into TSC units. On
-/// hardware they come from CPUID leaf 0x15 and the perf event config; the
-/// emulator writes its own (see docs/emulator.md). Zero means unknown: MTC
-/// and CYC packets are then ignored and only TSC packets give time.
-struct TimingConfig {
-  uint8_t mtcFreq = 0;     ///< IA32_RTIT_CTL.MTCFreq.
-  uint8_t nomFreq = 0;     ///< Nominal core:bus ratio (MSR_PLATFORM_INFO).
-  uint32_t cpuid15Eax = 0; ///< CPUID.15H:EAX (TSC/core crystal ratio denom).
-  uint32_t cpuid15Ebx = 0; ///< CPUID.15H:EBX (numerator).
-};
-
 struct DecodeOptions {
   /// Decode threads; 0 = the cores available, 1 = serial.
   unsigned threads = 0;
   /// Memory not backed by a module file (JIT, vdso); may be empty.
   ReadMemoryFn readMemory;
-  TimingConfig timing;
+  /// MTC/CYC parameters (PtTiming.h): the emulator's VirtualClock::timing
+  /// for our bundles, the CPU's for hardware traces; zeros: TSC only.
+  PtTimingConfig timing;
   /// Only this thread (0 = all).
   uint64_t onlyTid = 0;
   /// Smallest piece of a buffer handed to one decode task, in bytes. Pieces

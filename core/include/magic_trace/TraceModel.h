@@ -51,7 +51,9 @@ struct Frame {
   bool inferred = false;
   /// Anchoring matched this frame to the debugger's stack at the stop.
   bool anchored = false;
-  uint8_t reserved = 0;
+  /// Still running at its segment's last decoded instruction (on the stack
+  /// when the segment closed); `end` is then the segment's end or the loss.
+  bool open = false;
 
   static constexpr uint32_t NoParent = UINT32_MAX;
 };

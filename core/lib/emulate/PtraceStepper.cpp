@@ -646,10 +646,16 @@ Expected<EmulateResult> Emulator::run() {
   Snapshot &snapshot = result.snapshot;
   snapshot.pid = uint64_t(pid);
   snapshot.processName = sys::path::filename(path).str();
-  // A virtual CPU without errata: the packets come from our encoder, not
-  // from a real part whose quirks a decoder would work around.
+  // The virtual CPU: libipt (and so LLDB) refuses a CPU it does not know
+  // (pt_cpu_errata -> "unknown cpu"), so name a real one with the fewest
+  // errata: Broadwell (family 6, model 0x3d) has only bdm70 (stray FUP in a
+  // PSB+ before TIP.PGE) and bdm64 (TSX aborts), neither of which the
+  // emulator produces. Skylake and later add OVF/TIP.PGD workarounds that
+  // would reinterpret packets we write on purpose.
   snapshot.cpu.vendor = "GenuineIntel";
   snapshot.cpu.family = 6;
+  snapshot.cpu.model = 0x3d;
+  snapshot.cpu.stepping = 4;
   for (auto &thread : threads) {
     if (!thread->writer)
       continue;
@@ -659,7 +665,7 @@ Expected<EmulateResult> Emulator::run() {
     trace.bytes = thread->writer->buffer().snapshot();
     trace.wrapped = thread->writer->buffer().wrapped();
     snapshot.threads.push_back(std::move(trace));
-    // TODO(packets): thread->truth.lost = thread->writer->lostInstructions();
+    thread->truth.lost = thread->writer->lostInstructions();
     result.truth.push_back(std::move(thread->truth));
   }
   return std::move(result);

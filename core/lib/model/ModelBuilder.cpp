@@ -115,7 +115,6 @@ private:
   void syncInlined(const SymbolRange &range, uint64_t time);
   void replaceTop(const SymbolRange &range, uint64_t time);
   void inferParent(const SymbolRange &range, uint64_t time);
-  Frame frameFor(const SymbolRange &range, size_t level) const;
 
   // Segments.
   void startSegment(uint64_t time);
@@ -357,27 +356,9 @@ uint32_t SegmentBuilder::newFrame(Frame frame) {
   return index;
 }
 
-Frame SegmentBuilder::frameFor(const SymbolRange &range, size_t level) const {
-  const SymbolFrame &symbol = range.frames[level];
-  Frame frame;
-  frame.name = symbol.function;
-  frame.file = symbol.file;
-  frame.line = symbol.line;
-  if (level == 0) {
-    frame.address = range.functionEntry ? range.functionEntry : range.begin;
-    bool unknown = range.functionEntry == 0 && !range.fromDebugInfo &&
-                   strings.get(symbol.function).starts_with("[unknown");
-    frame.kind = unknown ? FrameKind::Unknown : FrameKind::Physical;
-  } else {
-    frame.address = range.begin;
-    frame.kind = FrameKind::Inlined;
-  }
-  return frame;
-}
-
 void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
                                   bool inferred) {
-  Frame frame = frameFor(range, 0);
+  Frame frame = frameForRange(range, 0, strings);
   frame.begin = frame.end = time;
   frame.inferred = inferred;
   inferredCount += inferred;
@@ -392,7 +373,7 @@ void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
 void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
                                  uint64_t time, bool inferred) {
   for (size_t level = from; level < range.frames.size(); ++level) {
-    Frame frame = frameFor(range, level);
+    Frame frame = frameForRange(range, level, strings);
     frame.begin = frame.end = time;
     frame.inferred = inferred;
     inferredCount += inferred;
@@ -507,8 +488,10 @@ void SegmentBuilder::closeSegment(uint64_t time, bool gapFollows) {
   closeSpan(time);
   SegmentFacts &fact = facts.back();
   fact.endStack.clear();
-  for (const OpenFrame &open : stack)
+  for (const OpenFrame &open : stack) {
     fact.endStack.push_back(open.frame);
+    frames[open.frame].open = true;
+  }
   popTo(0, time);
   putInPreOrder();
   Segment &segment = model.segments.back();
@@ -583,6 +566,25 @@ void SegmentBuilder::putInPreOrder() {
 
 } // namespace
 
+Frame model::frameForRange(const SymbolRange &range, size_t level,
+                           const StringTable &strings) {
+  const SymbolFrame &symbol = range.frames[level];
+  Frame frame;
+  frame.name = symbol.function;
+  frame.file = symbol.file;
+  frame.line = symbol.line;
+  if (level > 0) {
+    frame.address = range.begin;
+    frame.kind = FrameKind::Inlined;
+    return frame;
+  }
+  frame.address = range.functionEntry ? range.functionEntry : range.begin;
+  bool unknown = range.functionEntry == 0 && !range.fromDebugInfo &&
+                 strings.get(symbol.function).starts_with("[unknown");
+  frame.kind = unknown ? FrameKind::Unknown : FrameKind::Physical;
+  return frame;
+}
+
 size_t magic_trace::threadModelBytes(const ThreadModel &model) {
   size_t bytes = sizeof(ThreadModel) + model.name.capacity() +
                  model.segments.capacity() * sizeof(Segment);
@@ -610,7 +612,7 @@ magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
     stitchSegments(model, facts, counters);
   if (options.anchor && stop && !stop->frames.empty() &&
       !model.segments.empty())
-    anchorToStop(model, facts, *stop, lookup, counters);
+    anchorToStop(model, facts, *stop, lookup, strings, counters);
 
   counters.segments += model.segments.size();
   for (const Segment &segment : model.segments) {

@@ -35,6 +35,11 @@ struct SegmentFacts {
   uint32_t gapFrame = NoFrame;
 };
 
+/// The frame for chain level `level` of `range` (0: the physical function,
+/// kind Unknown when no symbol covers it), times and parent unset.
+Frame frameForRange(const SymbolRange &range, size_t level,
+                    const StringTable &strings);
+
 /// Replaces the first `strip` frames of `segment` (a chain of single-child
 /// ancestors of everything else) by `roots` (a chain, outermost first, whose
 /// parent fields are ignored); the new frames span the whole segment.
@@ -50,7 +55,7 @@ void stitchSegments(ThreadModel &model, std::vector<SegmentFacts> &facts,
 /// correction backward through stitched segments (docs/model.md).
 void anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
                   const ThreadStop &stop, SymbolLookup lookup,
-                  ModelStats &stats);
+                  const StringTable &strings, ModelStats &stats);
 
 } // namespace model
 } // namespace magic_trace

@@ -77,6 +77,7 @@ void model::reroot(Segment &segment, SegmentFacts &facts, uint32_t strip,
     frame.begin = segment.begin;
     frame.end = segment.end;
     frame.parent = i == 0 ? Frame::NoParent : i - 1;
+    frame.open = true;
     frames.push_back(frame);
   }
   for (size_t i = strip; i < segment.frames.size(); ++i) {
@@ -149,7 +150,8 @@ namespace {
 
 /// The debugger's stack at the stop, outermost first, with inlined frames
 /// expanded from the symbolizer's chains.
-std::vector<Frame> stopStack(const ThreadStop &stop, SymbolLookup lookup) {
+std::vector<Frame> stopStack(const ThreadStop &stop, SymbolLookup lookup,
+                             const StringTable &strings) {
   std::vector<Frame> stack;
   for (size_t i = stop.frames.size(); i-- > 0;) {
     // LLDB reports an inlined frame with its concrete frame's PC: skip the
@@ -160,14 +162,7 @@ std::vector<Frame> stopStack(const ThreadStop &stop, SymbolLookup lookup) {
     uint64_t address = i == 0 ? stop.frames[i] : stop.frames[i] - 1;
     const SymbolRange &range = lookup(address);
     for (size_t level = 0; level < range.frames.size(); ++level) {
-      const SymbolFrame &symbol = range.frames[level];
-      Frame frame;
-      frame.name = symbol.function;
-      frame.file = symbol.file;
-      frame.line = symbol.line;
-      frame.address =
-          level == 0 && range.functionEntry ? range.functionEntry : range.begin;
-      frame.kind = level == 0 ? FrameKind::Physical : FrameKind::Inlined;
+      Frame frame = frameForRange(range, level, strings);
       frame.inferred = true;
       frame.anchored = true;
       stack.push_back(frame);
@@ -180,8 +175,8 @@ std::vector<Frame> stopStack(const ThreadStop &stop, SymbolLookup lookup) {
 
 void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
                          const ThreadStop &stop, SymbolLookup lookup,
-                         ModelStats &stats) {
-  std::vector<Frame> truth = stopStack(stop, lookup);
+                         const StringTable &strings, ModelStats &stats) {
+  std::vector<Frame> truth = stopStack(stop, lookup, strings);
   size_t last = model.segments.size() - 1;
   Segment &segment = model.segments[last];
   SegmentFacts &fact = facts[last];

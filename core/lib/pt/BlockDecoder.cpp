@@ -1,7 +1,9 @@
 //===- BlockDecoder.cpp - libipt block decoder, PSB-parallel --------------===//
 //
-// One loop (PieceDecoder::decodeFrom) decodes a buffer from a PSB onwards.
-// Serial decoding is that loop over the whole buffer. Parallel decoding runs
+// One loop (PieceDecoder::decodeFrom) decodes a buffer from a PSB onwards,
+// re-anchoring libipt at every PSB it crosses (pt_blk_sync_set), so each PSB
+// segment is decoded from its own PSB+ state. Serial decoding is that loop
+// over the whole buffer. Parallel decoding runs
 // it from several PSBs at once, each run stopping ("handing off") when it
 // reaches a PSB that another run started at; the stitcher concatenates the
 // runs. Both use the whole buffer as libipt's trace, so read-ahead across a
@@ -45,7 +47,7 @@ struct PacketDecoderDeleter {
 /// blocks that end after every call and jump (so each Block's last
 /// instruction is the only branch in it).
 pt_config makeConfig(ArrayRef<uint8_t> bytes, const CpuIdentity &cpu,
-                     const TimingConfig &timing) {
+                     const PtTimingConfig &timing) {
   pt_config config;
   pt_config_init(&config);
   config.begin = const_cast<uint8_t *>(bytes.data());
@@ -154,7 +156,7 @@ public:
         ++index;
         continue;
       }
-      std::optional<size_t> next = run(piece, status, boundary);
+      std::optional<size_t> next = run(piece, status, index, boundary);
       if (!next)
         return piece;
       index = *next;
@@ -257,10 +259,12 @@ private:
     }
   }
 
-  /// Decodes after a successful sync. Returns the PSB index to resync at
-  /// after an error or a handoff (>= boundary means handoff), or nullopt at
-  /// the end of the trace.
-  std::optional<size_t> run(Piece &piece, int status, size_t boundary) {
+  /// Decodes after a successful sync at PSB `syncedIndex`. Returns the PSB
+  /// index to resync at (after an error, or at the next PSB crossed), or
+  /// nullopt at the end of the trace or at a handoff (piece.handoff says
+  /// where).
+  std::optional<size_t> run(Piece &piece, int status, size_t syncedIndex,
+                            size_t boundary) {
     uint64_t lastIp = 0;
     // Status updates of one PSB+ seen so far, and that PSB's index.
     bool psbGroupOpen = false;
@@ -291,6 +295,12 @@ private:
             piece.handoff = psbGroupIndex;
             return std::nullopt;
           }
+          // Every PSB segment is decoded from its own PSB's state, serial
+          // or not: libipt's time calibration (MTC/CYC) would otherwise
+          // carry over from the previous segment, and a piece that starts
+          // here cannot know it. So resync here, as a piece would.
+          if (psbGroupIndex > syncedIndex)
+            return psbGroupIndex;
           continue;
         }
         addLibiptEvent(piece, event);

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
 #include "magic_trace/Decoder.h"
+#include "magic_trace/PtTiming.h"
 #include "magic_trace/Symbolizer.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -41,6 +42,15 @@ cl::opt<unsigned> threads("threads",
                           cl::value_desc("N"), cl::init(0), cl::cat(category));
 cl::opt<uint64_t> tid("tid", cl::desc("Only this thread"), cl::value_desc("T"),
                       cl::init(0), cl::cat(category));
+enum class TimingKind { Emulator, TscOnly };
+cl::opt<TimingKind> timing(
+    "timing",
+    cl::desc("Clock parameters for MTC/CYC packets (default emulator)"),
+    cl::values(clEnumValN(TimingKind::Emulator, "emulator",
+                          "magic-trace-emulate's virtual clock"),
+               clEnumValN(TimingKind::TscOnly, "tsc",
+                          "unknown: time from TSC packets only")),
+    cl::init(TimingKind::Emulator), cl::cat(category));
 cl::opt<uint64_t> chunkBytes(
     "chunk-bytes",
     cl::desc("Smallest piece of a buffer per decode task (default 65536)"),
@@ -197,7 +207,8 @@ int main(int argc, char **argv) {
   options.threads = threads;
   options.onlyTid = tid;
   options.minChunkBytes = chunkBytes;
-  options.timing = timingFor(*snapshot);
+  if (timing == TimingKind::Emulator)
+    options.timing = VirtualClock::timing;
 
   auto started = std::chrono::steady_clock::now();
   Expected<DecodeResult> result = decodeSnapshot(*snapshot, options);

@@ -1,0 +1,402 @@
+//===- RefTree.cpp - The reference call tree from emulator ground truth ---===//
+
+#include "RefTree.h"
+
+#include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Object/ObjectFile.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace llvm;
+using namespace magic_trace;
+using namespace magic_trace::reftree;
+
+namespace {
+
+constexpr uint64_t PageSize = 4096;
+/// The longest x86 instruction: a return goes to its call plus at most this.
+constexpr uint64_t MaxInsnLength = 15;
+
+/// Lowest PT_LOAD address, page-aligned: what lands at Module::loadAddress.
+uint64_t preferredBase(const object::ObjectFile &file) {
+  const auto *elf = dyn_cast<object::ELF64LEObjectFile>(&file);
+  if (!elf)
+    return 0;
+  auto headers = elf->getELFFile().program_headers();
+  if (!headers) {
+    consumeError(headers.takeError());
+    return 0;
+  }
+  uint64_t lowest = UINT64_MAX;
+  for (const auto &header : *headers)
+    if (header.p_type == ELF::PT_LOAD)
+      lowest = std::min<uint64_t>(lowest, header.p_vaddr);
+  return lowest == UINT64_MAX ? 0 : lowest & ~(PageSize - 1);
+}
+
+void addSymbols(const Module &module, std::vector<RefFunction> &out) {
+  auto binary = object::ObjectFile::createObjectFile(module.fileToRead());
+  if (!binary) {
+    consumeError(binary.takeError());
+    return;
+  }
+  const object::ObjectFile &file = *binary->getBinary();
+  uint64_t bias = module.loadAddress - preferredBase(file);
+  auto add = [&](const object::ELFSymbolRef &symbol) {
+    Expected<object::SymbolRef::Type> type = symbol.getType();
+    Expected<uint64_t> address = symbol.getAddress();
+    Expected<StringRef> name = symbol.getName();
+    if (!type || !address || !name) {
+      consumeError(type.takeError());
+      consumeError(address.takeError());
+      consumeError(name.takeError());
+      return;
+    }
+    if (*type != object::SymbolRef::ST_Function || symbol.getSize() == 0 ||
+        *address == 0)
+      return;
+    out.push_back({*address + bias, *address + bias + symbol.getSize(),
+                   name->str(), false});
+  };
+  const auto *elf = dyn_cast<object::ELFObjectFileBase>(&file);
+  if (!elf)
+    return;
+  for (const object::ELFSymbolRef &symbol : elf->symbols())
+    add(symbol);
+  for (const object::ELFSymbolRef &symbol : elf->getDynamicSymbolIterators())
+    add(symbol);
+}
+
+} // namespace
+
+RefSymbols::RefSymbols(const std::vector<Module> &modules) {
+  for (const Module &module : modules)
+    addSymbols(module, functions);
+  // Aliases (several names at one address) and nested symbols: keep the
+  // first name at each address and clip overlaps, so the list is a
+  // partition of the symbolized code.
+  std::sort(functions.begin(), functions.end(),
+            [](const RefFunction &a, const RefFunction &b) {
+              return a.begin != b.begin ? a.begin < b.begin
+                                        : a.name.size() < b.name.size();
+            });
+  std::vector<RefFunction> clean;
+  for (RefFunction &function : functions) {
+    if (!clean.empty() && function.begin < clean.back().end)
+      continue;
+    clean.push_back(std::move(function));
+  }
+  functions = std::move(clean);
+}
+
+RefFunction RefSymbols::lookup(uint64_t address) const {
+  auto next = std::upper_bound(
+      functions.begin(), functions.end(), address,
+      [](uint64_t a, const RefFunction &f) { return a < f.begin; });
+  if (next != functions.begin() && address < std::prev(next)->end)
+    return *std::prev(next);
+  RefFunction gap;
+  gap.unknown = true;
+  gap.begin = next != functions.begin() ? std::prev(next)->end : 0;
+  gap.end = next != functions.end() ? next->begin : UINT64_MAX;
+  gap.name = "[unknown]";
+  return gap;
+}
+
+namespace {
+
+/// Builds the reference tree instruction by instruction. A frame is pushed
+/// by a call and popped when execution comes back to its call's next
+/// instruction; the other rules (tail calls, unwinding, returns into frames
+/// the trace never saw) say what the tree of a trace means and so are the
+/// same as the model's, applied here to exact addresses.
+class ReferenceBuilder {
+public:
+  ReferenceBuilder(const RefSymbols &symbols) : symbols(symbols) {}
+
+  std::vector<TreeFrame> build(const ThreadTruth &truth,
+                               const TimeConversion &time, uint64_t startTsc);
+
+private:
+  struct Node {
+    RefFunction function;
+    uint64_t begin = 0, end = 0;
+    uint32_t parent = UINT32_MAX;
+    uint64_t callSite = 0; ///< Address of the call that pushed it, or 0.
+  };
+
+  void push(const RefFunction &function, uint64_t time, uint64_t callSite) {
+    Node node;
+    node.function = function;
+    node.begin = node.end = time;
+    node.callSite = callSite;
+    node.parent = stack.empty() ? UINT32_MAX : stack.back();
+    if (node.parent == UINT32_MAX)
+      roots.push_back(uint32_t(nodes.size()));
+    stack.push_back(uint32_t(nodes.size()));
+    nodes.push_back(node);
+  }
+  void popTo(size_t depth, uint64_t time) {
+    while (stack.size() > depth) {
+      nodes[stack.back()].end = time;
+      stack.pop_back();
+    }
+  }
+  static bool same(const RefFunction &a, const RefFunction &b) {
+    return a.begin == b.begin && a.unknown == b.unknown;
+  }
+  /// Nearest stack index below the top running `function`, or SIZE_MAX.
+  size_t onStack(const RefFunction &function) const {
+    for (size_t i = stack.size() - 1; i-- > 0;)
+      if (same(nodes[stack[i]].function, function))
+        return i;
+    return SIZE_MAX;
+  }
+  void inferParent(const RefFunction &function, uint64_t time) {
+    popTo(0, time);
+    std::vector<uint32_t> old;
+    old.swap(roots);
+    push(function, start, 0);
+    for (uint32_t root : old)
+      nodes[root].parent = stack.back();
+  }
+  void onReturn(uint64_t target, const RefFunction &function, uint64_t time);
+  void onJump(uint64_t target, const RefFunction &function, uint64_t time);
+  void onResume(const RefFunction &function, uint64_t time);
+
+  const RefSymbols &symbols;
+  std::vector<Node> nodes;
+  std::vector<uint32_t> stack, roots;
+  uint64_t start = 0;
+};
+
+void ReferenceBuilder::onReturn(uint64_t target, const RefFunction &function,
+                                uint64_t time) {
+  // The frame whose call instruction ends right before the target.
+  for (size_t i = stack.size(); i-- > 0;) {
+    uint64_t site = nodes[stack[i]].callSite;
+    if (site != 0 && site < target && target - site <= MaxInsnLength && i > 0 &&
+        same(nodes[stack[i - 1]].function, function)) {
+      popTo(i, time);
+      return;
+    }
+  }
+  size_t frame = onStack(function);
+  if (frame != SIZE_MAX) {
+    popTo(frame + 1, time);
+    return;
+  }
+  inferParent(function, time);
+}
+
+void ReferenceBuilder::onJump(uint64_t target, const RefFunction &function,
+                              uint64_t time) {
+  if (same(nodes[stack.back()].function, function))
+    return;
+  if (!function.unknown && target == function.begin) {
+    popTo(stack.size() - 1, time); // Tail call.
+    push(function, time, 0);
+    return;
+  }
+  size_t frame = onStack(function);
+  if (frame != SIZE_MAX) {
+    popTo(frame + 1, time);
+    return;
+  }
+  popTo(stack.size() - 1, time);
+  push(function, time, 0);
+}
+
+void ReferenceBuilder::onResume(const RefFunction &function, uint64_t time) {
+  if (same(nodes[stack.back()].function, function))
+    return;
+  size_t frame = onStack(function);
+  if (frame != SIZE_MAX) {
+    popTo(frame + 1, time);
+    return;
+  }
+  push(function, time, 0);
+}
+
+std::vector<TreeFrame> ReferenceBuilder::build(const ThreadTruth &truth,
+                                               const TimeConversion &time,
+                                               uint64_t startTsc) {
+  auto at = [&](uint64_t index) { return time.tscToNs(startTsc + index); };
+  const std::vector<uint64_t> &insns = truth.insns;
+  if (insns.empty())
+    return {};
+  start = at(0);
+  push(symbols.lookup(insns[0]), start, 0);
+  // The transfer out of each instruction, and where tracing resumed (after
+  // a syscall or an interruption).
+  std::vector<const TruthEvent *> transfer(insns.size(), nullptr);
+  std::vector<bool> resumed(insns.size() + 1, false);
+  for (const TruthEvent &e : truth.events) {
+    if (e.index > insns.size())
+      continue;
+    if (e.kind == TruthEventKind::Enable || e.kind == TruthEventKind::Interrupt)
+      resumed[e.index] = true;
+    else if (e.kind != TruthEventKind::Disable && e.index < insns.size())
+      transfer[e.index] = &e;
+  }
+  for (size_t i = 1; i < insns.size(); ++i) {
+    uint64_t address = insns[i];
+    uint64_t now = at(i);
+    RefFunction function = symbols.lookup(address);
+    const TruthEvent *from = transfer[i - 1];
+    if (resumed[i]) {
+      onResume(function, now);
+      continue;
+    }
+    if (from && from->kind == TruthEventKind::Call) {
+      push(function, now, insns[i - 1]);
+      continue;
+    }
+    if (from && from->kind == TruthEventKind::Return) {
+      onReturn(address, function, now);
+      continue;
+    }
+    // A jump, a syscall coming back, or falling through into other code.
+    onJump(address, function, now);
+  }
+  popTo(0, at(insns.size()));
+
+  // Pre-order: children by creation (= by begin), from the roots.
+  std::vector<std::vector<uint32_t>> children(nodes.size());
+  std::vector<uint32_t> top;
+  for (uint32_t i = 0; i < nodes.size(); ++i)
+    (nodes[i].parent == UINT32_MAX ? top : children[nodes[i].parent])
+        .push_back(i);
+  std::vector<TreeFrame> out;
+  std::vector<std::pair<uint32_t, unsigned>> work;
+  for (auto it = top.rbegin(); it != top.rend(); ++it)
+    work.push_back({*it, 0});
+  while (!work.empty()) {
+    auto [index, depth] = work.back();
+    work.pop_back();
+    const Node &node = nodes[index];
+    out.push_back({node.function.unknown ? 0 : node.function.begin,
+                   node.function.name, node.begin, node.end, depth});
+    for (auto it = children[index].rbegin(); it != children[index].rend(); ++it)
+      work.push_back({*it, depth + 1});
+  }
+  return out;
+}
+
+bool isCode(FrameKind kind) {
+  return kind == FrameKind::Physical || kind == FrameKind::Unknown;
+}
+
+} // namespace
+
+std::vector<TreeFrame> reftree::referenceTree(const ThreadTruth &truth,
+                                              const RefSymbols &symbols,
+                                              const TimeConversion &time,
+                                              uint64_t startTsc) {
+  return ReferenceBuilder(symbols).build(truth, time, startTsc);
+}
+
+std::vector<TreeFrame> reftree::modelTree(const ThreadModel &model,
+                                          const StringTable &strings,
+                                          bool mergeStitched) {
+  std::vector<TreeFrame> out;
+  // Output indices of the code frames open at the previous segment's end,
+  // outermost first: what a stitched successor's first frames continue.
+  std::vector<size_t> openChain;
+  for (const Segment &segment : model.segments) {
+    // Code frames among each frame's ancestors and itself.
+    std::vector<unsigned> codeDepth(segment.frames.size(), 0);
+    bool merging = mergeStitched && segment.stitchedToPrevious;
+    size_t chainPosition = 0;
+    std::vector<size_t> nextChain;
+    for (size_t i = 0; i < segment.frames.size(); ++i) {
+      const Frame &frame = segment.frames[i];
+      unsigned above =
+          frame.parent == Frame::NoParent ? 0 : codeDepth[frame.parent];
+      bool code = isCode(frame.kind);
+      codeDepth[i] = above + (code ? 1 : 0);
+      if (!code)
+        continue;
+      size_t index;
+      if (merging && frame.inferred && frame.begin == segment.begin &&
+          chainPosition < openChain.size() && above == chainPosition) {
+        index = openChain[chainPosition++];
+        out[index].end = frame.end;
+      } else {
+        merging = false;
+        index = out.size();
+        out.push_back({frame.kind == FrameKind::Unknown ? 0 : frame.address,
+                       strings.get(frame.name).str(), frame.begin, frame.end,
+                       above});
+      }
+      if (frame.open)
+        nextChain.push_back(index);
+    }
+    openChain = std::move(nextChain);
+  }
+  return out;
+}
+
+size_t reftree::matchingFrames(const std::vector<TreeFrame> &reference,
+                               const std::vector<TreeFrame> &model,
+                               uint64_t tolerance) {
+  std::map<uint64_t, std::vector<std::pair<const TreeFrame *, bool>>> byKey;
+  for (const TreeFrame &frame : model)
+    byKey[frame.key].push_back({&frame, false});
+  for (auto &[key, frames] : byKey)
+    std::sort(frames.begin(), frames.end(), [](const auto &a, const auto &b) {
+      return a.first->begin < b.first->begin;
+    });
+  auto near = [tolerance](uint64_t a, uint64_t b) {
+    return (a > b ? a - b : b - a) <= tolerance;
+  };
+  size_t matched = 0;
+  for (const TreeFrame &frame : reference) {
+    auto found = byKey.find(frame.key);
+    if (found == byKey.end())
+      continue;
+    auto &frames = found->second;
+    uint64_t low = frame.begin > tolerance ? frame.begin - tolerance : 0;
+    auto it = std::lower_bound(frames.begin(), frames.end(), low,
+                               [](const auto &entry, uint64_t value) {
+                                 return entry.first->begin < value;
+                               });
+    for (; it != frames.end() && it->first->begin <= frame.begin + tolerance;
+         ++it) {
+      if (it->second || !near(it->first->end, frame.end))
+        continue;
+      it->second = true;
+      ++matched;
+      break;
+    }
+  }
+  return matched;
+}
+
+std::string reftree::firstDifference(const std::vector<TreeFrame> &reference,
+                                     const std::vector<TreeFrame> &model,
+                                     uint64_t tolerance) {
+  auto show = [](const TreeFrame &f) {
+    return (std::string(2 * f.depth, ' ') + f.name + " @" + utohexstr(f.key) +
+            " " + std::to_string(f.begin) + "-" + std::to_string(f.end));
+  };
+  auto near = [tolerance](uint64_t a, uint64_t b) {
+    return (a > b ? a - b : b - a) <= tolerance;
+  };
+  size_t count = std::min(reference.size(), model.size());
+  for (size_t i = 0; i < count; ++i) {
+    const TreeFrame &r = reference[i], &m = model[i];
+    if (r.key != m.key || r.depth != m.depth || !near(r.begin, m.begin) ||
+        !near(r.end, m.end))
+      return "frame " + std::to_string(i) + ": reference " + show(r) +
+             ", model " + show(m);
+  }
+  if (reference.size() != model.size())
+    return "reference has " + std::to_string(reference.size()) +
+           " frames, model " + std::to_string(model.size()) + "; next: " +
+           (reference.size() > count ? "reference " + show(reference[count])
+                                     : "model " + show(model[count]));
+  return "";
+}

@@ -1,0 +1,227 @@
+//===- main.cpp - magic-trace-reftree: the model against ground truth -----===//
+//
+// Runs a program under the emulator (in-process), decodes and symbolizes its
+// PT, builds the model, derives the reference call tree from the ground
+// truth (RefTree.h, no decoder/symbolizer/model code), and compares them:
+// tree equality on error-free threads, the fraction of matching frames with
+// stitching on and off, and the anchored final stack against the stop.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RefTree.h"
+
+#include "magic_trace/Decoder.h"
+#include "magic_trace/ModelBuilder.h"
+#include "magic_trace/PtTiming.h"
+#include "magic_trace/PtraceStepper.h"
+#include "magic_trace/Symbolizer.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/WithColor.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+using namespace magic_trace;
+using namespace magic_trace::reftree;
+
+static cl::OptionCategory category("magic-trace-reftree options");
+static cl::opt<std::string> startOption("start", cl::desc("Start tracing here"),
+                                        cl::init("main"), cl::cat(category));
+static cl::opt<std::string> stopOption("stop",
+                                       cl::desc("Snapshot when a thread gets "
+                                                "here (default stop_here)"),
+                                       cl::init("stop_here"),
+                                       cl::cat(category));
+static cl::opt<uint64_t> maxInsns("max-insns",
+                                  cl::desc("Stop after N instructions"),
+                                  cl::init(2'000'000), cl::cat(category));
+static cl::opt<uint64_t>
+    overflowEvery("inject-overflow-every",
+                  cl::desc("Inject an overflow every N instructions"),
+                  cl::init(0), cl::cat(category));
+static cl::opt<uint64_t> tolerance(
+    "tolerance",
+    cl::desc("Time tolerance in ns (default 320: one MTC period of the "
+             "emulator's clock)"),
+    cl::init(320), cl::cat(category));
+static cl::opt<bool> check("check",
+                           cl::desc("Exit 1 unless every error-free thread's "
+                                    "tree equals the reference and the "
+                                    "anchored stack equals the stop context"),
+                           cl::cat(category));
+static cl::opt<bool> dump("dump", cl::desc("Print both trees"),
+                          cl::cat(category));
+static cl::opt<bool> dumpItems("items", cl::desc("Print the decoded items"),
+                               cl::cat(category));
+static cl::list<std::string> programArgs(cl::Positional, cl::OneOrMore,
+                                         cl::desc("-- PROGRAM ARGS..."),
+                                         cl::cat(category));
+
+static int fail(const Twine &message) {
+  WithColor::error(errs(), "magic-trace-reftree") << message << "\n";
+  return 2;
+}
+
+static void printTree(StringRef title, const std::vector<TreeFrame> &tree) {
+  outs() << title << "\n";
+  for (const TreeFrame &frame : tree)
+    outs() << std::string(2 * frame.depth + 2, ' ') << frame.name << " "
+           << frame.begin << "-" << frame.end << "\n";
+}
+
+static std::string percent(size_t part, size_t whole) {
+  return formatv("{0}/{1} ({2:F1}%)", part, whole,
+                 whole ? 100.0 * double(part) / double(whole) : 100.0)
+      .str();
+}
+
+/// Entry addresses of the last segment's open code frames, outermost first.
+static std::vector<uint64_t> finalStack(const ThreadModel &model) {
+  std::vector<uint64_t> keys;
+  if (model.segments.empty())
+    return keys;
+  const Segment &segment = model.segments.back();
+  for (const Frame &frame : segment.frames)
+    if (frame.open &&
+        (frame.kind == FrameKind::Physical || frame.kind == FrameKind::Unknown))
+      keys.push_back(frame.kind == FrameKind::Unknown ? 0 : frame.address);
+  return keys;
+}
+
+/// The stop context as entry addresses from the symbol tables, outermost
+/// first (a return address is looked up at the call before it).
+static std::vector<uint64_t> stopStack(const ThreadStop &stop,
+                                       const RefSymbols &symbols) {
+  std::vector<uint64_t> keys;
+  for (size_t i = stop.frames.size(); i-- > 0;) {
+    if (i + 1 < stop.frames.size() && stop.frames[i] == stop.frames[i + 1])
+      continue;
+    RefFunction function =
+        symbols.lookup(i == 0 ? stop.frames[i] : stop.frames[i] - 1);
+    keys.push_back(function.unknown ? 0 : function.begin);
+  }
+  return keys;
+}
+
+int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "magic-trace-reftree: compare the model with the emulator's ground "
+      "truth\n\n  magic-trace-reftree [options] -- PROGRAM ARGS...\n");
+
+  EmulateOptions emulate;
+  emulate.argv.assign(programArgs.begin(), programArgs.end());
+  emulate.start = startOption;
+  emulate.stop = stopOption;
+  emulate.maxInsns = maxInsns;
+  emulate.writer.overflowEvery = overflowEvery;
+  Expected<EmulateResult> run = emulateProgram(emulate);
+  if (!run)
+    return fail(toString(run.takeError()));
+  const Snapshot &snapshot = run->snapshot;
+
+  DecodeOptions decodeOptions;
+  decodeOptions.threads = 1;
+  decodeOptions.timing.mtcFreq = VirtualClock::timing.mtcFreq;
+  decodeOptions.timing.nomFreq = VirtualClock::timing.nomFreq;
+  decodeOptions.timing.cpuid15Eax = VirtualClock::timing.cpuid15Eax;
+  decodeOptions.timing.cpuid15Ebx = VirtualClock::timing.cpuid15Ebx;
+  Expected<DecodeResult> decoded = decodeSnapshot(snapshot, decodeOptions);
+  if (!decoded)
+    return fail(toString(decoded.takeError()));
+
+  StringTable strings;
+  Symbolizer symbolizer(snapshot.modules, strings);
+  auto lookup = [&](uint64_t address) -> const SymbolRange & {
+    return symbolizer.lookup(address);
+  };
+  RefSymbols symbols(snapshot.modules);
+
+  bool ok = true;
+  for (const ThreadTruth &truth : run->truth) {
+    const ThreadDecode *decode = nullptr;
+    for (const ThreadDecode &candidate : decoded->threads)
+      if (candidate.tid == truth.tid)
+        decode = &candidate;
+    const ThreadStop *stop = nullptr;
+    for (const ThreadStop &candidate : snapshot.stop)
+      if (candidate.tid == truth.tid)
+        stop = &candidate;
+    if (!decode) {
+      outs() << "thread " << truth.tid << ": not decoded\n";
+      ok = false;
+      continue;
+    }
+    std::vector<TreeFrame> reference =
+        referenceTree(truth, symbols, snapshot.time, VirtualClock::startTsc);
+    ModelStats stats;
+    ThreadModel stitched = buildThreadModel(*decode, lookup, nullptr, strings,
+                                            {true, false}, &stats);
+    ThreadModel apart =
+        buildThreadModel(*decode, lookup, nullptr, strings, {false, false});
+    ThreadModel anchored =
+        buildThreadModel(*decode, lookup, stop, strings, {true, true});
+    std::vector<TreeFrame> model = modelTree(stitched, strings, true);
+    std::vector<TreeFrame> unstitched = modelTree(apart, strings, false);
+
+    outs() << "thread " << truth.tid << ": " << truth.insns.size()
+           << " instructions, " << decode->instructions << " decoded, "
+           << stitched.errors << " errors/overflows, "
+           << stitched.segments.size() << " segments (" << stats.stitchedJoins
+           << " stitched); reference " << reference.size() << " frames, model "
+           << model.size() << "\n";
+    if (dumpItems)
+      for (const TraceItem &item : decode->items)
+        outs() << "  item " << unsigned(item.kind) << " 0x"
+               << utohexstr(item.ip) << "..0x" << utohexstr(item.lastIp)
+               << " t=" << item.timeNs << " n=" << item.detail << " class "
+               << unsigned(item.lastClass) << "\n";
+    if (dump) {
+      printTree("  reference:", reference);
+      printTree("  model:", model);
+    }
+    bool errorFree = stitched.errors == 0;
+    if (errorFree) {
+      std::string difference = firstDifference(reference, model, tolerance);
+      outs() << "  tree: "
+             << (difference.empty() ? "equal to the reference (times within " +
+                                          std::to_string(tolerance) + " ns)"
+                                    : "differs: " + difference)
+             << "\n";
+      ok = ok && difference.empty();
+    }
+    outs() << "  frames matching (function, begin and end within " << tolerance
+           << " ns): stitching on "
+           << percent(matchingFrames(reference, model, tolerance),
+                      reference.size())
+           << ", off "
+           << percent(matchingFrames(reference, unstitched, tolerance),
+                      reference.size())
+           << "\n";
+    if (stop && !stop->frames.empty()) {
+      std::vector<uint64_t> expected = stopStack(*stop, symbols);
+      std::vector<uint64_t> actual = finalStack(anchored);
+      size_t common = std::min(expected.size(), actual.size());
+      bool equal = common + 1 >= expected.size() &&
+                   std::equal(expected.begin(), expected.begin() + common,
+                              actual.begin());
+      outs() << "  anchoring: the final stack's outer " << common << " frames "
+             << (equal ? "equal" : "differ from") << " the stop context ("
+             << expected.size() << " frames)\n";
+      if (!equal || dump) {
+        outs() << "    stop context:";
+        for (uint64_t key : expected)
+          outs() << " " << symbols.lookup(key).name << "@" << utohexstr(key);
+        outs() << "\n    final stack: ";
+        for (uint64_t key : actual)
+          outs() << " " << symbols.lookup(key).name << "@" << utohexstr(key);
+        outs() << "\n";
+      }
+      ok = ok && (equal || !errorFree);
+    }
+  }
+  return check && !ok ? 1 : 0;
+}
