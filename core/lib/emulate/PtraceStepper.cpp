@@ -79,6 +79,9 @@ struct TracedThread {
   ThreadTruth truth;
   bool stepping = false; ///< A PTRACE_SINGLESTEP is outstanding.
   bool enabled = false;  ///< The writer is enabled (not in a syscall).
+  /// Back from a syscall: enable the writer before the next instruction
+  /// runs, wherever that is (a signal handler may come first).
+  bool pendingEnable = false;
   bool alive = true;
   uint64_t ip = 0; ///< The instruction being (or about to be) stepped.
   ClassifiedInsn insn;
@@ -103,22 +106,44 @@ Expected<uint64_t> resolveLocation(StringRef spec, StringRef exePath,
   return *symbol + bias;
 }
 
-bool isCaught(pid_t tid, int signal) {
+/// The signal masks of /proc/TID/status.
+struct SignalMasks {
+  uint64_t pending = 0; ///< SigPnd | ShdPnd.
+  uint64_t blocked = 0;
+  uint64_t caught = 0;
+};
+
+SignalMasks readSignalMasks(pid_t tid) {
+  SignalMasks masks;
   auto buffer =
       MemoryBuffer::getFileAsStream("/proc/" + std::to_string(tid) + "/status");
   if (!buffer)
-    return false;
+    return masks;
   StringRef text = (*buffer)->getBuffer();
-  size_t pos = text.find("SigCgt:");
-  if (pos == StringRef::npos)
-    return false;
-  uint64_t mask;
-  if (text.substr(pos + 7)
-          .ltrim()
-          .take_while(isHexDigit)
-          .getAsInteger(16, mask))
-    return false;
-  return (mask >> (signal - 1)) & 1;
+  auto field = [&](StringRef name) -> uint64_t {
+    size_t pos = text.find(name);
+    uint64_t mask = 0;
+    if (pos == StringRef::npos || text.substr(pos + name.size())
+                                      .ltrim()
+                                      .take_while(isHexDigit)
+                                      .getAsInteger(16, mask))
+      return 0;
+    return mask;
+  };
+  masks.pending = field("SigPnd:") | field("ShdPnd:");
+  masks.blocked = field("SigBlk:");
+  masks.caught = field("SigCgt:");
+  return masks;
+}
+
+bool isCaught(pid_t tid, int signal) {
+  return (readSignalMasks(tid).caught >> (signal - 1)) & 1;
+}
+
+/// A caught signal waits to be delivered: the next step enters its handler.
+bool handlerPending(pid_t tid) {
+  SignalMasks masks = readSignalMasks(tid);
+  return masks.pending & ~masks.blocked & masks.caught;
 }
 
 class Emulator {
@@ -341,6 +366,18 @@ Error Emulator::stepThread(TracedThread &thread) {
     trigger = &thread;
     return Error::success();
   }
+  // A step that delivers a caught signal runs no instruction; tracing
+  // resumes in the handler.
+  // After a syscall, the kernel may deliver a signal first (as raise()
+  // does): then hardware's next packet is TIP.PGE at the handler.
+  if (thread.pendingEnable && !thread.deliveringToHandler &&
+      !handlerPending(thread.tid)) {
+    if (Error err = thread.writer->enable(thread.ip))
+      return err;
+    thread.pendingEnable = false;
+    thread.enabled = true;
+    thread.truth.addEvent(TruthEventKind::Enable, 0, thread.ip);
+  }
   Expected<ClassifiedInsn> insn = classifyAt(thread.tid, thread.ip);
   if (!insn)
     return insn.takeError();
@@ -365,16 +402,11 @@ Error Emulator::finishStep(TracedThread &thread, uint64_t nextIp) {
   thread.ip = nextIp;
   if (insn.branch != BranchClass::Syscall)
     return Error::success();
-  // Back from the kernel: tracing resumes at the next user instruction, and
-  // an mmap may have loaded a module.
+  // Back from the kernel: tracing resumes (TIP.PGE) at the next user
+  // instruction that runs, and an mmap may have loaded a module.
   thread.enabled = false;
-  if (Error err = refreshModules())
-    return err;
-  if (Error err = thread.writer->enable(nextIp))
-    return err;
-  thread.enabled = true;
-  thread.truth.addEvent(TruthEventKind::Enable, 0, nextIp);
-  return Error::success();
+  thread.pendingEnable = true;
+  return refreshModules();
 }
 
 Error Emulator::handleStop(TracedThread &thread, int status) {
@@ -433,14 +465,16 @@ Error Emulator::handleStop(TracedThread &thread, int status) {
   if (signal == SIGTRAP && wasStepping) {
     if (thread.deliveringToHandler) {
       // The kernel entered the signal handler; nothing ran at thread.ip.
+      // Straight after a syscall tracing is still off, so there is nothing
+      // to interrupt in the packets; otherwise FUP + TIP.PGD.
       thread.deliveringToHandler = false;
       thread.truth.addEvent(TruthEventKind::Interrupt, thread.ip, rip);
-      if (Error err = thread.writer->interrupt(thread.ip))
-        return err;
+      if (thread.enabled)
+        if (Error err = thread.writer->interrupt(thread.ip))
+          return err;
+      thread.enabled = false;
+      thread.pendingEnable = true;
       thread.ip = rip;
-      if (Error err = thread.writer->enable(rip))
-        return err;
-      thread.truth.addEvent(TruthEventKind::Enable, 0, rip);
       return stepThread(thread);
     }
     // A REP string instruction traps once per iteration at the same IP:
