@@ -16,7 +16,6 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
 #include "magic_trace/Decoder.h"
-#include "magic_trace/PtTiming.h"
 #include "magic_trace/Symbolizer.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -72,7 +71,6 @@ int main(int argc, char **argv) {
   snapshot.threads = {big};
 
   DecodeOptions options;
-  options.timing = VirtualClock::timing;
 
   uint64_t rawInsns = 0;
   double raw = seconds([&] {

@@ -49,8 +49,6 @@ void checkProgram(const std::vector<std::string> &argv, const Config &config) {
 
   DecodeOptions serialOptions;
   serialOptions.threads = 1;
-  serialOptions.timing =
-      getenv("MT_NO_TIMING") ? PtTimingConfig() : VirtualClock::timing;
   DecodeOptions parallelOptions = serialOptions;
   parallelOptions.threads = 2;
   parallelOptions.minChunkBytes = 1;

@@ -12,7 +12,6 @@
 #ifndef MAGIC_TRACE_DECODER_H
 #define MAGIC_TRACE_DECODER_H
 
-#include "magic_trace/PtTiming.h"
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/TraceItems.h"
 
@@ -36,9 +35,6 @@ struct DecodeOptions {
   unsigned threads = 0;
   /// Memory not backed by a module file (JIT, vdso); may be empty.
   ReadMemoryFn readMemory;
-  /// MTC/CYC parameters (PtTiming.h): the emulator's VirtualClock::timing
-  /// for our bundles, the CPU's for hardware traces; zeros: TSC only.
-  PtTimingConfig timing;
   /// Only this thread (0 = all).
   uint64_t onlyTid = 0;
   /// Smallest piece of a buffer handed to one decode task, in bytes. Pieces

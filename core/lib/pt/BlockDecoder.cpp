@@ -457,7 +457,7 @@ Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
   out.tid = trace.tid;
   if (trace.bytes.empty())
     return out;
-  pt_config config = makeConfig(trace.bytes, snapshot.cpu, options.timing);
+  pt_config config = makeConfig(trace.bytes, snapshot.cpu, snapshot.timing);
   std::vector<uint64_t> psbs = findPsbs(config);
   stats.psbs += psbs.size();
   if (psbs.empty()) {
@@ -622,7 +622,7 @@ Expected<uint64_t> rawBlockDecodeLoop(const Snapshot &snapshot,
   if (!copy)
     return copy.takeError();
   pt_config config = makeConfig(snapshot.threads[threadIndex].bytes,
-                                snapshot.cpu, options.timing);
+                                snapshot.cpu, snapshot.timing);
   BlockDecoderHandle decoder(pt_blk_alloc_decoder(&config));
   if (!decoder || pt_blk_set_image(decoder.get(), copy->get()) < 0)
     return createStringError("libipt could not allocate a block decoder");

@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
 #include "magic_trace/Decoder.h"
-#include "magic_trace/PtTiming.h"
 #include "magic_trace/Symbolizer.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/WithColor.h"
@@ -42,15 +42,6 @@ cl::opt<unsigned> threads("threads",
                           cl::value_desc("N"), cl::init(0), cl::cat(category));
 cl::opt<uint64_t> tid("tid", cl::desc("Only this thread"), cl::value_desc("T"),
                       cl::init(0), cl::cat(category));
-enum class TimingKind { Emulator, TscOnly };
-cl::opt<TimingKind> timing(
-    "timing",
-    cl::desc("Clock parameters for MTC/CYC packets (default emulator)"),
-    cl::values(clEnumValN(TimingKind::Emulator, "emulator",
-                          "magic-trace-emulate's virtual clock"),
-               clEnumValN(TimingKind::TscOnly, "tsc",
-                          "unknown: time from TSC packets only")),
-    cl::init(TimingKind::Emulator), cl::cat(category));
 cl::opt<uint64_t> chunkBytes(
     "chunk-bytes",
     cl::desc("Smallest piece of a buffer per decode task (default 65536)"),
@@ -207,8 +198,7 @@ int main(int argc, char **argv) {
   options.threads = threads;
   options.onlyTid = tid;
   options.minChunkBytes = chunkBytes;
-  if (timing == TimingKind::Emulator)
-    options.timing = VirtualClock::timing;
+
 
   auto started = std::chrono::steady_clock::now();
   Expected<DecodeResult> result = decodeSnapshot(*snapshot, options);
