@@ -34,7 +34,11 @@
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Object/SymbolSize.h"
+#include "llvm/Support/CRC.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -264,6 +268,68 @@ uint64_t preferredBase(const std::vector<LoadSegmentHeader> &loads) {
   return lowest == NoEnd ? 0 : lowest & ~(LoaderPageSize - 1);
 }
 
+/// Where Debian (and most distributions) install separate debug files.
+constexpr const char *DebugRoot = "/usr/lib/debug";
+
+/// True if `path` holds a file whose CRC-32 is `crc` (.gnu_debuglink's check).
+bool hasCrc(const std::string &path, uint32_t crc) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+      MemoryBuffer::getFile(path, /*IsText=*/false,
+                            /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return false;
+  return llvm::crc32(arrayRefFromStringRef((*buffer)->getBuffer())) == crc;
+}
+
+/// The separate debug file of `object` (read from `path`), looked up where
+/// llvm-symbolizer looks by default: first by build-id under
+/// /usr/lib/debug/.build-id/, then by .gnu_debuglink next to the file, in its
+/// .debug/ folder, and under /usr/lib/debug/<its folder>. Empty if none.
+std::string findDebugFile(const object::ObjectFile &object, StringRef path) {
+  std::string id = lowerHex(object::getBuildID(&object));
+  if (id.size() > 2) {
+    std::string candidate = std::string(DebugRoot) + "/.build-id/" +
+                            id.substr(0, 2) + "/" + id.substr(2) + ".debug";
+    if (sys::fs::exists(candidate))
+      return candidate;
+  }
+  for (const object::SectionRef &section : object.sections()) {
+    Expected<StringRef> name = section.getName();
+    if (!name) {
+      consumeError(name.takeError());
+      continue;
+    }
+    if (*name != ".gnu_debuglink")
+      continue;
+    Expected<StringRef> contents = section.getContents();
+    if (!contents) {
+      consumeError(contents.takeError());
+      return "";
+    }
+    // A NUL-terminated file name, padded to 4 bytes, then its CRC-32.
+    StringRef link = contents->take_until([](char c) { return c == '\0'; });
+    uint64_t crcOffset = alignTo(link.size() + 1, 4);
+    if (link.empty() || crcOffset + 4 > contents->size())
+      return "";
+    uint32_t crc = support::endian::read32(contents->data() + crcOffset,
+                                           object.isLittleEndian()
+                                               ? llvm::endianness::little
+                                               : llvm::endianness::big);
+    SmallString<256> folder = path;
+    sys::fs::make_absolute(folder);
+    sys::path::remove_filename(folder);
+    SmallString<256> candidates[3];
+    sys::path::append(candidates[0], folder, link);
+    sys::path::append(candidates[1], folder, ".debug", link);
+    sys::path::append(candidates[2], DebugRoot, folder, link);
+    for (const SmallString<256> &candidate : candidates)
+      if (candidate != path && hasCrc(candidate.str().str(), crc))
+        return candidate.str().str();
+    return "";
+  }
+  return "";
+}
+
 /// The entry of the physical function `subprogram`: DW_AT_low_pc, else
 /// DW_AT_entry_pc, else its lowest range.
 uint64_t entryOf(const DWARFDie &subprogram) {
@@ -431,9 +497,22 @@ public:
     symbols.build(object);
     if (!options.useDebugInfo)
       return;
+    // DWARF from the separate debug file when there is one (llvm-symbolizer
+    // prefers it too); names still come from this file's symbol table.
+    const object::ObjectFile *debugObject = &object;
+    std::string debugPath = findDebugFile(object, module.fileToRead());
+    if (!debugPath.empty()) {
+      auto debugBinary = object::ObjectFile::createObjectFile(debugPath);
+      if (debugBinary) {
+        debugOwner = std::move(*debugBinary);
+        debugObject = debugOwner.getBinary();
+      } else {
+        consumeError(debugBinary.takeError());
+      }
+    }
     dwarf = DWARFContext::create(
-        object, DWARFContext::ProcessDebugRelocations::Process, nullptr, "",
-        [](Error error) { consumeError(std::move(error)); },
+        *debugObject, DWARFContext::ProcessDebugRelocations::Process, nullptr,
+        "", [](Error error) { consumeError(std::move(error)); },
         [](Error error) { consumeError(std::move(error)); });
     if (dwarf->getNumCompileUnits() == 0)
       dwarf.reset();
@@ -537,6 +616,7 @@ private:
   bool demangle;
   std::string problem;
   object::OwningBinary<object::ObjectFile> owner;
+  object::OwningBinary<object::ObjectFile> debugOwner; ///< Separate DWARF.
   std::vector<LoadSegmentHeader> loads;
   SymbolTable symbols;
   std::unique_ptr<DWARFContext> dwarf;

@@ -29,6 +29,7 @@ const std::string InputsDir = MT_TEST_BINARY_DIR "/inputs/";
 const std::string Program = InputsDir + "sym_inline";
 const std::string NoDebug = InputsDir + "sym_inline.nodebug";
 const std::string Stripped = InputsDir + "sym_inline.stripped";
+const std::string DebugLink = InputsDir + "sym_inline.debuglink";
 
 /// The facts of an ELF file the tests need, read with llvm::object.
 struct ElfFacts {
@@ -199,6 +200,26 @@ TEST(SymbolizerTest, EveryTextByteMatchesLlvmSymbolizerWithSymbolsOnly) {
 
 TEST(SymbolizerTest, EveryTextByteMatchesLlvmSymbolizerWhenStripped) {
   expectEveryTextByteMatchesLlvm(Stripped);
+}
+
+TEST(SymbolizerTest, EveryTextByteMatchesLlvmSymbolizerWithDebugLink) {
+  expectEveryTextByteMatchesLlvm(DebugLink);
+}
+
+TEST(SymbolizerTest, DebugLinkGivesTheSeparateFilesDwarf) {
+  ElfFacts facts = readElf(DebugLink);
+  uint64_t size = 0;
+  uint64_t hotLoop = facts.symbolAddress("_ZN6shapes7hotLoopEi", &size);
+  ASSERT_NE(hotLoop, 0u);
+  StringTable strings;
+  Symbolizer symbolizer({atFileAddresses(DebugLink)}, strings);
+  size_t deepest = 0;
+  for (uint64_t address = hotLoop; address < hotLoop + size; ++address) {
+    const SymbolRange &range = symbolizer.lookup(address);
+    EXPECT_TRUE(range.fromDebugInfo);
+    deepest = std::max(deepest, range.frames.size());
+  }
+  EXPECT_GE(deepest, 3u);
 }
 
 TEST(SymbolizerTest, HotLoopCostsOneComputationPerDistinctRange) {
