@@ -146,20 +146,31 @@ private:
         depth[i] = depth[frame.parent] + 1;
       }
     }
+    // Frames that end before the window are hidden, except zero-length ones
+    // exactly at its start.
+    std::vector<bool> inWindow(frames.size());
+    for (size_t i = 0; i < frames.size(); ++i)
+      inWindow[i] = windowBegin == 0 || frames[i].end > windowBegin ||
+                    frames[i].begin >= windowBegin;
+    // Descendants in the window, so a depth-limited line can say what it
+    // hides. Children follow parents, so a reverse pass sums them up.
+    std::vector<size_t> hidden(frames.size());
+    if (options.maxDepth != 0)
+      for (size_t i = frames.size(); i-- > 0;)
+        if (frames[i].parent != Frame::NoParent && inWindow[i])
+          hidden[frames[i].parent] += 1 + hidden[i];
     for (size_t i = 0; i < frames.size(); ++i) {
-      const Frame &frame = frames[i];
-      // Frames that end before the window are hidden, except zero-length
-      // ones exactly at its start.
-      bool inWindow = windowBegin == 0 || frame.end > windowBegin ||
-                      frame.begin >= windowBegin;
-      if (!inWindow || (options.maxDepth != 0 && depth[i] > options.maxDepth))
+      if (!inWindow[i] ||
+          (options.maxDepth != 0 && depth[i] > options.maxDepth))
         continue;
-      printFrame(frame, total[i], self[i], depth[i]);
+      bool atLimit = options.maxDepth != 0 && depth[i] == options.maxDepth;
+      printFrame(frames[i], total[i], self[i], depth[i],
+                 atLimit ? hidden[i] : 0);
     }
   }
 
   void printFrame(const Frame &frame, uint64_t total, uint64_t self,
-                  unsigned depth) {
+                  unsigned depth, size_t hiddenFrames) {
     os << llvm::format("%12s %12s  ", formatDuration(total).c_str(),
                        formatDuration(self).c_str());
     os.indent(2 * (depth - 1));
@@ -178,6 +189,8 @@ private:
       os << " [inferred]";
     if (frame.begin < windowBegin)
       os << " [clipped]";
+    if (hiddenFrames != 0)
+      os << " [+" << hiddenFrames << " deeper]";
     os << '\n';
   }
 

@@ -243,6 +243,20 @@ TEST(FxtWriter, ReaderSeesEveryFrameWithItsNesting) {
   EXPECT_EQ(trace->ticksPerSecond, 1000000000u);
 }
 
+TEST(FxtWriter, EmptyModelsAreValidTraces) {
+  ModelBuilder b;
+  auto noThreads = readFxt(asBytes(writeToString(b.model)));
+  ASSERT_TRUE(bool(noThreads)) << toString(noThreads.takeError());
+  EXPECT_EQ(noThreads->events.size(), 0u);
+  ThreadModel &thread = b.thread(5);
+  ModelBuilder::segment(thread, 0, 0);
+  ModelBuilder::segment(thread, 3, 3);
+  auto noFrames = readFxt(asBytes(writeToString(b.model)));
+  ASSERT_TRUE(bool(noFrames)) << toString(noFrames.takeError());
+  ASSERT_EQ(noFrames->events.size(), 1u); // The gap.
+  EXPECT_EQ(noFrames->events[0].name, "[gap]");
+}
+
 TEST(FxtWriter, MoreThan255ThreadsRebindThreadSlots) {
   ModelBuilder b;
   b.model.pid = 10;
