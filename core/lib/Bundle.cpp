@@ -440,30 +440,10 @@ void deriveSegments(Module &module) {
   }
 }
 
-Error readExtras(StringRef path, Snapshot &snapshot) {
-  Expected<json::Value> value = readJson(path);
-  if (!value)
-    return value.takeError();
-  FieldReader reader(path.str());
-  auto root = reader.object(&*value, "(top level)");
-  if (!root)
-    return root.takeError();
-  auto version = reader.integer(**root, "formatVersion", "formatVersion");
-  if (!version)
-    return version.takeError();
-  if (*version != uint64_t(extrasFormatVersion))
-    return reader.fail("formatVersion",
-                       formatv("version {0} is not supported (this build "
-                               "reads version {1})",
-                               *version, extrasFormatVersion)
-                           .str());
-  if (auto name = reader.optionalString(**root, "processName", "processName");
-      !name)
-    return name.takeError();
-  else if (*name)
-    snapshot.processName = **name;
-
-  if (const json::Value *timingValue = (*root)->get("ptTiming")) {
+/// ptTiming: the pt_config clock facts (optional).
+Error readExtraTiming(const FieldReader &reader, const json::Object &root,
+                      Snapshot &snapshot) {
+  if (const json::Value *timingValue = root.get("ptTiming")) {
     auto timing = reader.object(timingValue, "ptTiming");
     if (!timing)
       return timing.takeError();
@@ -481,8 +461,13 @@ Error readExtras(StringRef path, Snapshot &snapshot) {
     snapshot.timing.cpuid15Eax = static_cast<uint32_t>(values[2]);
     snapshot.timing.cpuid15Ebx = static_cast<uint32_t>(values[3]);
   }
+  return Error::success();
+}
 
-  auto modules = reader.array(**root, "modules", "modules");
+/// modules[].segments, matched to trace.json's modules.
+Error readExtraModules(const FieldReader &reader, const json::Object &root,
+                       Snapshot &snapshot) {
+  auto modules = reader.array(root, "modules", "modules");
   if (!modules)
     return modules.takeError();
   for (size_t i = 0; i < (*modules)->size(); ++i) {
@@ -535,8 +520,13 @@ Error readExtras(StringRef path, Snapshot &snapshot) {
           LoadedSegment{*address, *size, *offset, *executable});
     }
   }
+  return Error::success();
+}
 
-  auto threads = reader.array(**root, "threads", "threads");
+/// threads[].wrapped.
+Error readExtraThreads(const FieldReader &reader, const json::Object &root,
+                       Snapshot &snapshot) {
+  auto threads = reader.array(root, "threads", "threads");
   if (!threads)
     return threads.takeError();
   for (size_t i = 0; i < (*threads)->size(); ++i) {
@@ -554,8 +544,13 @@ Error readExtras(StringRef path, Snapshot &snapshot) {
       if (trace.tid == *tid)
         trace.wrapped = *wrapped;
   }
+  return Error::success();
+}
 
-  auto stop = reader.array(**root, "stop", "stop");
+/// stop[]: each thread's stack at the stop.
+Error readStopContext(const FieldReader &reader, const json::Object &root,
+                      Snapshot &snapshot) {
+  auto stop = reader.array(root, "stop", "stop");
   if (!stop)
     return stop.takeError();
   for (size_t i = 0; i < (*stop)->size(); ++i) {
@@ -598,6 +593,39 @@ Error readExtras(StringRef path, Snapshot &snapshot) {
     snapshot.stop.push_back(std::move(result));
   }
   return Error::success();
+}
+
+/// magic-trace.json, on top of what trace.json gave `snapshot`.
+Error readExtras(StringRef path, Snapshot &snapshot) {
+  Expected<json::Value> value = readJson(path);
+  if (!value)
+    return value.takeError();
+  FieldReader reader(path.str());
+  auto root = reader.object(&*value, "(top level)");
+  if (!root)
+    return root.takeError();
+  auto version = reader.integer(**root, "formatVersion", "formatVersion");
+  if (!version)
+    return version.takeError();
+  if (*version != uint64_t(extrasFormatVersion))
+    return reader.fail("formatVersion",
+                       formatv("version {0} is not supported (this build "
+                               "reads version {1})",
+                               *version, extrasFormatVersion)
+                           .str());
+  if (auto name = reader.optionalString(**root, "processName", "processName");
+      !name)
+    return name.takeError();
+  else if (*name)
+    snapshot.processName = **name;
+
+  if (Error error = readExtraTiming(reader, **root, snapshot))
+    return error;
+  if (Error error = readExtraModules(reader, **root, snapshot))
+    return error;
+  if (Error error = readExtraThreads(reader, **root, snapshot))
+    return error;
+  return readStopContext(reader, **root, snapshot);
 }
 
 } // namespace

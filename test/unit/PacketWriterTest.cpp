@@ -192,6 +192,17 @@ TEST(PacketWriterTest, StartsWithPsbPlusThenTipPge) {
   llvm::consumeError(std::move(twice));
 }
 
+TEST(PacketWriterTest, RefusesGapsInTheInstructionStream) {
+  auto writer = makeWriter(lowTimer());
+  ASSERT_OK(writer->enable(codeBase));
+  ASSERT_OK(writer->step(insn(codeBase, 2, BranchClass::Other)));
+  llvm::Error gap = writer->step(insn(codeBase + 8, 2, BranchClass::Other));
+  ASSERT_TRUE(bool(gap));
+  std::string message = llvm::toString(std::move(gap));
+  EXPECT_NE(message.find("7f0000001008"), std::string::npos) << message;
+  EXPECT_NE(message.find("7f0000001002"), std::string::npos) << message;
+}
+
 TEST(PacketWriterTest, StepBeforeEnableFails) {
   auto writer = makeWriter(lowTimer());
   llvm::Error error = writer->step(insn(codeBase, 1, BranchClass::Other));
@@ -291,15 +302,18 @@ TEST(PacketWriterTest, ReturnElsewhereOrToCallNextGetsTip) {
 TEST(PacketWriterTest, ReturnStackHoldsSixtyFourCalls) {
   auto writer = makeWriter(lowTimer());
   ASSERT_OK(writer->enable(codeBase));
+  // f: jz f+7; call f; ret -- recursing 64 deep below the call from main.
   uint64_t f = codeBase + 0x100;
-  // 65 nested calls from f+0 to f (recursion); return site f+5.
   ASSERT_OK(writer->step(insn(codeBase, 5, BranchClass::DirectCall, f)));
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_OK(writer->step(insn(f, 2, BranchClass::CondBranch)));
+    ASSERT_OK(writer->step(insn(f + 2, 5, BranchClass::DirectCall, f)));
+  }
+  ASSERT_OK(writer->step(insn(f, 2, BranchClass::CondBranch, f + 7)));
   for (int i = 0; i < 64; ++i)
-    ASSERT_OK(writer->step(insn(f, 5, BranchClass::DirectCall, f)));
-  for (int i = 0; i < 64; ++i)
-    ASSERT_OK(writer->step(insn(f + 5, 1, BranchClass::Return, f + 5)));
-  // The outermost call was pushed out of libipt's 64-entry stack.
-  ASSERT_OK(writer->step(insn(f + 5, 1, BranchClass::Return, codeBase + 5)));
+    ASSERT_OK(writer->step(insn(f + 7, 1, BranchClass::Return, f + 7)));
+  // 65 calls were pushed; the outermost fell out of libipt's 64 entries.
+  ASSERT_OK(writer->step(insn(f + 7, 1, BranchClass::Return, codeBase + 5)));
   ASSERT_OK(writer->disable(codeBase + 5));
   auto packets = afterEnable(decodePackets(*writer));
   unsigned tntBits = 0, tips = 0;
@@ -308,7 +322,7 @@ TEST(PacketWriterTest, ReturnStackHoldsSixtyFourCalls) {
       tntBits += item.packet.payload.tnt.bit_size;
     tips += item.packet.type == ppt_tip;
   }
-  EXPECT_EQ(tntBits, 64u);
+  EXPECT_EQ(tntBits, 65u + 64u); // every jz, and 64 compressed returns
   EXPECT_EQ(tips, 1u);
 }
 
@@ -449,9 +463,12 @@ TEST(PacketWriterTest, TimingPacketsFollowTheVirtualClock) {
     options.timer = timer;
     auto writer = makeWriter(options);
     ASSERT_OK(writer->enable(codeBase));
-    for (int i = 0; i < 5000; ++i)
-      ASSERT_OK(writer->step(insn(codeBase, 2, BranchClass::CondBranch,
-                                  codeBase + 0x40 * (i & 1))));
+    // Two taken branches jumping at each other.
+    uint64_t ip = codeBase, other = codeBase + 0x40;
+    for (int i = 0; i < 5000; ++i) {
+      ASSERT_OK(writer->step(insn(ip, 2, BranchClass::CondBranch, other)));
+      std::swap(ip, other);
+    }
     auto packets = decodePackets(*writer);
     unsigned mtcs = 0, cycs = 0;
     uint64_t cycSum = 0;
@@ -693,6 +710,8 @@ struct BlockCase {
   uint64_t bufferSize;
   uint64_t overflowEvery;
 };
+
+void PrintTo(const BlockCase &param, std::ostream *os) { *os << param.name; }
 
 class BlockDecoderTest : public ::testing::TestWithParam<BlockCase> {};
 

@@ -144,6 +144,7 @@ private:
   uint64_t lostLeft = 0;     ///< Instructions still to drop in an overflow.
   uint64_t nextOverflow = 0; ///< Index from which the next overflow is due.
   bool previousNeededPacket = false; ///< The last step() wrote a packet.
+  uint64_t expectedIp = 0;           ///< Where the next step() must be.
   std::vector<std::pair<uint64_t, uint64_t>> lost;
 };
 
@@ -335,6 +336,7 @@ llvm::Error PacketWriterImpl::enable(uint64_t ip) {
       return error;
   started = true;
   enabled = true;
+  expectedIp = ip;
   if (llvm::Error error = emitCyc())
     return error;
   return emitIp(ppt_tip_pge, ip);
@@ -394,6 +396,20 @@ llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
                       "first)",
                       insn.ip)
             .str());
+  // A gap in the instruction stream (a missed step, an unreported signal)
+  // would make the packets undecodable; refuse it instead.
+  if (insn.ip != expectedIp)
+    return llvm::createStringError(
+        llvm::formatv("step at {0:x} but execution was at {1:x} (report every "
+                      "executed instruction, and signals with interrupt)",
+                      insn.ip, expectedIp)
+            .str());
+  if (insn.size == 0 || insn.size > 15)
+    return llvm::createStringError(
+        llvm::formatv("instruction at {0:x} has size {1} (classify it first)",
+                      insn.ip, unsigned(insn.size))
+            .str());
+  expectedIp = insn.nextIp;
   uint64_t index = stepped++;
   bool leavesUser = insn.branch == BranchClass::Syscall ||
                     (insn.branch == BranchClass::FarTransfer && !insn.nextIp);
