@@ -245,6 +245,10 @@ struct Stepper {
       outcome.description = stopDescription(after);
       return Result::Stop;
     }
+    // No progress (a rep-string iteration, or LLDB stepping off a
+    // breakpoint site in two stops): not a new arrival at a breakpoint.
+    if (next == pc)
+      return Result::Ok;
     if (insn.branch == BranchClass::Syscall)
       breakpoints = breakpointAddresses(target); // dlopen may add locations.
     auto hit = breakpoints.find(next);

@@ -1,7 +1,7 @@
 //===- Session.cpp - One debugger's magic-trace recording -----------------===//
 #include "Session.h"
 
-#include "magic_trace/PtTiming.h"
+#include "magic_trace/VirtualClock.h"
 #include "magic_trace/TraceWriters.h"
 
 #include "lldb/API/SBAddress.h"
@@ -269,6 +269,7 @@ takeSnapshot(lldb::SBDebugger &debugger, Session &session,
   snapshot.processName = exe ? exe : "";
   snapshot.cpu = session.cpu;
   snapshot.time = VirtualClock::conversion();
+  snapshot.timing = VirtualClock::timing;
   if (alive)
     session.lastModules = captureModules(target);
   snapshot.modules = session.lastModules;
@@ -289,10 +290,6 @@ takeSnapshot(lldb::SBDebugger &debugger, Session &session,
     snapshot.stop = captureStop(process, session, triggeredTid);
 
   PipelineOptions options;
-  options.decode.timing.mtcFreq = VirtualClock::timing.mtcFreq;
-  options.decode.timing.nomFreq = VirtualClock::timing.nomFreq;
-  options.decode.timing.cpuid15Eax = VirtualClock::timing.cpuid15Eax;
-  options.decode.timing.cpuid15Ebx = VirtualClock::timing.cpuid15Ebx;
   llvm::Expected<PipelineResult> result = runPipeline(snapshot, options);
   if (!result)
     return result.takeError();

@@ -12,6 +12,7 @@
 #include "magic_trace/Bundle.h"
 #include "magic_trace/MachineFacts.h"
 #include "magic_trace/TraceWriters.h"
+#include "magic_trace/VirtualClock.h"
 
 #include "lldb/API/SBBreakpoint.h"
 #include "lldb/API/SBFile.h"
@@ -238,7 +239,7 @@ public:
     session.stats = {};
     session.classifier = std::move(*classifier);
     // The emulator's packets come from a virtual CPU without errata.
-    session.cpu = CpuIdentity{"GenuineIntel", 6, 0, 0};
+    session.cpu = emulatorCpu();
     lldb::SBTarget target = debugger.GetSelectedTarget();
     session.lastModules = captureModules(target);
     for (uint32_t i = 0; i < process.GetNumThreads(); ++i) {
