@@ -48,6 +48,9 @@ void copyFromMemory(lldb::SBProcess &process, Module &module, uint64_t pid) {
   uint64_t end = 0;
   for (const LoadedSegment &segment : module.segments)
     end = std::max(end, segment.address + segment.size);
+  // Mappings are whole pages; the ELF section headers may lie past the end
+  // of the last segment's bytes.
+  end = (end + 4095) & ~uint64_t(4095);
   if (end <= module.loadAddress || end - module.loadAddress > (64u << 20))
     return;
   std::vector<uint8_t> bytes(end - module.loadAddress);

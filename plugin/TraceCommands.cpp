@@ -21,6 +21,7 @@
 #include "lldb/API/SBThread.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -621,6 +622,29 @@ const OptionSpec saveOptions[] = {
     {'k', "snapshot", true, "K", "Which snapshot (default: the last)."},
 };
 
+/// LLDB reads a module's "file" relative to the bundle: copies made outside
+/// it (the vdso) move into DIR/modules/.
+llvm::Expected<Snapshot> withCopiesInside(const Snapshot &snapshot,
+                                          llvm::StringRef dir) {
+  Snapshot copy = snapshot;
+  for (Module &module : copy.modules) {
+    if (module.fileCopy.empty())
+      continue;
+    llvm::SmallString<256> target(dir);
+    llvm::sys::path::append(target, "modules");
+    if (std::error_code ec = llvm::sys::fs::create_directories(target))
+      return error("cannot create '%s': %s (check the path)",
+                   target.c_str(), ec.message().c_str());
+    std::string name = llvm::sys::path::filename(module.fileCopy).str();
+    llvm::sys::path::append(target, name);
+    if (std::error_code ec = llvm::sys::fs::copy_file(module.fileCopy, target))
+      return error("cannot copy '%s' into the bundle: %s",
+                   module.fileCopy.c_str(), ec.message().c_str());
+    module.fileCopy = "modules/" + name;
+  }
+  return copy;
+}
+
 class SaveCommand : public lldb::SBCommandPluginInterface {
 public:
   bool DoExecute(lldb::SBDebugger debugger, char **command,
@@ -654,7 +678,11 @@ public:
                                         : "fxt";
     }
     if (format == "bundle") {
-      if (llvm::Error err = writeBundle((*record)->snapshot, path))
+      llvm::Expected<Snapshot> bundled =
+          withCopiesInside((*record)->snapshot, path);
+      if (!bundled)
+        return failCommand(result, bundled.takeError());
+      if (llvm::Error err = writeBundle(*bundled, path))
         return failCommand(result, std::move(err));
       return succeed(result, "magic-trace: snapshot " +
                                  std::to_string((*record)->number) +
