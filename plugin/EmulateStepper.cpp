@@ -66,8 +66,8 @@ private:
         wake.wait(lock);
         continue;
       }
-      if (wake.wait_until(lock, deadline) == std::cv_status::timeout &&
-          armed && !quit) {
+      if (wake.wait_until(lock, deadline) == std::cv_status::timeout && armed &&
+          !quit) {
         fired = true;
         armed = false;
         process.SendAsyncInterrupt();
@@ -86,7 +86,8 @@ private:
 };
 
 /// Load address -> breakpoint id of every enabled user breakpoint location.
-std::map<uint64_t, lldb::break_id_t> breakpointAddresses(lldb::SBTarget &target) {
+std::map<uint64_t, lldb::break_id_t>
+breakpointAddresses(lldb::SBTarget &target) {
   std::map<uint64_t, lldb::break_id_t> addresses;
   for (uint32_t i = 0, n = target.GetNumBreakpoints(); i < n; ++i) {
     lldb::SBBreakpoint breakpoint = target.GetBreakpointAtIndex(i);
@@ -146,8 +147,9 @@ struct Stepper {
   }
 
   /// One instruction of `thread`. On Stop, `outcome` says why.
-  llvm::Expected<Result> stepOne(lldb::SBThread &thread, ThreadRecorder *recorder,
-                                 bool otherThreads, StepOutcome &outcome) {
+  llvm::Expected<Result> stepOne(lldb::SBThread &thread,
+                                 ThreadRecorder *recorder, bool otherThreads,
+                                 StepOutcome &outcome) {
     uint64_t tid = thread.GetThreadID();
     uint64_t pc;
     ClassifiedInsn insn;
@@ -190,8 +192,8 @@ struct Stepper {
     if (state == lldb::eStateExited || state == lldb::eStateDetached ||
         !process.IsValid()) {
       if (recorder)
-        if (llvm::Error error = record(
-                *recorder, {pc, insn.size, insn.branch, pc + insn.size}))
+        if (llvm::Error error =
+                record(*recorder, {pc, insn.size, insn.branch, pc + insn.size}))
           return std::move(error);
       outcome.kind = StepOutcome::Exited;
       outcome.exitStatus = process.GetExitStatus();
@@ -201,8 +203,8 @@ struct Stepper {
     if (!after.IsValid()) {
       // The thread ran its exit syscall.
       if (recorder) {
-        if (llvm::Error error = record(
-                *recorder, {pc, insn.size, insn.branch, pc + insn.size}))
+        if (llvm::Error error =
+                record(*recorder, {pc, insn.size, insn.branch, pc + insn.size}))
           return std::move(error);
         recorder->gone = true;
       }
@@ -221,8 +223,7 @@ struct Stepper {
       recorder->pendingSyscall.reset();
       // A rep-string instruction traps once per iteration: one instruction.
       if (next == pc && insn.branch == BranchClass::Other) {
-      } else if (insn.branch == BranchClass::Other &&
-                 next != pc + insn.size) {
+      } else if (insn.branch == BranchClass::Other && next != pc + insn.size) {
         // A signal handler ran before this instruction: an asynchronous
         // transfer (FUP + TIP.PGD), tracing resumes in the handler.
         if (recorder->tracing) {
@@ -295,8 +296,8 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
 
   bool wasAsync = debugger.GetAsync();
   debugger.SetAsync(false);
-  Stepper stepper{debugger, session, target, process, Watchdog(process),
-                  breakpointAddresses(target)};
+  Stepper stepper{debugger, session,           target,
+                  process,  Watchdog(process), breakpointAddresses(target)};
   StepOutcome outcome;
   Clock::time_point began = Clock::now();
   Clock::time_point lastProgress = began;

@@ -1,8 +1,8 @@
 //===- Session.cpp - One debugger's magic-trace recording -----------------===//
 #include "Session.h"
 
-#include "magic_trace/VirtualClock.h"
 #include "magic_trace/TraceWriters.h"
+#include "magic_trace/VirtualClock.h"
 
 #include "lldb/API/SBAddress.h"
 #include "lldb/API/SBError.h"
@@ -55,8 +55,8 @@ void copyFromMemory(lldb::SBProcess &process, Module &module, uint64_t pid) {
     return;
   std::vector<uint8_t> bytes(end - module.loadAddress);
   lldb::SBError error;
-  size_t read = process.ReadMemory(module.loadAddress, bytes.data(),
-                                   bytes.size(), error);
+  size_t read =
+      process.ReadMemory(module.loadAddress, bytes.data(), bytes.size(), error);
   if (read != bytes.size())
     return;
   llvm::SmallString<128> path;
@@ -135,14 +135,14 @@ llvm::json::Value Session::statusJson() const {
         {"exited", recorder.gone}});
   llvm::json::Array triggerList;
   for (const Trigger &trigger : triggers)
-    triggerList.push_back(llvm::json::Object{
-        {"breakpoint", int64_t(trigger.breakpoint)},
-        {"description", trigger.description},
-        {"hits", int64_t(trigger.hits)},
-        {"count", int64_t(trigger.count)},
-        {"continue", trigger.continueAfter},
-        {"pattern", trigger.pattern},
-        {"active", trigger.active()}});
+    triggerList.push_back(
+        llvm::json::Object{{"breakpoint", int64_t(trigger.breakpoint)},
+                           {"description", trigger.description},
+                           {"hits", int64_t(trigger.hits)},
+                           {"count", int64_t(trigger.count)},
+                           {"continue", trigger.continueAfter},
+                           {"pattern", trigger.pattern},
+                           {"active", trigger.active()}});
   llvm::json::Array snapshotList;
   for (const auto &record : snapshots)
     snapshotList.push_back(snapshotJson(*record));
@@ -317,8 +317,8 @@ std::string snapshotLine(const SnapshotRecord &record) {
   else
     os << "thread " << thread->tid << ", "
        << formatDuration(thread->endNs - thread->beginNs) << ", "
-       << withCommas(thread->calls) << " calls, "
-       << withCommas(thread->errors) << " errors";
+       << withCommas(thread->calls) << " calls, " << withCommas(thread->errors)
+       << " errors";
   if (!record.path.empty())
     os << " -> " << record.path << " (open in ui.perfetto.dev)";
   return line;

@@ -31,8 +31,7 @@ namespace {
 llvm::Error error(const char *format) {
   return llvm::createStringError("%s", format);
 }
-template <typename... Ts>
-llvm::Error error(const char *format, Ts... values) {
+template <typename... Ts> llvm::Error error(const char *format, Ts... values) {
   return llvm::createStringError(format, values...);
 }
 
@@ -145,9 +144,9 @@ public:
     if (!process.IsValid() || !process.IsValid() ||
         process.GetState() == lldb::eStateExited ||
         process.GetState() == lldb::eStateInvalid)
-      return failCommand(
-          result, error("no process to trace (start one first, e.g. "
-                        "'b main' and 'run')"));
+      return failCommand(result,
+                         error("no process to trace (start one first, e.g. "
+                               "'b main' and 'run')"));
     if (session.attached && session.pid == process.GetProcessID() &&
         !session.exited)
       return failCommand(
@@ -213,10 +212,10 @@ public:
         uint64_t tid = 0;
         if (part.trim().getAsInteger(0, tid) ||
             !process.GetThreadByID(tid).IsValid())
-          return failCommand(
-              result, error("no thread '%s' in the process (see 'thread "
-                            "list'; use all, current or TIDs)",
-                            part.str().c_str()));
+          return failCommand(result,
+                             error("no thread '%s' in the process (see 'thread "
+                                   "list'; use all, current or TIDs)",
+                                   part.str().c_str()));
         filter.push_back(tid);
       }
     }
@@ -258,8 +257,7 @@ public:
     llvm::raw_string_ostream os(text);
     os << "magic-trace: recording process " << session.pid << " with backend "
        << backend << note << ", " << (writerOptions.bufferSize >> 10)
-       << " KiB per thread, timer " << timer << ", threads " << threads
-       << "\n";
+       << " KiB per thread, timer " << timer << ", threads " << threads << "\n";
     os << "warning: under the emulate backend only 'magic-trace continue' "
           "records; a plain 'continue' runs untraced (shown as [untraced])";
     return succeed(result, text);
@@ -297,7 +295,8 @@ public:
     for (const auto &[tid, recorder] : session.recorders)
       os << "  thread " << tid << ": " << recorder.writer->instructions()
          << " instructions, " << recorder.writer->buffer().written()
-         << " bytes of PT" << (recorder.writer->buffer().wrapped() ? " (ring wrapped)" : "")
+         << " bytes of PT"
+         << (recorder.writer->buffer().wrapped() ? " (ring wrapped)" : "")
          << (recorder.gone ? ", exited" : "") << "\n";
     for (const Trigger &trigger : session.triggers)
       os << "  trigger: breakpoint " << trigger.breakpoint << " ("
@@ -366,24 +365,24 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
   };
   uint64_t before = session.stats.instructions;
   while (true) {
-    llvm::Expected<StepOutcome> outcome = runTraced(debugger, session, progress);
+    llvm::Expected<StepOutcome> outcome =
+        runTraced(debugger, session, progress);
     if (!outcome)
       return outcome.takeError();
     if (outcome->kind == StepOutcome::Breakpoint) {
       Trigger *trigger = findTrigger(session, outcome->breakpoint);
       if (!trigger || !trigger->active()) {
-        os << "magic-trace: thread " << outcome->tid << " stopped at breakpoint "
-           << outcome->breakpoint << " at "
+        os << "magic-trace: thread " << outcome->tid
+           << " stopped at breakpoint " << outcome->breakpoint << " at "
            << llvm::format_hex(outcome->pc, 0) << "\n";
         break;
       }
       ++trigger->hits;
-      std::string path = expandPattern(trigger->pattern,
-                                       session.snapshots.size() + 1);
-      llvm::Expected<SnapshotRecord *> record =
-          takeSnapshot(debugger, session, outcome->tid,
-                       "breakpoint " + std::to_string(trigger->breakpoint),
-                       path);
+      std::string path =
+          expandPattern(trigger->pattern, session.snapshots.size() + 1);
+      llvm::Expected<SnapshotRecord *> record = takeSnapshot(
+          debugger, session, outcome->tid,
+          "breakpoint " + std::to_string(trigger->breakpoint), path);
       if (!record)
         return record.takeError();
       os << snapshotLine(**record) << "\n";
@@ -422,16 +421,16 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
       os << "magic-trace: interrupted\n";
       break;
     }
-    os << "magic-trace: thread " << outcome->tid << " stopped: "
-       << outcome->description << "\n";
+    os << "magic-trace: thread " << outcome->tid
+       << " stopped: " << outcome->description << "\n";
     break;
   }
   uint64_t traced = session.stats.instructions - before;
   os << "magic-trace: traced " << traced << " instructions ("
-     << llvm::format("%.0f", session.stats.seconds > 0
-                                 ? session.stats.instructions /
-                                       session.stats.seconds
-                                 : 0.0)
+     << llvm::format("%.0f",
+                     session.stats.seconds > 0
+                         ? session.stats.instructions / session.stats.seconds
+                         : 0.0)
      << " instructions/s)";
   return llvm::Error::success();
 }
@@ -494,9 +493,8 @@ public:
     std::string path = expandPattern(args->get("output", "magic-trace-%N.fxt"),
                                      (*session)->snapshots.size() + 1);
     lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
-    uint64_t tid = process.IsValid()
-                       ? process.GetSelectedThread().GetThreadID()
-                       : 0;
+    uint64_t tid =
+        process.IsValid() ? process.GetSelectedThread().GetThreadID() : 0;
     llvm::Expected<SnapshotRecord *> record =
         takeSnapshot(debugger, **session, tid, "command", path);
     if (!record)
@@ -515,8 +513,9 @@ const OptionSpec snapshotOnOptions[] = {
     {'f', "file", true, "FILE", "Trigger at a source line (with --line)."},
     {'l', "line", true, "LINE", "The line of --file."},
     {'a', "address", true, "ADDRESS", "Trigger at this load address."},
-    {'c', "count", true, "N", "Stop triggering after N hits (default: every "
-                              "hit)."},
+    {'c', "count", true, "N",
+     "Stop triggering after N hits (default: every "
+     "hit)."},
     {'C', "continue", false, nullptr,
      "Resume (traced) after each snapshot instead of stopping."},
     {'o', "output", true, "PATTERN",
@@ -589,7 +588,8 @@ public:
                         trigger.description.c_str()));
     }
     if (args->has("count")) {
-      llvm::Expected<unsigned> count = parseCount(args->get("count", ""), "count");
+      llvm::Expected<unsigned> count =
+          parseCount(args->get("count", ""), "count");
       if (!count)
         return failCommand(result, count.takeError());
       trigger.count = *count;
@@ -633,8 +633,8 @@ llvm::Expected<Snapshot> withCopiesInside(const Snapshot &snapshot,
     llvm::SmallString<256> target(dir);
     llvm::sys::path::append(target, "modules");
     if (std::error_code ec = llvm::sys::fs::create_directories(target))
-      return error("cannot create '%s': %s (check the path)",
-                   target.c_str(), ec.message().c_str());
+      return error("cannot create '%s': %s (check the path)", target.c_str(),
+                   ec.message().c_str());
     std::string name = llvm::sys::path::filename(module.fileCopy).str();
     llvm::sys::path::append(target, name);
     if (std::error_code ec = llvm::sys::fs::copy_file(module.fileCopy, target))
@@ -684,11 +684,10 @@ public:
         return failCommand(result, bundled.takeError());
       if (llvm::Error err = writeBundle(*bundled, path))
         return failCommand(result, std::move(err));
-      return succeed(result, "magic-trace: snapshot " +
-                                 std::to_string((*record)->number) +
-                                 " saved as an intel-pt trace bundle in " +
-                                 path + " (load it with 'trace load " + path +
-                                 "/trace.json')");
+      return succeed(
+          result, "magic-trace: snapshot " + std::to_string((*record)->number) +
+                      " saved as an intel-pt trace bundle in " + path +
+                      " (load it with 'trace load " + path + "/trace.json')");
     }
     llvm::Expected<TraceFormat> parsed = parseTraceFormat(format);
     if (!parsed || *parsed == TraceFormat::Text) {
@@ -701,8 +700,8 @@ public:
     if (llvm::Error err = writeTrace((*record)->result, path, *parsed))
       return failCommand(result, std::move(err));
     return succeed(result, "magic-trace: snapshot " +
-                               std::to_string((*record)->number) + " saved as " +
-                               format + " to " + path);
+                               std::to_string((*record)->number) +
+                               " saved as " + format + " to " + path);
   }
 };
 
@@ -746,7 +745,8 @@ public:
       options.lastNs = *last;
     }
     if (args->has("depth")) {
-      llvm::Expected<unsigned> depth = parseCount(args->get("depth", ""), "depth");
+      llvm::Expected<unsigned> depth =
+          parseCount(args->get("depth", ""), "depth");
       if (!depth)
         return failCommand(result, depth.takeError());
       options.maxDepth = *depth;

@@ -131,24 +131,23 @@ llvm::Error writeTrace(const PipelineResult &result, llvm::StringRef path,
     return error;
   os.close();
   if (os.has_error())
-    return llvm::createStringError(os.error(),
-                                   "cannot write '%s': %s (check the disk)",
-                                   path.str().c_str(),
-                                   os.error().message().c_str());
+    return llvm::createStringError(
+        os.error(), "cannot write '%s': %s (check the disk)",
+        path.str().c_str(), os.error().message().c_str());
   return llvm::Error::success();
 }
 
 llvm::json::Value summaryJson(const PipelineResult &result) {
   llvm::json::Array threads;
   for (const ThreadSummary &thread : result.threads)
-    threads.push_back(llvm::json::Object{
-        {"tid", int64_t(thread.tid)},
-        {"spanNs", int64_t(thread.endNs - thread.beginNs)},
-        {"instructions", int64_t(thread.instructions)},
-        {"calls", int64_t(thread.calls)},
-        {"errors", int64_t(thread.errors)},
-        {"traceBytes", int64_t(thread.traceBytes)},
-        {"triggered", thread.triggered}});
+    threads.push_back(
+        llvm::json::Object{{"tid", int64_t(thread.tid)},
+                           {"spanNs", int64_t(thread.endNs - thread.beginNs)},
+                           {"instructions", int64_t(thread.instructions)},
+                           {"calls", int64_t(thread.calls)},
+                           {"errors", int64_t(thread.errors)},
+                           {"traceBytes", int64_t(thread.traceBytes)},
+                           {"triggered", thread.triggered}});
   llvm::json::Array problems;
   for (const std::string &problem : result.moduleProblems)
     problems.push_back(problem);
