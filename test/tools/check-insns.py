@@ -10,8 +10,9 @@ checks that the instruction addresses it lists are exactly those in
 DIR/groundtruth/<tid>.insns, with the ranges in <tid>.lost taken out (an
 injected overflow; LLDB may mark it with an error).
 
-The comparison runs backwards from the last instruction, so with --wrapped (the
-ring buffer overwrote the oldest bytes) LLDB may list a suffix of the ground
+The comparison runs backwards from the last instruction, so when the ring
+buffer wrapped (the oldest bytes were overwritten: "wrapped" in
+DIR/magic-trace.json, or --wrapped) LLDB may list a suffix of the ground
 truth: what follows the first PSB it syncs to.
 
 Forgiven, by name and count, and only next to a "trace synchronization point"
@@ -211,6 +212,16 @@ def read_tids(bundle):
                  f"(is it a bundle written by magic-trace-emulate?)")
 
 
+def read_wrapped(bundle):
+    """{tid: wrapped} from magic-trace.json; empty when it is absent."""
+    try:
+        with open(os.path.join(bundle, "magic-trace.json")) as f:
+            extra = json.load(f)
+        return {t["tid"]: bool(t.get("wrapped")) for t in extra.get("threads", [])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
 def main():
     parser = argparse.ArgumentParser(
         description="compare LLDB's decode of bundles with the ground truth")
@@ -218,7 +229,8 @@ def main():
                         help="bundle directories (with trace.json)")
     parser.add_argument("--lldb", default="lldb-22")
     parser.add_argument("--wrapped", action="store_true",
-                        help="the rings wrapped: LLDB may list a suffix")
+                        help="treat every ring as wrapped: LLDB may list a "
+                        "suffix")
     parser.add_argument("--dump", help="use this saved LLDB dump instead of "
                         "running LLDB")
     args = parser.parse_args()
@@ -236,14 +248,15 @@ def main():
     ok, forgiven = True, []
     for bundle, (_, tids) in zip(args.bundles, described):
         print(f"bundle {bundle}:")
+        wrapped = read_wrapped(bundle)
         for tid in tids:
             expected, total = load_truth(bundle, tid)
             if tid not in decoded:
                 print(f"thread {tid}: DIVERGENCE: LLDB printed no dump for it")
                 ok = False
                 continue
-            ok &= compare(tid, decoded[tid], expected, total, args.wrapped,
-                          forgiven)
+            ok &= compare(tid, decoded[tid], expected, total,
+                          args.wrapped or wrapped.get(tid, False), forgiven)
     for name, tid, line in forgiven:
         print(f"forgiven: {name} (thread {tid}, dump line {line})")
     counts = {}

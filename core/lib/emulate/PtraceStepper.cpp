@@ -10,6 +10,7 @@
 #include "magic_trace/InsnClassifier.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/StackUnwinder.h"
+#include "magic_trace/VirtualClock.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
@@ -144,6 +145,21 @@ bool isCaught(pid_t tid, int signal) {
 bool handlerPending(pid_t tid) {
   SignalMasks masks = readSignalMasks(tid);
   return masks.pending & ~masks.blocked & masks.caught;
+}
+
+/// Where a thread stopped by a signal in the middle of a syscall resumes
+/// when the signal is not handled: the kernel restarts the syscall
+/// (-ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND, -ERESTART_RESTARTBLOCK)
+/// by backing the IP up over the 2-byte `syscall`. Otherwise `rip`.
+uint64_t resumeIp(pid_t tid, uint64_t rip) {
+  user_regs_struct regs;
+  if (ptrace(PTRACE_GETREGS, tid, nullptr, &regs) != 0)
+    return rip;
+  int64_t result = int64_t(regs.rax);
+  bool inSyscall = int64_t(regs.orig_rax) >= 0;
+  bool restarts =
+      result == -512 || result == -513 || result == -514 || result == -516;
+  return inSyscall && restarts ? rip - 2 : rip;
 }
 
 class Emulator {
@@ -287,8 +303,9 @@ Error Emulator::runToStart(Tracee &tracee, uint64_t startAddress) {
     if (regs.rip - 1 != startAddress)
       continue;
     // The start point: undo the int3 and back up over it.
-    if (ptrace(PTRACE_POKETEXT, pid, startAddress, word) != 0)
-      return ptraceError("POKETEXT", pid);
+    // Memory goes through the stopped thread: the others may be running.
+    if (ptrace(PTRACE_POKETEXT, tid, startAddress, word) != 0)
+      return ptraceError("POKETEXT", tid);
     regs.rip = startAddress;
     if (ptrace(PTRACE_SETREGS, tid, nullptr, &regs) != 0)
       return ptraceError("SETREGS", tid);
@@ -459,7 +476,9 @@ Error Emulator::handleStop(TracedThread &thread, int status) {
     // at the start point: trace it from here.
     if (stopRequested)
       return Error::success();
-    thread.ip = rip;
+    // A thread stopped inside a syscall (by the start point's SIGSTOP) runs
+    // that syscall again.
+    thread.ip = signal == SIGSTOP ? resumeIp(thread.tid, rip) : rip;
     return startThread(thread);
   }
   if (signal == SIGTRAP && wasStepping) {
@@ -495,6 +514,9 @@ Error Emulator::handleStop(TracedThread &thread, int status) {
     thread.signalToDeliver = signal;
     thread.deliveringToHandler = isCaught(thread.tid, signal);
   }
+  // Without a handler, an interrupted syscall is restarted: it runs again.
+  if (!thread.deliveringToHandler)
+    thread.ip = resumeIp(thread.tid, rip);
   return stepThread(thread);
 }
 
@@ -680,16 +702,9 @@ Expected<EmulateResult> Emulator::run() {
   Snapshot &snapshot = result.snapshot;
   snapshot.pid = uint64_t(pid);
   snapshot.processName = sys::path::filename(path).str();
-  // The virtual CPU: libipt (and so LLDB) refuses a CPU it does not know
-  // (pt_cpu_errata -> "unknown cpu"), so name a real one with the fewest
-  // errata: Broadwell (family 6, model 0x3d) has only bdm70 (stray FUP in a
-  // PSB+ before TIP.PGE) and bdm64 (TSX aborts), neither of which the
-  // emulator produces. Skylake and later add OVF/TIP.PGD workarounds that
-  // would reinterpret packets we write on purpose.
-  snapshot.cpu.vendor = "GenuineIntel";
-  snapshot.cpu.family = 6;
-  snapshot.cpu.model = 0x3d;
-  snapshot.cpu.stepping = 4;
+  // The virtual CPU and clock of the packets (VirtualClock.h).
+  snapshot.cpu = emulatorCpu();
+  snapshot.timing = VirtualClock::timing;
   for (auto &thread : threads) {
     if (!thread->writer)
       continue;
