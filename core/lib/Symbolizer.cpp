@@ -23,6 +23,8 @@
 
 #include "magic_trace/Symbolizer.h"
 
+#include "DwarfLineCheck.h"
+
 #include "llvm/BinaryFormat/ELF.h"
 #include "llvm/DebugInfo/DIContext.h"
 #include "llvm/DebugInfo/DWARF/DWARFCompileUnit.h"
@@ -330,6 +332,36 @@ std::string findDebugFile(const object::ObjectFile &object, StringRef path) {
   return "";
 }
 
+/// The raw line-table sections of `object`; nullopt when one is compressed
+/// (then there is nothing cheap to check).
+std::optional<DwarfLineSections>
+lineSections(const object::ObjectFile &object) {
+  DwarfLineSections sections;
+  sections.littleEndian = object.isLittleEndian();
+  for (const object::SectionRef &section : object.sections()) {
+    Expected<StringRef> name = section.getName();
+    if (!name) {
+      consumeError(name.takeError());
+      continue;
+    }
+    StringRef *slot = *name == ".debug_line"       ? &sections.line
+                      : *name == ".debug_line_str" ? &sections.lineStr
+                      : *name == ".debug_str"      ? &sections.str
+                                                   : nullptr;
+    if (!slot)
+      continue;
+    if (section.isCompressed())
+      return std::nullopt;
+    Expected<StringRef> contents = section.getContents();
+    if (!contents) {
+      consumeError(contents.takeError());
+      continue;
+    }
+    *slot = *contents;
+  }
+  return sections;
+}
+
 /// The entry of the physical function `subprogram`: DW_AT_low_pc, else
 /// DW_AT_entry_pc, else its lowest range.
 uint64_t entryOf(const DWARFDie &subprogram) {
@@ -510,6 +542,17 @@ public:
         consumeError(debugBinary.takeError());
       }
     }
+    // LLVM's line-table parser crashes on some damaged prologues: check
+    // them first, and keep to the symbol table if they are damaged.
+    if (std::optional<DwarfLineSections> sections = lineSections(*debugObject))
+      if (Error error = checkDwarfLineTables(*sections)) {
+        warnings.push_back(
+            name + ": damaged DWARF in " +
+            (debugPath.empty() ? module.fileToRead() : debugPath) + ": " +
+            toString(std::move(error)) +
+            " (symbolizing from the symbol table)");
+        return;
+      }
     dwarf = DWARFContext::create(
         *debugObject, DWARFContext::ProcessDebugRelocations::Process, nullptr,
         "", [](Error error) { consumeError(std::move(error)); },
@@ -519,6 +562,8 @@ public:
   }
 
   bool usable() const { return problem.empty(); }
+  /// Problems that leave the module usable (damaged DWARF).
+  const std::vector<std::string> &warningTexts() const { return warnings; }
   const std::string &problemText() const { return problem; }
   const std::vector<LoadSegmentHeader> &loadHeaders() const { return loads; }
 
@@ -615,6 +660,7 @@ private:
   StringTable &strings;
   bool demangle;
   std::string problem;
+  std::vector<std::string> warnings;
   object::OwningBinary<object::ObjectFile> owner;
   object::OwningBinary<object::ObjectFile> debugOwner; ///< Separate DWARF.
   std::vector<LoadSegmentHeader> loads;
@@ -678,6 +724,10 @@ private:
     ObjectInfo *object = objectFor(module);
     if (!object->usable())
       problems.push_back(object->problemText());
+    for (const std::string &warning : object->warningTexts())
+      if (std::find(problems.begin(), problems.end(), warning) ==
+          problems.end())
+        problems.push_back(warning);
     ObjectInfo *usable = object->usable() ? object : nullptr;
     const auto &loads = object->loadHeaders();
     if (!module.segments.empty()) {

@@ -18,6 +18,8 @@
 #include "gtest/gtest.h"
 
 #include <dlfcn.h>
+#include <fstream>
+#include <random>
 #include <set>
 #include <string>
 
@@ -432,6 +434,112 @@ TEST(SymbolizerTest, UnusableModulesAreReportedAndUnknown) {
       llvm::StringRef(names(inWrong, strings)[0]).starts_with("[unknown @ 0x"));
   const SymbolRange &inRight = symbolizer.lookup(0x200000 + hotLoop);
   EXPECT_EQ(names(inRight, strings)[0], "shapes::hotLoop(int)");
+}
+
+std::string readBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeBytes(const std::string &path, llvm::StringRef bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), bytes.size());
+}
+
+/// Symbolizes every byte of the original .text against a damaged copy: each
+/// answer must be a range containing its address with at least one frame.
+void expectSaneAnswers(const std::string &path, const ElfFacts &facts) {
+  Module module;
+  module.path = path;
+  module.loadAddress = 0;
+  for (const LoadedSegment &load : facts.loads)
+    module.segments.push_back(load); // PIE: runtime == file addresses.
+  StringTable strings;
+  Symbolizer symbolizer({module}, strings);
+  for (uint64_t address = facts.textBegin; address < facts.textEnd; ++address) {
+    const SymbolRange &range = symbolizer.lookup(address);
+    ASSERT_LE(range.begin, address) << path;
+    ASSERT_GT(range.end, address) << path;
+    ASSERT_FALSE(range.frames.empty()) << path;
+  }
+}
+
+TEST(SymbolizerTest, TruncatedAndCorruptedFilesNeverCrash) {
+  ElfFacts facts = readElf(Program);
+  std::string original = readBytes(Program);
+  ASSERT_GT(original.size(), 4096u);
+  std::string damaged = ::testing::TempDir() + "sym_inline.damaged";
+
+  for (size_t size : {size_t(0), size_t(16), size_t(64), size_t(1000),
+                      original.size() / 2, original.size() - 100}) {
+    writeBytes(damaged, llvm::StringRef(original).take_front(size));
+    expectSaneAnswers(damaged, facts);
+  }
+
+  // Random bytes written over the debug sections (and then over the whole
+  // file after the ELF header), several seeds.
+  auto binary =
+      llvm::cantFail(llvm::object::ObjectFile::createObjectFile(Program));
+  std::vector<std::pair<uint64_t, uint64_t>> debugSections;
+  for (const llvm::object::SectionRef &section : binary.getBinary()->sections())
+    if (llvm::cantFail(section.getName()).starts_with(".debug_")) {
+      auto *elf =
+          llvm::cast<llvm::object::ELF64LEObjectFile>(binary.getBinary());
+      auto header = elf->getSection(section.getRawDataRefImpl());
+      debugSections.push_back({header->sh_offset, header->sh_size});
+    }
+  ASSERT_FALSE(debugSections.empty());
+  debugSections.push_back({64, original.size() - 64});
+  for (unsigned seed = 1; seed <= 6; ++seed) {
+    std::mt19937 random(seed);
+    for (const auto &[offset, size] : debugSections) {
+      std::string bytes = original;
+      for (int i = 0; i < 64 && size > 0; ++i)
+        bytes[offset + random() % size] = char(random());
+      writeBytes(damaged, bytes);
+      expectSaneAnswers(damaged, facts);
+    }
+  }
+  std::remove(damaged.c_str());
+}
+
+TEST(SymbolizerTest, DamagedLineTableFallsBackToTheSymbolTable) {
+  // A line-table header length past its unit: LLVM 22's parser (and so
+  // llvm-symbolizer-22) crashes on this file, so its DWARF must not be used.
+  ElfFacts facts = readElf(Program);
+  std::string bytes = readBytes(Program);
+  auto binary =
+      llvm::cantFail(llvm::object::ObjectFile::createObjectFile(Program));
+  auto *elf = llvm::cast<llvm::object::ELF64LEObjectFile>(binary.getBinary());
+  uint64_t lineOffset = 0;
+  for (const llvm::object::SectionRef &section : elf->sections())
+    if (llvm::cantFail(section.getName()) == ".debug_line")
+      lineOffset = elf->getSection(section.getRawDataRefImpl())->sh_offset;
+  ASSERT_NE(lineOffset, 0u);
+  // DWARF 5: unit_length (4), version (2), address and selector sizes (2),
+  // then header_length (4).
+  ASSERT_EQ(bytes[lineOffset + 4], 5);
+  bytes[lineOffset + 11] = char(0xa8);
+  std::string damaged = ::testing::TempDir() + "sym_inline.badline";
+  writeBytes(damaged, bytes);
+
+  StringTable strings;
+  Symbolizer symbolizer({atFileAddresses(damaged)}, strings);
+  std::vector<std::string> problems = symbolizer.moduleProblems();
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_NE(problems[0].find("sym_inline.badline: damaged DWARF in "),
+            std::string::npos)
+      << problems[0];
+  EXPECT_NE(problems[0].find("header ends past its unit (symbolizing from the "
+                             "symbol table)"),
+            std::string::npos)
+      << problems[0];
+  uint64_t hotLoop = facts.symbolAddress("_ZN6shapes7hotLoopEi");
+  const SymbolRange &range = symbolizer.lookup(hotLoop + 4);
+  EXPECT_FALSE(range.fromDebugInfo);
+  EXPECT_EQ(names(range, strings),
+            std::vector<std::string>{"shapes::hotLoop(int)"});
+  std::remove(damaged.c_str());
 }
 
 TEST(SymbolizerTest, UnmappedCodeIsOneRangePerPage) {

@@ -122,7 +122,8 @@ public:
   static Expected<std::unique_ptr<PieceDecoder>>
   create(const pt_config &config, const PtImage &image,
          ArrayRef<uint64_t> psbs) {
-    std::unique_ptr<PieceDecoder> result(new PieceDecoder(image, psbs));
+    std::unique_ptr<PieceDecoder> result(
+        new PieceDecoder(image, psbs, uint64_t(config.end - config.begin)));
     auto copy = image.copy();
     if (!copy)
       return copy.takeError();
@@ -144,6 +145,15 @@ public:
   Piece decodeFrom(size_t start, size_t boundary) {
     Piece piece;
     piece.handoff = psbs.size();
+    // About 1.5 items per PT byte in practice (a TNT byte holds up to six
+    // branches). Reserving only claims address space; pages are touched as
+    // items arrive, and no reallocation copies them (which dominated the
+    // benchmark on a VM where page faults are dear). The first piece
+    // reserves for the whole buffer: the stitcher moves it and appends the
+    // others to it.
+    uint64_t end =
+        boundary < psbs.size() && start ? psbs[boundary] : bufferSize;
+    piece.items.reserve((end - psbs[start]) * 2);
     size_t index = start;
     while (index < psbs.size()) {
       if (index >= boundary) {
@@ -165,8 +175,9 @@ public:
   }
 
 private:
-  PieceDecoder(const PtImage &image, ArrayRef<uint64_t> psbs)
-      : image(image), psbs(psbs) {}
+  PieceDecoder(const PtImage &image, ArrayRef<uint64_t> psbs,
+               uint64_t bufferSize)
+      : image(image), psbs(psbs), bufferSize(bufferSize) {}
 
   /// Index of the last PSB at or before `offset`.
   size_t psbIndexAt(uint64_t offset) const {
@@ -327,6 +338,10 @@ private:
         }
         if (status >= 0)
           continue;
+        // Nothing decoded: the failure is at the block's start, e.g. the
+        // address no module maps.
+        if (!block.ninsn && block.ip)
+          lastIp = block.ip;
       }
       if (status == -pte_eos)
         return std::nullopt;
@@ -346,20 +361,25 @@ private:
 
   const PtImage &image;
   ArrayRef<uint64_t> psbs;
+  uint64_t bufferSize;
   PtImageHandle imageCopy;
   BlockDecoderHandle decoder;
   std::unique_ptr<InsnClassifier> classifier;
   DenseMap<uint64_t, BranchClass> classes;
 };
 
-/// Appends `piece` to `out`, renumbering its error references.
+/// Appends `piece` to `out`, renumbering its error references. The first
+/// piece is moved, not copied.
 void appendPiece(ThreadDecode &out, Piece &piece) {
   uint32_t base = static_cast<uint32_t>(out.errors.size());
-  for (TraceItem item : piece.items) {
-    if (item.kind == ItemKind::Error)
-      item.detail += base;
-    out.items.push_back(item);
-  }
+  if (base)
+    for (TraceItem &item : piece.items)
+      if (item.kind == ItemKind::Error)
+        item.detail += base;
+  if (out.items.empty() && !out.items.capacity())
+    out.items = std::move(piece.items);
+  else
+    out.items.insert(out.items.end(), piece.items.begin(), piece.items.end());
   for (DecodeError &error : piece.errors)
     out.errors.push_back(std::move(error));
 }

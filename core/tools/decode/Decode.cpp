@@ -10,7 +10,6 @@
 #include "magic_trace/Symbolizer.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
@@ -24,28 +23,80 @@ namespace {
 
 enum class DumpKind { None, Events, Calls, Insns };
 
-cl::OptionCategory category("magic-trace-decode options");
-cl::opt<std::string> input(cl::Positional, cl::Required,
-                           cl::desc("BUNDLE_DIR_OR_JSON"), cl::cat(category));
-cl::opt<DumpKind> dump(
-    "dump", cl::desc("What to print before the summary (default events)"),
-    cl::values(clEnumValN(DumpKind::Events, "events",
-                          "one line per control-flow event"),
-               clEnumValN(DumpKind::Calls, "calls", "only calls and returns"),
-               clEnumValN(DumpKind::Insns, "insns",
-                          "every executed instruction address"),
-               clEnumValN(DumpKind::None, "none", "only the summary")),
-    cl::init(DumpKind::Events), cl::cat(category));
-cl::opt<unsigned> threads("threads",
-                          cl::desc("Decode threads (default: cores; 1 = "
-                                   "serial)"),
-                          cl::value_desc("N"), cl::init(0), cl::cat(category));
-cl::opt<uint64_t> tid("tid", cl::desc("Only this thread"), cl::value_desc("T"),
-                      cl::init(0), cl::cat(category));
-cl::opt<uint64_t> chunkBytes(
-    "chunk-bytes",
-    cl::desc("Smallest piece of a buffer per decode task (default 65536)"),
-    cl::value_desc("BYTES"), cl::init(64 * 1024), cl::cat(category));
+const char *const kUsage =
+    "usage: magic-trace-decode BUNDLE_DIR_OR_JSON [--dump "
+    "events|calls|insns|none] [--threads N] [--tid T] [--chunk-bytes B]\n"
+    "  --dump events   one line per control-flow event (default)\n"
+    "  --dump calls    only calls and returns\n"
+    "  --dump insns    every executed instruction address\n"
+    "  --dump none     only the summary\n"
+    "  --threads N     decode threads (default: cores; 1 = serial)\n"
+    "  --tid T         only this thread\n"
+    "  --chunk-bytes B smallest piece of a buffer per decode task (65536)\n";
+
+struct Args {
+  std::string input;
+  DumpKind dump = DumpKind::Events;
+  unsigned threads = 0;
+  uint64_t tid = 0;
+  uint64_t chunkBytes = 64 * 1024;
+};
+
+/// Parses the command line by hand: libLLVM.so already registers a global
+/// "threads" option, so llvm::cl cannot take ours.
+Expected<Args> parseArgs(int argc, char **argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    StringRef arg = argv[i];
+    if (!arg.starts_with("-")) {
+      if (!args.input.empty())
+        return createStringError("more than one bundle given (" + arg.str() +
+                                 "); pass one BUNDLE_DIR_OR_JSON");
+      args.input = arg.str();
+      continue;
+    }
+    auto [name, value] = arg.split('=');
+    name = name.ltrim('-');
+    if (name == "help" || name == "h")
+      return createStringError("help");
+    if (!arg.contains('=')) {
+      if (i + 1 >= argc)
+        return createStringError("--" + name.str() +
+                                 " needs a value (see --help)");
+      value = argv[++i];
+    }
+    uint64_t number = 0;
+    if (name == "dump") {
+      if (value == "events")
+        args.dump = DumpKind::Events;
+      else if (value == "calls")
+        args.dump = DumpKind::Calls;
+      else if (value == "insns")
+        args.dump = DumpKind::Insns;
+      else if (value == "none")
+        args.dump = DumpKind::None;
+      else
+        return createStringError("unknown --dump kind '" + value.str() +
+                                 "' (use events, calls, insns or none)");
+    } else if (name == "threads" || name == "tid" || name == "chunk-bytes") {
+      if (value.getAsInteger(0, number))
+        return createStringError("--" + name.str() + " wants a number, not '" +
+                                 value.str() + "'");
+      if (name == "threads")
+        args.threads = static_cast<unsigned>(number);
+      else if (name == "tid")
+        args.tid = number;
+      else
+        args.chunkBytes = number;
+    } else {
+      return createStringError("unknown option '" + arg.str() +
+                               "' (see --help)");
+    }
+  }
+  if (args.input.empty())
+    return createStringError("no bundle given (pass BUNDLE_DIR_OR_JSON)");
+  return args;
+}
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "magic-trace-decode") << message << "\n";
@@ -183,22 +234,25 @@ uint64_t printEvents(raw_ostream &out, Namer &namer, const ThreadDecode &decode,
 } // namespace
 
 int main(int argc, char **argv) {
-  cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "magic-trace-decode: decode an Intel PT trace bundle offline\n\n"
-      "  magic-trace-decode BUNDLE_DIR_OR_JSON [--dump events|calls|insns|"
-      "none] [--threads N] [--tid T]\n");
+  Expected<Args> parsed = parseArgs(argc, argv);
+  if (!parsed) {
+    std::string message = toString(parsed.takeError());
+    if (message == "help") {
+      outs() << kUsage;
+      return 0;
+    }
+    return fail(message);
+  }
+  const Args &args = *parsed;
 
-  Expected<Snapshot> snapshot = loadBundle(input);
+  Expected<Snapshot> snapshot = loadBundle(args.input);
   if (!snapshot)
     return fail(toString(snapshot.takeError()));
 
   DecodeOptions options;
-  options.threads = threads;
-  options.onlyTid = tid;
-  options.minChunkBytes = chunkBytes;
-
+  options.threads = args.threads;
+  options.onlyTid = args.tid;
+  options.minChunkBytes = args.chunkBytes;
 
   auto started = std::chrono::steady_clock::now();
   Expected<DecodeResult> result = decodeSnapshot(*snapshot, options);
@@ -219,7 +273,7 @@ int main(int argc, char **argv) {
   for (const ThreadDecode &decode : result->threads) {
     instructions += decode.instructions;
     errors += decode.errors.size();
-    switch (dump) {
+    switch (args.dump) {
     case DumpKind::Insns: {
       out << "# thread " << decode.tid << " instructions "
           << decode.instructions << "\n";
@@ -228,12 +282,13 @@ int main(int argc, char **argv) {
         return fail(toString(addresses.takeError()));
       for (uint64_t address : *addresses)
         out << hex(address) << "\n";
+      events += printEvents(nulls(), namer, decode, false);
       break;
     }
     case DumpKind::Events:
     case DumpKind::Calls:
       out << "# thread " << decode.tid << "\n";
-      events += printEvents(out, namer, decode, dump == DumpKind::Calls);
+      events += printEvents(out, namer, decode, args.dump == DumpKind::Calls);
       break;
     case DumpKind::None:
       events += printEvents(nulls(), namer, decode, false);
@@ -249,7 +304,7 @@ int main(int argc, char **argv) {
       << " (" << namer.stats().lookups << " lookups, "
       << namer.stats().distinctRanges << " ranges), decode "
       << format("%.3f", seconds * 1000) << " ms ("
-      << (threads ? threads.getValue() : 0) << " threads requested, "
+      << args.threads << " threads requested, "
       << result->stats.chunks << " pieces)\n";
   return 0;
 }

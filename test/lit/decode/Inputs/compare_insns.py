@@ -3,13 +3,12 @@
 ground truth (BUNDLE/groundtruth/<tid>.insns, <tid>.lost).
 
 The expected sequence is the ground truth minus the instruction ranges an
-injected overflow lost. A bundle whose ring buffer did not wrap must match it
-exactly; a wrapped one must match a suffix of it (decoding starts at the
-first PSB the ring kept), at least --min-fraction of the retained
-instructions long... which is all of them here: a suffix is exact by
-construction, so the only freedom is where it starts.
+injected overflow lost. A thread whose ring buffer did not wrap must match it
+exactly; a wrapped one (magic-trace.json says so) must match a suffix of it,
+since decoding starts at the first PSB the ring kept.
 
-Prints "OK tid N" per thread, or "MISMATCH ..." with context, and exits 1.
+Prints "OK tid <tid> <n> instructions[ (<k> lost ranges)][ wrapped]" per
+thread, or "MISMATCH ..." with context and exits 1.
 """
 import argparse
 import json
@@ -85,7 +84,8 @@ def main():
     for tid in sorted(decoded):
         got = decoded[tid]
         want, lost = read_truth(args.bundle, tid)
-        if args.wrapped or tid in wrapped:
+        is_wrapped = args.wrapped or tid in wrapped
+        if is_wrapped:
             if len(got) > len(want):
                 print("MISMATCH tid %d: %d decoded > %d executed" %
                       (tid, len(got), len(want)))
@@ -93,8 +93,9 @@ def main():
                 continue
             want = want[len(want) - len(got):]
         if got == want:
-            print("OK tid %d %d instructions%s" %
-                  (tid, len(got), " (%d lost ranges)" % len(lost) if lost else ""))
+            print("OK tid %d %d instructions%s%s" %
+                  (tid, len(got), " (%d lost ranges)" % len(lost) if lost else "",
+                   " wrapped" if is_wrapped else ""))
             continue
         ok = False
         i = first_difference(got, want)
