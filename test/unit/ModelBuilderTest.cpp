@@ -167,12 +167,20 @@ protected:
 
   std::string tree(ModelOptions options = {},
                    const ThreadStop *stop = nullptr) {
-    return render(build(options, stop), strings);
+    ThreadModel model = build(options, stop);
+    std::string out = render(model, strings);
+    // The invariants every writer relies on (TraceModel.h).
+    trace.threads.push_back(std::move(model));
+    if (llvm::Error err = validateModel(trace))
+      ADD_FAILURE() << llvm::toString(std::move(err));
+    trace.threads.clear();
+    return out;
   }
 
   void add(TraceItem item) { decode.items.push_back(item); }
 
-  StringTable strings;
+  TraceModel trace; ///< Owns the strings; validateModel checks the ids.
+  StringTable &strings = trace.strings;
   FakeSymbols symbols;
   ThreadDecode decode;
   ModelStats stats;

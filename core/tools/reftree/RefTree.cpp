@@ -36,37 +36,74 @@ uint64_t preferredBase(const object::ObjectFile &file) {
   return lowest == UINT64_MAX ? 0 : lowest & ~(PageSize - 1);
 }
 
+/// The module's code symbols, named the way llvm-symbolizer (and so the
+/// user) names code: FUNC, IFUNC and untyped symbols of .symtab, or of
+/// .dynsym when there is no .symtab; one per address (the largest); a symbol
+/// of size 0 covers everything up to the next one (so PLT stubs after a
+/// size-0 _init are "_init"), the last one up to the end of its section.
 void addSymbols(const Module &module, std::vector<RefFunction> &out) {
   auto binary = object::ObjectFile::createObjectFile(module.fileToRead());
   if (!binary) {
     consumeError(binary.takeError());
     return;
   }
-  const object::ObjectFile &file = *binary->getBinary();
-  uint64_t bias = module.loadAddress - preferredBase(file);
-  auto add = [&](const object::ELFSymbolRef &symbol) {
-    Expected<object::SymbolRef::Type> type = symbol.getType();
-    Expected<uint64_t> address = symbol.getAddress();
-    Expected<StringRef> name = symbol.getName();
-    if (!type || !address || !name) {
-      consumeError(type.takeError());
-      consumeError(address.takeError());
-      consumeError(name.takeError());
-      return;
-    }
-    if (*type != object::SymbolRef::ST_Function || symbol.getSize() == 0 ||
-        *address == 0)
-      return;
-    out.push_back({*address + bias, *address + bias + symbol.getSize(),
-                   name->str(), false});
-  };
-  const auto *elf = dyn_cast<object::ELFObjectFileBase>(&file);
+  const auto *elf = dyn_cast<object::ELFObjectFileBase>(binary->getBinary());
   if (!elf)
     return;
-  for (const object::ELFSymbolRef &symbol : elf->symbols())
-    add(symbol);
-  for (const object::ELFSymbolRef &symbol : elf->getDynamicSymbolIterators())
-    add(symbol);
+  uint64_t bias = module.loadAddress - preferredBase(*elf);
+  std::vector<RefFunction> symbols;
+  uint64_t lastSectionEnd = 0;
+  auto add = [&](const object::ELFSymbolRef &symbol) {
+    uint8_t type = symbol.getELFType();
+    if (type != ELF::STT_FUNC && type != ELF::STT_GNU_IFUNC &&
+        type != ELF::STT_NOTYPE)
+      return;
+    Expected<uint64_t> address = symbol.getAddress();
+    Expected<StringRef> name = symbol.getName();
+    Expected<object::section_iterator> section = symbol.getSection();
+    if (!address || !name || !section || *section == elf->section_end() ||
+        !(*section)->isText() || name->empty()) {
+      if (!address)
+        consumeError(address.takeError());
+      if (!name)
+        consumeError(name.takeError());
+      if (!section)
+        consumeError(section.takeError());
+      return;
+    }
+    uint64_t size = symbol.getSize();
+    symbols.push_back({*address + bias, size ? *address + bias + size : 0,
+                       name->str(), false});
+    lastSectionEnd = std::max(lastSectionEnd, (*section)->getAddress() +
+                                                  (*section)->getSize() + bias);
+  };
+  auto table = elf->symbols();
+  if (table.begin() == table.end())
+    table = elf->getDynamicSymbolIterators();
+  for (const object::SymbolRef &symbol : table)
+    add(object::ELFSymbolRef(symbol));
+
+  std::sort(symbols.begin(), symbols.end(),
+            [](const RefFunction &a, const RefFunction &b) {
+              if (a.begin != b.begin)
+                return a.begin < b.begin;
+              uint64_t sizeA = a.end ? a.end - a.begin : 0;
+              uint64_t sizeB = b.end ? b.end - b.begin : 0;
+              return sizeA > sizeB; // The largest first.
+            });
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    if (i > 0 && symbols[i].begin == out.back().begin)
+      continue;
+    RefFunction function = symbols[i];
+    if (function.end == 0) {
+      size_t next = i + 1;
+      while (next < symbols.size() && symbols[next].begin == function.begin)
+        ++next;
+      function.end =
+          next < symbols.size() ? symbols[next].begin : lastSectionEnd;
+    }
+    out.push_back(std::move(function));
+  }
 }
 
 } // namespace
@@ -74,18 +111,23 @@ void addSymbols(const Module &module, std::vector<RefFunction> &out) {
 RefSymbols::RefSymbols(const std::vector<Module> &modules) {
   for (const Module &module : modules)
     addSymbols(module, functions);
-  // Aliases (several names at one address) and nested symbols: keep the
-  // first name at each address and clip overlaps, so the list is a
-  // partition of the symbolized code.
+  // Modules do not overlap; a sized symbol inside another one's extent is
+  // left to the outer one, so the list is a partition.
   std::sort(functions.begin(), functions.end(),
             [](const RefFunction &a, const RefFunction &b) {
-              return a.begin != b.begin ? a.begin < b.begin
-                                        : a.name.size() < b.name.size();
+              return a.begin < b.begin;
             });
   std::vector<RefFunction> clean;
   for (RefFunction &function : functions) {
-    if (!clean.empty() && function.begin < clean.back().end)
-      continue;
+    if (!clean.empty() && function.begin < clean.back().end) {
+      // A symbol of size 0 ends where the next symbol starts.
+      if (function.begin > clean.back().begin &&
+          clean.back().end > function.end)
+        continue;
+      if (function.begin == clean.back().begin)
+        continue;
+      clean.back().end = function.begin;
+    }
     clean.push_back(std::move(function));
   }
   functions = std::move(clean);

@@ -12,9 +12,9 @@
 
 #include "magic_trace/Decoder.h"
 #include "magic_trace/ModelBuilder.h"
-#include "magic_trace/PtTiming.h"
 #include "magic_trace/PtraceStepper.h"
 #include "magic_trace/Symbolizer.h"
+#include "magic_trace/VirtualClock.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -125,15 +125,12 @@ int main(int argc, char **argv) {
 
   DecodeOptions decodeOptions;
   decodeOptions.threads = 1;
-  decodeOptions.timing.mtcFreq = VirtualClock::timing.mtcFreq;
-  decodeOptions.timing.nomFreq = VirtualClock::timing.nomFreq;
-  decodeOptions.timing.cpuid15Eax = VirtualClock::timing.cpuid15Eax;
-  decodeOptions.timing.cpuid15Ebx = VirtualClock::timing.cpuid15Ebx;
   Expected<DecodeResult> decoded = decodeSnapshot(snapshot, decodeOptions);
   if (!decoded)
     return fail(toString(decoded.takeError()));
 
-  StringTable strings;
+  TraceModel trace; ///< Owns the strings; validateModel checks the ids.
+  StringTable &strings = trace.strings;
   Symbolizer symbolizer(snapshot.modules, strings);
   auto lookup = [&](uint64_t address) -> const SymbolRange & {
     return symbolizer.lookup(address);
@@ -164,6 +161,14 @@ int main(int argc, char **argv) {
         buildThreadModel(*decode, lookup, nullptr, strings, {false, false});
     ThreadModel anchored =
         buildThreadModel(*decode, lookup, stop, strings, {true, true});
+    // The invariants every writer relies on (TraceModel.h).
+    for (const ThreadModel *built : {&stitched, &apart, &anchored}) {
+      trace.threads.assign(1, *built);
+      if (Error err = validateModel(trace)) {
+        outs() << "  invalid model: " << toString(std::move(err)) << "\n";
+        ok = false;
+      }
+    }
     std::vector<TreeFrame> model = modelTree(stitched, strings, true);
     std::vector<TreeFrame> unstitched = modelTree(apart, strings, false);
 
@@ -172,7 +177,11 @@ int main(int argc, char **argv) {
            << stitched.errors << " errors/overflows, "
            << stitched.segments.size() << " segments (" << stats.stitchedJoins
            << " stitched); reference " << reference.size() << " frames, model "
-           << model.size() << "\n";
+           << model.size() << "; "
+           << formatv("{0:F2}",
+                      double(stats.modelBytes) /
+                          double(std::max<uint64_t>(decode->instructions, 1)))
+           << " model bytes/instruction\n";
     if (dumpItems)
       for (const TraceItem &item : decode->items)
         outs() << "  item " << unsigned(item.kind) << " 0x"
@@ -193,14 +202,16 @@ int main(int argc, char **argv) {
              << "\n";
       ok = ok && difference.empty();
     }
+    size_t withStitching = matchingFrames(reference, model, tolerance);
+    size_t without = matchingFrames(reference, unstitched, tolerance);
     outs() << "  frames matching (function, begin and end within " << tolerance
-           << " ns): stitching on "
-           << percent(matchingFrames(reference, model, tolerance),
-                      reference.size())
-           << ", off "
-           << percent(matchingFrames(reference, unstitched, tolerance),
-                      reference.size())
-           << "\n";
+           << " ns): stitching on " << percent(withStitching, reference.size())
+           << ", off " << percent(without, reference.size()) << "\n";
+    if (!errorFree)
+      outs() << "  stitching gain: " << (withStitching >= without ? "+" : "-")
+             << (withStitching >= without ? withStitching - without
+                                          : without - withStitching)
+             << " frames\n";
     if (stop && !stop->frames.empty()) {
       std::vector<uint64_t> expected = stopStack(*stop, symbols);
       std::vector<uint64_t> actual = finalStack(anchored);
