@@ -1,6 +1,7 @@
 // A second thread: the emulator follows it (PTRACE_O_TRACECLONE) with its
 // own PT buffer. The worker does a little work and ends; main joins it.
 #include <pthread.h>
+#include <unistd.h>
 
 __attribute__((noinline)) void stop_here(int value) {
   asm volatile("" ::"r"(value) : "memory");
@@ -13,9 +14,15 @@ __attribute__((noinline)) int work(int n) {
   return total;
 }
 
+// A start point the worker reaches only after main surely waits in
+// pthread_join (lit: --start late_start).
+__attribute__((noinline)) int late_start(int n) { return work(n); }
+
 static void *worker(void *arg) {
   int *out = arg;
   *out = work(20);
+  usleep(50000);
+  *out += late_start(3);
   return 0;
 }
 

@@ -3,9 +3,11 @@
 // iterations fold into one instruction, threads are followed, dlopen'ed
 // libraries join the module list, and the stop context unwinds to main.
 #include "magic_trace/PtraceStepper.h"
+#include "magic_trace/Bundle.h"
 #include "magic_trace/ProcessModules.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
 
 #include <gtest/gtest.h>
 
@@ -122,6 +124,22 @@ TEST(PtraceStepper, WriterSeesExactlyTheGroundTruth) {
   EXPECT_EQ(run.result.instructions, truth.insns.size());
 }
 
+TEST(PtraceStepper, HexAddressesAreLinkTimeAddressesOfTheExecutable) {
+  std::string exe = inputPath("emu_calls");
+  EmulatedRun bySymbol = emulate({exe});
+  EmulateOptions options;
+  options.argv = {exe};
+  options.start =
+      "0x" + llvm::utohexstr(llvm::cantFail(findElfSymbol(exe, "main")));
+  options.stop =
+      "0x" + llvm::utohexstr(llvm::cantFail(findElfSymbol(exe, "stop_here")));
+  llvm::Expected<EmulateResult> byAddress = emulateProgram(options);
+  ASSERT_TRUE(bool(byAddress)) << llvm::toString(byAddress.takeError());
+  ASSERT_EQ(byAddress->truth.size(), 1u);
+  ASSERT_EQ(bySymbol.result.truth.size(), 1u);
+  EXPECT_EQ(byAddress->truth[0].insns, bySymbol.result.truth[0].insns);
+}
+
 TEST(PtraceStepper, RepIterationsFoldIntoOneInstruction) {
   EmulatedRun run = emulate({inputPath("emu_rep")});
   ASSERT_EQ(run.result.truth.size(), 1u);
@@ -180,6 +198,44 @@ TEST(PtraceStepper, StopContextUnwindsThroughMainToStart) {
   uint64_t startAddress = llvm::cantFail(findElfSymbol(exe, "_start")) + bias;
   EXPECT_GT(stop.frames.back(), startAddress);
   EXPECT_LT(stop.frames.back(), startAddress + 0x40);
+}
+
+TEST(PtraceStepper, RealPacketsRoundTripThroughTheBundle) {
+  // The real PacketWriter this time: the snapshot the CLI writes must load
+  // back unchanged (PT bytes, modules, stop context).
+  EmulateOptions options;
+  options.argv = {inputPath("emu_thread")};
+  options.stop = "late_start";
+  llvm::Expected<EmulateResult> result = emulateProgram(options);
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  const Snapshot &written = result->snapshot;
+  ASSERT_EQ(written.threads.size(), 2u);
+  for (const ThreadTrace &thread : written.threads)
+    EXPECT_FALSE(thread.bytes.empty());
+
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("mt-emulate", dir));
+  ASSERT_FALSE(bool(writeBundle(written, dir)));
+  llvm::Expected<Snapshot> loaded = loadBundle(dir);
+  ASSERT_TRUE(bool(loaded)) << llvm::toString(loaded.takeError());
+  ASSERT_EQ(loaded->threads.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(loaded->threads[i].tid, written.threads[i].tid);
+    EXPECT_EQ(loaded->threads[i].bytes, written.threads[i].bytes);
+  }
+  ASSERT_EQ(loaded->stop.size(), written.stop.size());
+  for (size_t i = 0; i < written.stop.size(); ++i) {
+    EXPECT_EQ(loaded->stop[i].frames, written.stop[i].frames);
+    EXPECT_EQ(loaded->stop[i].triggered, written.stop[i].triggered);
+  }
+  ASSERT_EQ(loaded->modules.size(), written.modules.size());
+  for (size_t i = 0; i < written.modules.size(); ++i) {
+    EXPECT_EQ(loaded->modules[i].buildId, written.modules[i].buildId);
+    EXPECT_EQ(loaded->modules[i].loadAddress, written.modules[i].loadAddress);
+    EXPECT_EQ(loaded->modules[i].segments.size(),
+              written.modules[i].segments.size());
+  }
+  llvm::sys::fs::remove_directories(dir);
 }
 
 TEST(PtraceStepper, ErrorsSayWhatToDo) {

@@ -290,9 +290,10 @@ Error Emulator::runToStart(Tracee &tracee, uint64_t startAddress) {
       threadFor(pid_t(newTid));
       continue;
     }
-    if (stopSignal == SIGSTOP && threadByTid.count(tid) &&
-        !threadFor(tid).writer && tid != pid)
-      continue; // A new thread's first stop: let it run untraced.
+    // A new thread's first stop (it may come before its clone event): let
+    // it run untraced.
+    if (stopSignal == SIGSTOP && tid != pid && !threadFor(tid).writer)
+      continue;
     if (stopSignal != SIGTRAP) {
       signal = stopSignal;
       continue;
@@ -325,7 +326,6 @@ Error Emulator::refreshModules() {
   if (!maps)
     return maps.takeError();
   // Build-ids are per file; read each file once.
-  std::vector<Module> modules;
   std::vector<MapsEntry> entries = std::move(*maps);
   for (MapsEntry &entry : entries)
     if (!buildIds.count(entry.path) && StringRef(entry.path).starts_with("/"))
@@ -630,6 +630,13 @@ Expected<EmulateResult> Emulator::run() {
   Expected<ElfLoadInfo> loadInfo = readElfLoadInfo(realPath);
   if (!loadInfo)
     return loadInfo.takeError();
+
+  // Bad writer options (buffer size, PSB period) fail before the launch.
+  if (!options.makeWriter) {
+    auto probe = PacketWriter::create(options.writer);
+    if (!probe)
+      return probe.takeError();
+  }
 
   Expected<pid_t> child = launch(path);
   if (!child)
