@@ -23,6 +23,8 @@
 #include <optional>
 #include <thread>
 
+#include <sys/mman.h>
+
 using namespace llvm;
 
 namespace magic_trace {
@@ -115,6 +117,20 @@ BranchClass classFromLibipt(pt_insn_class iclass) {
 
 constexpr uint64_t kMaxTailInstructions = 1 << 20;
 
+/// Asks for transparent huge pages under a large reserved item buffer:
+/// writing the items was dominated by first-touch page faults (one per
+/// 4 KiB, dear on a VM); with 2 MiB pages there are 512 times fewer. Only
+/// advice: nothing changes if the kernel declines.
+void adviseHugePages(std::vector<TraceItem> &items) {
+  constexpr uintptr_t hugePage = 2 << 20;
+  uintptr_t begin = reinterpret_cast<uintptr_t>(items.data());
+  uintptr_t end = begin + items.capacity() * sizeof(TraceItem);
+  begin = (begin + hugePage - 1) & ~(hugePage - 1);
+  end &= ~(hugePage - 1);
+  if (end > begin)
+    madvise(reinterpret_cast<void *>(begin), end - begin, MADV_HUGEPAGE);
+}
+
 /// Decodes from PSBs of one buffer. Owns one libipt decoder with a private
 /// image copy, so several can run on different threads.
 class PieceDecoder {
@@ -154,6 +170,7 @@ public:
     uint64_t end =
         boundary < psbs.size() && start ? psbs[boundary] : bufferSize;
     piece.items.reserve((end - psbs[start]) * 2);
+    adviseHugePages(piece.items);
     size_t index = start;
     while (index < psbs.size()) {
       if (index >= boundary) {

@@ -303,8 +303,7 @@ int main(int argc, char **argv) {
                                                 : 0.0)
       << " (" << namer.stats().lookups << " lookups, "
       << namer.stats().distinctRanges << " ranges), decode "
-      << format("%.3f", seconds * 1000) << " ms ("
-      << args.threads << " threads requested, "
-      << result->stats.chunks << " pieces)\n";
+      << format("%.3f", seconds * 1000) << " ms (" << args.threads
+      << " threads requested, " << result->stats.chunks << " pieces)\n";
   return 0;
 }
