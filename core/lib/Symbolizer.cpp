@@ -248,6 +248,40 @@ readLoadHeaders(const object::ELFFile<ELFT> &elf) {
   return loads;
 }
 
+/// llvm::object's symbol accessors call report_fatal_error (abort) on a
+/// symbol table whose header points outside the file: check each symbol
+/// table and its string table with the calls that return errors instead.
+template <typename ELFT>
+Error checkSymbolTables(const object::ELFFile<ELFT> &elf) {
+  auto sections = elf.sections();
+  if (!sections)
+    return sections.takeError();
+  for (const auto &section : *sections) {
+    if (section.sh_type != ELF::SHT_SYMTAB &&
+        section.sh_type != ELF::SHT_DYNSYM)
+      continue;
+    auto symbols = elf.symbols(&section);
+    if (!symbols)
+      return symbols.takeError();
+    auto names = elf.getStringTableForSymtab(section);
+    if (!names)
+      return names.takeError();
+  }
+  return Error::success();
+}
+
+Error checkSymbolTables(const object::ObjectFile &object) {
+  if (auto *elf = dyn_cast<object::ELF64LEObjectFile>(&object))
+    return checkSymbolTables(elf->getELFFile());
+  if (auto *elf = dyn_cast<object::ELF32LEObjectFile>(&object))
+    return checkSymbolTables(elf->getELFFile());
+  if (auto *elf = dyn_cast<object::ELF64BEObjectFile>(&object))
+    return checkSymbolTables(elf->getELFFile());
+  if (auto *elf = dyn_cast<object::ELF32BEObjectFile>(&object))
+    return checkSymbolTables(elf->getELFFile());
+  return Error::success();
+}
+
 Expected<std::vector<LoadSegmentHeader>>
 readLoadHeaders(const object::ObjectFile &object) {
   if (auto *elf = dyn_cast<object::ELF64LEObjectFile>(&object))
@@ -526,7 +560,12 @@ public:
         return;
       }
     }
-    symbols.build(object);
+    if (Error error = checkSymbolTables(object))
+      warnings.push_back(
+          name + ": damaged symbol table: " + toString(std::move(error)) +
+          " (symbolizing without symbols)");
+    else
+      symbols.build(object);
     if (!options.useDebugInfo)
       return;
     // DWARF from the separate debug file when there is one (llvm-symbolizer
@@ -593,6 +632,8 @@ private:
     range.interval = match.interval;
     if (dwarf && addDebugInfo(address, match, range))
       return range;
+    if (dwarf)
+      clipToCodeWithoutDwarf(address, range.interval);
     if (match.symbol) {
       StringId file =
           match.symbol->file.empty() ? 0 : strings.intern(match.symbol->file);
@@ -620,8 +661,11 @@ private:
     unit->getInlinedChainForAddress(address, chain);
     for (const DWARFDie &scope : chain)
       intersectScope(scope, address, range.interval);
-    if (!chain.empty())
-      excludeNestedCallees(chain.front(), address, range.interval);
+    // With no scope (line table only), any function of the unit is a
+    // different chain.
+    DWARFDie scope = chain.empty() ? unit->getUnitDIE() : chain.front();
+    if (scope.isValid())
+      excludeNestedCallees(scope, address, range.interval);
     if (const auto *table = dwarf->getLineTableForUnit(unit))
       intersectLineRows(*table, address, range.interval);
 
@@ -653,6 +697,48 @@ private:
     return true;
   }
 
+  /// Narrows a symbol-table range to the code no compile unit covers, so that
+  /// it never spans code DWARF describes; inside a unit (DWARF that knows
+  /// nothing of this address) it keeps the address alone.
+  void clipToCodeWithoutDwarf(uint64_t address, Interval &interval) {
+    if (!unitRangesBuilt) {
+      unitRangesBuilt = true;
+      for (const auto &unit : dwarf->compile_units()) {
+        DWARFDie unitDie = unit->getUnitDIE();
+        if (!unitDie.isValid())
+          continue; // A unit too damaged to read.
+        Expected<DWARFAddressRangesVector> ranges = unitDie.getAddressRanges();
+        if (!ranges) {
+          consumeError(ranges.takeError());
+          continue;
+        }
+        for (const DWARFAddressRange &range : *ranges)
+          if (range.LowPC < range.HighPC)
+            unitRanges.push_back({range.LowPC, range.HighPC});
+      }
+      std::sort(unitRanges.begin(), unitRanges.end());
+      uint64_t highest = 0;
+      for (auto &[low, high] : unitRanges)
+        highestEnd.push_back(highest = std::max(highest, high));
+    }
+    // The first unit range above the address bounds the end; the highest end
+    // of those below it bounds the begin.
+    auto above = std::upper_bound(
+        unitRanges.begin(), unitRanges.end(), address,
+        [](uint64_t a, const std::pair<uint64_t, uint64_t> &r) {
+          return a < r.first;
+        });
+    if (above != unitRanges.end())
+      interval.clipAbove(above->first);
+    if (above == unitRanges.begin())
+      return;
+    uint64_t belowEnd = highestEnd[above - unitRanges.begin() - 1];
+    if (belowEnd > address)
+      interval.collapseTo(address);
+    else
+      interval.clipBelow(belowEnd);
+  }
+
   StringId internName(StringRef name) {
     return strings.intern(demangle ? llvm::demangle(name) : name.str());
   }
@@ -666,6 +752,9 @@ private:
   std::vector<LoadSegmentHeader> loads;
   SymbolTable symbols;
   std::unique_ptr<DWARFContext> dwarf;
+  bool unitRangesBuilt = false;
+  std::vector<std::pair<uint64_t, uint64_t>> unitRanges; ///< Sorted.
+  std::vector<uint64_t> highestEnd;     ///< Max end of unitRanges[0..i].
   std::map<uint64_t, FileRange> ranges; ///< Keyed by begin.
 };
 

@@ -1,7 +1,8 @@
 //===- symbolizer.cpp - Range-cached symbolization vs per-address ---------===//
 //
 // The same address lists symbolized three ways:
-//   - llvm: LLVMSymbolizer::symbolizeInlinedCode for every address (what a
+//   - reference (llvm): LLVMSymbolizer::symbolizeInlinedCode for every address
+//   (what a
 //     per-address cache like the seed's pays on each new address; its module
 //     and DWARF stay loaded across iterations, so only lookups are timed),
 //   - ours/cold: a new Symbolizer per pass (DWARF parse, range computation),
@@ -106,7 +107,7 @@ void setCounters(benchmark::State &state, const AddressList &list) {
   state.SetLabel(state.range(0) == 0 ? "hot" : "sweep");
 }
 
-void llvmPerAddress(benchmark::State &state) {
+void referenceLlvmPerAddress(benchmark::State &state) {
   const AddressList &list = listFor(state.range(0));
   llvm::symbolize::LLVMSymbolizer symbolizer;
   // Load the module before timing.
@@ -151,7 +152,10 @@ void oursWarm(benchmark::State &state) {
   setCounters(state, list);
 }
 
-BENCHMARK(llvmPerAddress)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(referenceLlvmPerAddress)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(oursCold)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(oursWarm)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
@@ -188,7 +192,7 @@ int main(int argc, char **argv) {
       auto found = reporter.times.find(std::string(bench) + "/" + list);
       return found == reporter.times.end() ? 0.0 : found->second;
     };
-    double llvm = time("llvmPerAddress");
+    double llvm = time("referenceLlvmPerAddress");
     size_t count = (list[0] == '0' ? hotList() : sweepList()).addresses.size();
     if (llvm == 0)
       continue;
