@@ -9,6 +9,8 @@
 
 #include "magic_trace/ModelBuilder.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include "gtest/gtest.h"
 
 #include <deque>
@@ -604,6 +606,74 @@ TEST_F(ModelBuilderTest, ModelStoresFramesNotInstructions) {
       double(threadModelBytes(model)) / double(decode.instructions);
   EXPECT_LT(perInstruction, 4.0);
   EXPECT_EQ(stats.modelBytes, threadModelBytes(model));
+}
+
+} // namespace
+
+namespace {
+
+TEST_F(ModelBuilderTest, LossBeforeAnythingDecodedIsKept) {
+  decode.errors.push_back({0, -1, 0, "no psb"});
+  add(event(ItemKind::Error, 0, 0, 0));
+  add(block(0x2000, 0x2010, 10, BranchClass::Other));
+  add(event(ItemKind::Overflow, 20));
+  EXPECT_EQ(tree(), "segment 10-20 after decode error: no psb\n"
+                    "main 10-20 inferred\n"
+                    "[overflow] 20-20\n");
+  EXPECT_EQ(stats.gaps, 1u);
+}
+
+TEST_F(ModelBuilderTest, RandomStreamsKeepTheInvariants) {
+  // Whatever the decoder emits (including nonsense: returns with nothing to
+  // return to, jumps into unknown code, losses anywhere, stop contexts that
+  // disagree), the model is valid and nothing crashes.
+  symbols.range(0x6000, 0x6010, 0x6000, {"f"});
+  symbols.range(0x6010, 0x6020, 0x6000, {"f", "g"}, {7, 1});
+  symbols.range(0x6020, 0x6100, 0x6000, {"f", "g", "h"}, {7, 3, 1});
+  uint64_t state = 12345;
+  auto next = [&state](uint32_t bound) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return uint32_t(state >> 33) % bound;
+  };
+  const uint64_t bases[] = {0x1000, 0x2000, 0x3000, 0x4000,
+                            0x5000, 0x6000, 0x9000};
+  for (int round = 0; round < 200; ++round) {
+    decode = {};
+    decode.errors.push_back({0, -1, 0, "bad"});
+    uint64_t time = next(100);
+    for (int i = 0; i < 300; ++i) {
+      time += next(20);
+      uint32_t what = next(100);
+      if (what < 4) {
+        add(event(ItemKind::Disable, time));
+      } else if (what < 7) {
+        add(event(ItemKind::Enable, time, bases[next(7)]));
+      } else if (what < 9) {
+        add(event(ItemKind::Overflow, time));
+      } else if (what < 10) {
+        add(event(ItemKind::Error, time, 0, next(2))); // 1 is out of range.
+      } else {
+        uint64_t ip = bases[next(7)] + (next(3) == 0 ? 0 : next(0x40));
+        add(block(ip, ip + next(0x40), time, BranchClass(next(10)), next(4)));
+      }
+    }
+    ThreadStop stop;
+    for (int f = 0, n = int(next(5)); f < n; ++f)
+      stop.frames.push_back(bases[next(7)] + next(0x40));
+    ModelOptions options{next(2) == 0, next(2) == 0};
+    std::string out = tree(options, &stop);
+    if (HasFailure()) {
+      std::string items;
+      for (const TraceItem &item : decode.items)
+        items += std::to_string(unsigned(item.kind)) + " " +
+                 llvm::utohexstr(item.ip) + ".." +
+                 llvm::utohexstr(item.lastIp) +
+                 " t=" + std::to_string(item.timeNs) +
+                 " c=" + std::to_string(unsigned(item.lastClass)) + "\n";
+      ADD_FAILURE() << "round " << round << "\n" << out << items;
+      break;
+    }
+  }
 }
 
 } // namespace

@@ -128,8 +128,13 @@ void model::stitchSegments(ThreadModel &model, std::vector<SegmentFacts> &facts,
 
     // The previous segment's continuing frames stay open across the gap,
     // and the gap span nests under the innermost of them.
-    for (uint32_t i = 0; i < continued; ++i)
-      previous.frames[before.endStack[i]].end = previous.end;
+    // The others returned inside the gap: they end at the loss (frames an
+    // earlier pass added as roots spanned the whole segment until now).
+    uint64_t loss = previous.frames[before.gapFrame].begin;
+    for (uint32_t i = 0; i < before.endStack.size(); ++i) {
+      Frame &frame = previous.frames[before.endStack[i]];
+      frame.end = i < continued ? previous.end : std::min(frame.end, loss);
+    }
     previous.frames[before.gapFrame].parent = before.endStack[continued - 1];
 
     // Frames the next segment never reached continue here as its roots.
