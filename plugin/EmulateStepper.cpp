@@ -314,7 +314,6 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
     for (uint32_t i = 0, n = process.GetNumThreads(); i < n; ++i)
       tids.push_back(process.GetThreadAtIndex(i).GetThreadID());
     bool otherThreads = tids.size() > 1;
-    bool progressed = false;
     for (uint64_t tid : tids) {
       lldb::SBThread thread = process.GetThreadByID(tid);
       if (!thread.IsValid())
@@ -349,7 +348,6 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
           }
           break;
         }
-        progressed = true;
         if (recorder)
           recorder->backoff = 1;
         if (*result == Stepper::Result::ThreadGone)
@@ -369,7 +367,6 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
                  std::chrono::duration<double>(now - began).count());
       }
     }
-    (void)progressed;
   }
   session.stats.seconds +=
       std::chrono::duration<double>(Clock::now() - began).count();

@@ -141,8 +141,7 @@ public:
       return failCommand(result, std::move(err));
     Session &session = sessionFor(debugger);
     lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
-    if (!process.IsValid() || !process.IsValid() ||
-        process.GetState() == lldb::eStateExited ||
+    if (!process.IsValid() || process.GetState() == lldb::eStateExited ||
         process.GetState() == lldb::eStateInvalid)
       return failCommand(result,
                          error("no process to trace (start one first, e.g. "
