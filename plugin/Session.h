@@ -53,6 +53,9 @@ struct Trigger {
   unsigned count = 0;      ///< Stop triggering after this many hits; 0: never.
   unsigned hits = 0;
   bool continueAfter = false;
+  /// snapshot-on created the breakpoint (and detach deletes it); false for
+  /// a BREAKPOINT-ID the user gave.
+  bool ownsBreakpoint = true;
   std::string pattern; ///< Output path; %N is the snapshot number.
   bool active() const { return count == 0 || hits < count; }
 };

@@ -331,7 +331,8 @@ public:
       return failCommand(result, session.takeError());
     lldb::SBTarget target = debugger.GetSelectedTarget();
     for (const Trigger &trigger : (*session)->triggers)
-      target.BreakpointDelete(trigger.breakpoint);
+      if (trigger.ownsBreakpoint)
+        target.BreakpointDelete(trigger.breakpoint);
     (*session)->triggers.clear();
     (*session)->recorders.clear();
     (*session)->attached = false;
@@ -594,6 +595,7 @@ public:
       trigger.count = *count;
     }
     trigger.breakpoint = breakpoint.GetID();
+    trigger.ownsBreakpoint = created;
     trigger.continueAfter = args->has("continue");
     trigger.pattern = args->get("output", "magic-trace-%N.fxt");
     (*session)->triggers.push_back(trigger);
@@ -813,7 +815,8 @@ void registerTraceCommands(lldb::SBCommand &root) {
           describeOptions(statusOptions),
       "magic-trace status [--json]");
   add(root, "detach", new DetachCommand(),
-      "Stop recording (and delete the trigger breakpoints). Snapshots stay "
+      "Stop recording (and delete the breakpoints snapshot-on created). "
+      "Snapshots stay "
       "available to 'save' and 'report'.\n\nExample:\n  (lldb) magic-trace "
       "detach\n",
       "magic-trace detach");
