@@ -790,10 +790,17 @@ public:
 void add(lldb::SBCommand &root, const char *name,
          lldb::SBCommandPluginInterface *impl, const std::string &help,
          const char *syntax) {
-  // LLDB keeps the pointers; the strings must outlive the command.
+  // `help magic-trace` lists the first paragraph; `help magic-trace NAME`
+  // shows everything. LLDB keeps the pointers: the strings must outlive it.
   static std::vector<std::unique_ptr<std::string>> texts;
-  texts.push_back(std::make_unique<std::string>(help));
-  root.AddCommand(name, impl, texts.back()->c_str(), syntax);
+  texts.push_back(
+      std::make_unique<std::string>(help.substr(0, help.find("\n\n"))));
+  const char *brief = texts.back()->c_str();
+  size_t rest = help.find("\n\n");
+  texts.push_back(std::make_unique<std::string>(
+      rest == std::string::npos ? "" : help.substr(rest + 2)));
+  lldb::SBCommand command = root.AddCommand(name, impl, brief, syntax);
+  command.SetHelpLong(texts.back()->c_str());
 }
 
 } // namespace
