@@ -186,7 +186,8 @@ public:
       std::optional<size_t> next = run(piece, status, index, boundary);
       if (!next)
         return piece;
-      index = *next;
+      // Always forward, even if libipt could not say where it failed.
+      index = std::max(*next, index + 1);
     }
     return piece;
   }

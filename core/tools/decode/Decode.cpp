@@ -199,29 +199,36 @@ uint64_t targetAfter(const std::vector<TraceItem> &items, size_t i) {
   return 0;
 }
 
-/// Prints events of one thread; returns how many.
+/// Prints events of one thread; returns how many. Each line:
+/// "<ns> +<insns since the previous line> <kind> <where>...". A transfer's
+/// time is when its target starts (the next Block's time).
 uint64_t printEvents(raw_ostream &out, Namer &namer, const ThreadDecode &decode,
                      bool callsOnly) {
   uint64_t events = 0;
+  uint64_t sinceLast = 0;
   const std::vector<TraceItem> &items = decode.items;
   for (size_t i = 0; i < items.size(); ++i) {
     const TraceItem &item = items[i];
     if (item.kind == ItemKind::Block) {
+      sinceLast += item.detail;
       uint64_t target = targetAfter(items, i);
       const char *name = transferName(namer, item, target, callsOnly);
       if (!name)
         continue;
       ++events;
-      out << item.timeNs << " " << name << " " << namer.describe(item.lastIp)
-          << " -> " << (target ? namer.describe(target) : std::string("?"))
-          << "\n";
+      uint64_t time = target ? items[i + 1].timeNs : item.timeNs;
+      out << time << " +" << sinceLast << " " << name << " "
+          << namer.describe(item.lastIp) << " -> "
+          << (target ? namer.describe(target) : std::string("?")) << "\n";
+      sinceLast = 0;
       continue;
     }
     if (callsOnly)
       continue;
     ++events;
-    out << item.timeNs << " " << itemName(item.kind) << " "
+    out << item.timeNs << " +" << sinceLast << " " << itemName(item.kind) << " "
         << (item.ip ? namer.describe(item.ip) : std::string("0x0"));
+    sinceLast = 0;
     if (item.kind == ItemKind::Error) {
       const DecodeError &error = decode.errors[item.detail];
       out << " offset " << error.offset << ": " << error.message;
