@@ -463,6 +463,30 @@ TEST_F(ModelBuilderTest, StitchingAllowsCallsInsideTheGap) {
                     "    [untraced] 60-60\n");
 }
 
+TEST_F(ModelBuilderTest, StitchingJoinsDownToTheLastAgreeingFrame) {
+  // During the gap a returned and main called b: segment 2's start [main, b]
+  // agrees with the end stack [_start, main, a] down to main, so _start and
+  // main continue, a ends at the loss, b is new.
+  add(block(0x1000, 0x1010, 0, BranchClass::DirectCall));
+  add(block(0x2000, 0x2010, 10, BranchClass::DirectCall));
+  add(block(0x3000, 0x3010, 20, BranchClass::Other));
+  add(event(ItemKind::Overflow, 30, 0x4000));
+  add(block(0x4000, 0x4010, 40, BranchClass::Return));
+  add(block(0x2020, 0x2030, 50, BranchClass::Other));
+  add(event(ItemKind::Disable, 60));
+  EXPECT_EQ(tree(), "segment 0-40\n"
+                    "_start 0-40 inferred\n"
+                    "  main 10-40\n"
+                    "    a 20-30\n"
+                    "    [overflow] 30-40\n"
+                    "segment 40-60 stitched after overflow\n"
+                    "_start 40-60 inferred\n"
+                    "  main 40-60 inferred\n"
+                    "    b 40-50 inferred\n"
+                    "    [untraced] 60-60\n");
+  EXPECT_EQ(stats.stitchedJoins, 1u);
+}
+
 TEST_F(ModelBuilderTest, StitchingRefusesDisagreeingStacks) {
   // Segment 2 runs in c and returns into b: [b, c] appears nowhere in the
   // end stack [_start, main, a].
@@ -674,6 +698,48 @@ TEST_F(ModelBuilderTest, RandomStreamsKeepTheInvariants) {
       break;
     }
   }
+}
+
+} // namespace
+
+namespace {
+
+TEST(BuildTraceModelTest, EveryThreadWithItsOwnStop) {
+  // No modules: every address is unknown code, one range per page, which
+  // is enough to see each thread get its own stop context.
+  Snapshot snapshot;
+  snapshot.pid = 42;
+  snapshot.processName = "demo";
+  ThreadStop stop;
+  stop.tid = 8;
+  stop.frames = {0x7010, 0x9011};
+  snapshot.stop.push_back(stop);
+  std::vector<ThreadDecode> threads(2);
+  threads[0].tid = 7;
+  threads[1].tid = 8;
+  for (ThreadDecode &thread : threads) {
+    thread.items.push_back(block(0x7000, 0x7010, 5, BranchClass::Other, 3));
+    thread.items.push_back(event(ItemKind::Disable, 9));
+    thread.instructions = 3;
+  }
+  TraceModel model;
+  Symbolizer symbolizer({}, model.strings);
+  ModelStats stats;
+  buildTraceModel(model, snapshot, threads, symbolizer, ModelOptions{}, &stats);
+  EXPECT_EQ(model.pid, 42u);
+  EXPECT_EQ(model.processName, "demo");
+  ASSERT_EQ(model.threads.size(), 2u);
+  EXPECT_EQ(model.threads[0].tid, 7u);
+  EXPECT_EQ(model.threads[1].tid, 8u);
+  EXPECT_EQ(model.threads[1].instructions, 3u);
+  // Thread 8 gained the page at 0x9000 as its anchored root; thread 7 not.
+  ASSERT_FALSE(model.threads[0].segments.empty());
+  ASSERT_FALSE(model.threads[1].segments.empty());
+  EXPECT_FALSE(model.threads[0].segments[0].frames[0].anchored);
+  EXPECT_TRUE(model.threads[1].segments[0].frames[0].anchored);
+  EXPECT_EQ(stats.anchorAdded, 1u);
+  if (llvm::Error err = validateModel(model))
+    ADD_FAILURE() << llvm::toString(std::move(err));
 }
 
 } // namespace

@@ -64,6 +64,14 @@ ThreadModel buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
 /// Bytes the model of one thread occupies (structs plus heap storage).
 size_t threadModelBytes(const ThreadModel &model);
 
+/// Builds every decoded thread into `model`: pid and process name from
+/// `snapshot`, each thread anchored to its ThreadStop (matched by tid).
+/// `symbolizer` must intern into `model.strings` (construct it with them).
+void buildTraceModel(TraceModel &model, const Snapshot &snapshot,
+                     const std::vector<ThreadDecode> &threads,
+                     Symbolizer &symbolizer, const ModelOptions &options,
+                     ModelStats *stats = nullptr);
+
 } // namespace magic_trace
 
 #endif

@@ -36,7 +36,7 @@ enum class FrameKind : uint8_t {
 
 const char *frameKindName(FrameKind kind);
 
-/// 40 bytes. Times are nanoseconds on the snapshot's clock.
+/// 48 bytes (44 of fields). Times are nanoseconds on the snapshot's clock.
 struct Frame {
   uint64_t begin = 0;
   uint64_t end = 0;

@@ -50,14 +50,16 @@ Transfer transferAfter(BranchClass last) {
   return Transfer::Unknown;
 }
 
-/// One open frame on the builder's stack.
+/// One open frame on the builder's stack. Two inlined frames are the same
+/// instance when their function and call site (file, line in the caller)
+/// agree.
 struct OpenFrame {
   uint32_t frame = 0;    ///< Index in the segment's creation-order frames.
   uint64_t entry = 0;    ///< Physical: the function's entry, 0 if unknown.
   StringId function = 0; ///< The function's name.
-  StringId callFile = 0; ///< Inlined: call site (file, line) in the parent.
-  uint32_t callLine = 0; ///< Inlined frames are the same instance when
-  bool inlined = false;  ///< function and call site agree.
+  StringId callFile = 0; ///< Inlined: the call site's file...
+  uint32_t callLine = 0; ///< ... and line, in the caller.
+  bool inlined = false;
 };
 
 bool samePhysical(const OpenFrame &open, const SymbolRange &range) {
@@ -622,4 +624,24 @@ magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
   }
   counters.modelBytes += threadModelBytes(model);
   return model;
+}
+
+void magic_trace::buildTraceModel(TraceModel &model, const Snapshot &snapshot,
+                                  const std::vector<ThreadDecode> &threads,
+                                  Symbolizer &symbolizer,
+                                  const ModelOptions &options,
+                                  ModelStats *stats) {
+  model.pid = snapshot.pid;
+  model.processName = snapshot.processName;
+  auto lookup = [&symbolizer](uint64_t address) -> const SymbolRange & {
+    return symbolizer.lookup(address);
+  };
+  for (const ThreadDecode &decode : threads) {
+    const ThreadStop *stop = nullptr;
+    for (const ThreadStop &candidate : snapshot.stop)
+      if (candidate.tid == decode.tid)
+        stop = &candidate;
+    model.threads.push_back(
+        buildThreadModel(decode, lookup, stop, model.strings, options, stats));
+  }
 }

@@ -31,30 +31,45 @@ FrameIdentity identityOf(const Frame &frame) {
   return {frame.name, frame.kind == FrameKind::Inlined};
 }
 
-/// Where S (the next segment's start stack, outermost first) sits in E (the
-/// previous segment's end stack): E[d + i] == S[i] for every i both have.
-/// Prefers the alignment that implies the fewest calls and returns inside
-/// the gap; SIZE_MAX when none agrees.
-size_t alignStacks(const std::vector<FrameIdentity> &end,
-                   const std::vector<FrameIdentity> &start) {
-  size_t best = SIZE_MAX;
+/// How S (the next segment's start stack, outermost first) continues E (the
+/// previous segment's end stack): S[0, agreed) == E[d, d + agreed).
+struct Alignment {
+  size_t depth = SIZE_MAX; ///< d; SIZE_MAX when nothing agrees.
+  size_t agreed = 0;
+};
+
+/// Full agreement (S[i] == E[d + i] for every i both have) is preferred,
+/// with the fewest net calls and returns inside the gap. Failing that, S
+/// may agree with E down to a physical frame and then differ: the gap
+/// returned out of E's deeper frames and called (or, with inlining, moved
+/// on to) others; the longest such agreement wins.
+Alignment alignStacks(const std::vector<FrameIdentity> &end,
+                      const std::vector<FrameIdentity> &start) {
+  Alignment full, partial;
   size_t bestChange = SIZE_MAX;
   for (size_t d = end.size(); d-- > 0;) {
     size_t overlap = std::min(start.size(), end.size() - d);
-    bool agree = true;
-    for (size_t i = 0; i < overlap && agree; ++i)
-      agree = end[d + i] == start[i];
-    if (!agree)
+    size_t agreed = 0;
+    while (agreed < overlap && end[d + agreed] == start[agreed])
+      ++agreed;
+    if (agreed == overlap) {
+      // |depth at the gap's end - depth at its start|: net calls/returns.
+      size_t before = end.size() - d, after = start.size();
+      size_t change = before > after ? before - after : after - before;
+      if (change < bestChange) {
+        full = {d, agreed};
+        bestChange = change;
+      }
       continue;
-    // |depth at the gap's end - depth at its start|: net calls or returns.
-    size_t before = end.size() - d, after = start.size();
-    size_t change = before > after ? before - after : after - before;
-    if (change < bestChange) {
-      best = d;
-      bestChange = change;
     }
+    // Back off to the last agreeing physical frame (with its inlined
+    // frames only as far as they agree).
+    while (agreed > 0 && start[agreed - 1].inlined)
+      --agreed;
+    if (agreed > partial.agreed)
+      partial = {d, agreed};
   }
-  return best;
+  return full.depth != SIZE_MAX ? full : partial;
 }
 
 } // namespace
@@ -118,13 +133,15 @@ void model::stitchSegments(ThreadModel &model, std::vector<SegmentFacts> &facts,
       end.push_back(identityOf(previous.frames[index]));
     for (uint32_t i = 0; i < after.startDepth; ++i)
       start.push_back(identityOf(segment.frames[i]));
-    size_t d =
-        end.empty() || start.empty() ? SIZE_MAX : alignStacks(end, start);
+    Alignment alignment;
+    if (!end.empty() && !start.empty())
+      alignment = alignStacks(end, start);
+    size_t d = alignment.depth;
     if (d == SIZE_MAX || before.gapFrame == NoFrame) {
       ++stats.stitchRefused;
       continue;
     }
-    uint32_t continued = uint32_t(d + std::min(start.size(), end.size() - d));
+    uint32_t continued = uint32_t(d + alignment.agreed);
 
     // The previous segment's continuing frames stay open across the gap,
     // and the gap span nests under the innermost of them.

@@ -2,12 +2,14 @@
 
 #include "RefTree.h"
 
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Demangle/Demangle.h"
+#include "llvm/Object/BuildID.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
-#include <map>
 
 using namespace llvm;
 using namespace magic_trace;
@@ -51,6 +53,25 @@ void addSymbols(const Module &module, std::vector<RefFunction> &out) {
   if (!elf)
     return;
   uint64_t bias = module.loadAddress - preferredBase(*elf);
+  // A stripped library's full .symtab lives in its separate debug file,
+  // found by build-id where debuggers look (same link-time addresses).
+  object::OwningBinary<object::ObjectFile> debugBinary;
+  std::string id = toHex(object::getBuildID(elf), /*LowerCase=*/true);
+  if (id.size() > 2) {
+    std::string path = "/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" +
+                       id.substr(2) + ".debug";
+    auto debug = object::ObjectFile::createObjectFile(path);
+    if (debug) {
+      const auto *debugElf =
+          dyn_cast<object::ELFObjectFileBase>(debug->getBinary());
+      if (debugElf && !debugElf->symbols().empty()) {
+        debugBinary = std::move(*debug);
+        elf = debugElf;
+      }
+    } else {
+      consumeError(debug.takeError());
+    }
+  }
   std::vector<RefFunction> symbols;
   uint64_t lastSectionEnd = 0;
   auto add = [&](const object::ELFSymbolRef &symbol) {
@@ -72,8 +93,11 @@ void addSymbols(const Module &module, std::vector<RefFunction> &out) {
       return;
     }
     uint64_t size = symbol.getSize();
-    symbols.push_back({*address + bias, size ? *address + bias + size : 0,
-                       name->str(), false});
+    symbols.push_back({*address + bias,
+                       size ? *address + bias + size : 0,
+                       name->str(),
+                       {demangle(name->split('@').first)},
+                       false});
     lastSectionEnd = std::max(lastSectionEnd, (*section)->getAddress() +
                                                   (*section)->getSize() + bias);
   };
@@ -91,9 +115,12 @@ void addSymbols(const Module &module, std::vector<RefFunction> &out) {
               uint64_t sizeB = b.end ? b.end - b.begin : 0;
               return sizeA > sizeB; // The largest first.
             });
+  size_t first = out.size();
   for (size_t i = 0; i < symbols.size(); ++i) {
-    if (i > 0 && symbols[i].begin == out.back().begin)
+    if (out.size() > first && symbols[i].begin == out.back().begin) {
+      out.back().aliases.push_back(symbols[i].aliases.front());
       continue;
+    }
     RefFunction function = symbols[i];
     if (function.end == 0) {
       size_t next = i + 1;
@@ -320,7 +347,8 @@ std::vector<TreeFrame> ReferenceBuilder::build(const ThreadTruth &truth,
     work.pop_back();
     const Node &node = nodes[index];
     out.push_back({node.function.unknown ? 0 : node.function.begin,
-                   node.function.name, node.begin, node.end, depth});
+                   node.function.name, node.begin, node.end, depth,
+                   node.function.aliases});
     for (auto it = children[index].rbegin(); it != children[index].rend(); ++it)
       work.push_back({*it, depth + 1});
   }
@@ -370,8 +398,11 @@ std::vector<TreeFrame> reftree::modelTree(const ThreadModel &model,
         merging = false;
         index = out.size();
         out.push_back({frame.kind == FrameKind::Unknown ? 0 : frame.address,
-                       strings.get(frame.name).str(), frame.begin, frame.end,
-                       above});
+                       strings.get(frame.name).str(),
+                       frame.begin,
+                       frame.end,
+                       above,
+                       {}});
       }
       if (frame.open)
         nextChain.push_back(index);
@@ -381,33 +412,37 @@ std::vector<TreeFrame> reftree::modelTree(const ThreadModel &model,
   return out;
 }
 
+bool reftree::sameFunction(const TreeFrame &reference, const TreeFrame &model) {
+  if (reference.key == model.key)
+    return true;
+  return reference.key != 0 && model.key != 0 &&
+         std::find(reference.aliases.begin(), reference.aliases.end(),
+                   model.name) != reference.aliases.end();
+}
+
 size_t reftree::matchingFrames(const std::vector<TreeFrame> &reference,
                                const std::vector<TreeFrame> &model,
                                uint64_t tolerance) {
-  std::map<uint64_t, std::vector<std::pair<const TreeFrame *, bool>>> byKey;
+  std::vector<std::pair<const TreeFrame *, bool>> byBegin;
   for (const TreeFrame &frame : model)
-    byKey[frame.key].push_back({&frame, false});
-  for (auto &[key, frames] : byKey)
-    std::sort(frames.begin(), frames.end(), [](const auto &a, const auto &b) {
-      return a.first->begin < b.first->begin;
-    });
+    byBegin.push_back({&frame, false});
+  std::sort(byBegin.begin(), byBegin.end(), [](const auto &a, const auto &b) {
+    return a.first->begin < b.first->begin;
+  });
   auto near = [tolerance](uint64_t a, uint64_t b) {
     return (a > b ? a - b : b - a) <= tolerance;
   };
   size_t matched = 0;
   for (const TreeFrame &frame : reference) {
-    auto found = byKey.find(frame.key);
-    if (found == byKey.end())
-      continue;
-    auto &frames = found->second;
     uint64_t low = frame.begin > tolerance ? frame.begin - tolerance : 0;
-    auto it = std::lower_bound(frames.begin(), frames.end(), low,
+    auto it = std::lower_bound(byBegin.begin(), byBegin.end(), low,
                                [](const auto &entry, uint64_t value) {
                                  return entry.first->begin < value;
                                });
-    for (; it != frames.end() && it->first->begin <= frame.begin + tolerance;
+    for (; it != byBegin.end() && it->first->begin <= frame.begin + tolerance;
          ++it) {
-      if (it->second || !near(it->first->end, frame.end))
+      if (it->second || !near(it->first->end, frame.end) ||
+          !sameFunction(frame, *it->first))
         continue;
       it->second = true;
       ++matched;
@@ -430,7 +465,7 @@ std::string reftree::firstDifference(const std::vector<TreeFrame> &reference,
   size_t count = std::min(reference.size(), model.size());
   for (size_t i = 0; i < count; ++i) {
     const TreeFrame &r = reference[i], &m = model[i];
-    if (r.key != m.key || r.depth != m.depth || !near(r.begin, m.begin) ||
+    if (!sameFunction(r, m) || r.depth != m.depth || !near(r.begin, m.begin) ||
         !near(r.end, m.end))
       return "frame " + std::to_string(i) + ": reference " + show(r) +
              ", model " + show(m);

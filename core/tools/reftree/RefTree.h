@@ -28,6 +28,8 @@ struct RefFunction {
   uint64_t begin = 0;
   uint64_t end = 0;
   std::string name;
+  /// Every (demangled) name of a symbol at `begin`: DWARF may pick another.
+  std::vector<std::string> aliases;
   bool unknown = false;
 };
 
@@ -52,7 +54,14 @@ struct TreeFrame {
   uint64_t begin = 0;
   uint64_t end = 0;
   unsigned depth = 0;
+  /// Reference frames: every name of the function (see RefFunction).
+  std::vector<std::string> aliases;
 };
+
+/// The same function: equal entry addresses, or (when the model's entry
+/// differs, e.g. a function split into hot and cold parts whose DWARF entry
+/// is its lowest address) the model's name is one of the symbol's names.
+bool sameFunction(const TreeFrame &reference, const TreeFrame &model);
 
 /// The reference tree of one thread in pre-order; times are the emulator's
 /// virtual clock converted by `time` (one cycle per instruction).

@@ -41,6 +41,11 @@ static cl::opt<uint64_t>
     overflowEvery("inject-overflow-every",
                   cl::desc("Inject an overflow every N instructions"),
                   cl::init(0), cl::cat(category));
+static cl::opt<uint64_t> bufferSize(
+    "buffer-size",
+    cl::desc("PT ring buffer per thread (a power of two >= 4096); a small "
+             "one wraps and keeps only the end of the execution"),
+    cl::init(4 << 20), cl::cat(category));
 static cl::opt<uint64_t> tolerance(
     "tolerance",
     cl::desc("Time tolerance in ns (default 320: one MTC period of the "
@@ -118,6 +123,7 @@ int main(int argc, char **argv) {
   emulate.stop = stopOption;
   emulate.maxInsns = maxInsns;
   emulate.writer.overflowEvery = overflowEvery;
+  emulate.writer.bufferSize = bufferSize;
   Expected<EmulateResult> run = emulateProgram(emulate);
   if (!run)
     return fail(toString(run.takeError()));
@@ -172,12 +178,15 @@ int main(int argc, char **argv) {
     std::vector<TreeFrame> model = modelTree(stitched, strings, true);
     std::vector<TreeFrame> unstitched = modelTree(apart, strings, false);
 
+    bool wrapped = false;
+    for (const ThreadTrace &trace : snapshot.threads)
+      wrapped = wrapped || (trace.tid == truth.tid && trace.wrapped);
     outs() << "thread " << truth.tid << ": " << truth.insns.size()
-           << " instructions, " << decode->instructions << " decoded, "
-           << stitched.errors << " errors/overflows, "
-           << stitched.segments.size() << " segments (" << stats.stitchedJoins
-           << " stitched); reference " << reference.size() << " frames, model "
-           << model.size() << "; "
+           << " instructions, " << decode->instructions << " decoded"
+           << (wrapped ? " (ring wrapped), " : ", ") << stitched.errors
+           << " errors/overflows, " << stitched.segments.size() << " segments ("
+           << stats.stitchedJoins << " stitched); reference "
+           << reference.size() << " frames, model " << model.size() << "; "
            << formatv("{0:F2}",
                       double(stats.modelBytes) /
                           double(std::max<uint64_t>(decode->instructions, 1)))
