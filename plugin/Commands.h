@@ -12,6 +12,8 @@ namespace magic_trace::plugin {
 
 /// Adds each subcommand to the `magic-trace` multiword command.
 void registerDoctorCommand(lldb::SBCommand &root);
+/// attach, status, detach, continue, snapshot, snapshot-on, save, report.
+void registerTraceCommands(lldb::SBCommand &root);
 
 /// Reports `error` on `result` as LLDB's commands do: "error: <message>" and
 /// eReturnStatusFailed. Returns false, the value DoExecute must return.

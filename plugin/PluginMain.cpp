@@ -17,6 +17,7 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger) {
   if (!root.IsValid())
     return false;
   magic_trace::plugin::registerDoctorCommand(root);
+  magic_trace::plugin::registerTraceCommands(root);
   return true;
 }
 

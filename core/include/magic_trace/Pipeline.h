@@ -1,0 +1,78 @@
+//===- Pipeline.h - Snapshot -> decoded, symbolized trace model -*- C++ -*-===//
+//
+// The glue every front end (the LLDB plugin, the CLI tools) runs on one
+// Snapshot: decode every thread (Decoder.h), symbolize with the snapshot's
+// module list (Symbolizer.h), build one ThreadModel per thread with the stop
+// context (ModelBuilder.h), and summarize. Writers then read the model.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PIPELINE_H
+#define MAGIC_TRACE_PIPELINE_H
+
+#include "magic_trace/Decoder.h"
+#include "magic_trace/ModelBuilder.h"
+#include "magic_trace/Snapshot.h"
+#include "magic_trace/TraceModel.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace magic_trace {
+
+struct PipelineOptions {
+  DecodeOptions decode;
+  ModelOptions model;
+};
+
+/// What one thread's trace holds, for the one-line summary and `status`.
+struct ThreadSummary {
+  uint64_t tid = 0;
+  uint64_t beginNs = 0; ///< First time in the model (0 when empty).
+  uint64_t endNs = 0;   ///< Last time in the model.
+  uint64_t instructions = 0;
+  uint64_t calls = 0;
+  uint64_t errors = 0;
+  uint64_t traceBytes = 0; ///< PT bytes decoded.
+  bool triggered = false;  ///< The thread that hit the snapshot breakpoint.
+};
+
+struct PipelineResult {
+  TraceModel model;
+  std::vector<ThreadSummary> threads; ///< Parallel to model.threads.
+  /// One line per module the decoder or the symbolizer could not use.
+  std::vector<std::string> moduleProblems;
+  ModelStats modelStats;
+
+  /// The triggered thread's summary, else the thread with the most
+  /// instructions; null when there are no threads.
+  const ThreadSummary *mainThread() const;
+};
+
+/// Decodes, symbolizes and models every thread of `snapshot`. Fails only when
+/// the decoder cannot run at all (see decodeSnapshot); bad trace data and
+/// missing modules become marked gaps and moduleProblems.
+llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
+                                           const PipelineOptions &options);
+
+enum class TraceFormat { Fxt, ChromeJson, Folded, Text };
+
+/// Parses "fxt", "json", "folded", "text". Errors name the accepted values.
+llvm::Expected<TraceFormat> parseTraceFormat(llvm::StringRef name);
+
+/// Writes the model in `format` to `path`. Errors: the file cannot be
+/// written, or the model violates its invariants.
+llvm::Error writeTrace(const PipelineResult &result, llvm::StringRef path,
+                       TraceFormat format);
+
+/// The summary as JSON: {"threads": [{tid, spanNs, instructions, calls,
+/// errors, triggered}], "moduleProblems": [...]}.
+llvm::json::Value summaryJson(const PipelineResult &result);
+
+} // namespace magic_trace
+
+#endif

@@ -1,0 +1,158 @@
+//===- Pipeline.cpp - Snapshot -> decoded, symbolized trace model ---------===//
+#include "magic_trace/Pipeline.h"
+
+#include "magic_trace/FxtWriter.h"
+#include "magic_trace/Symbolizer.h"
+#include "magic_trace/TraceWriters.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+namespace magic_trace {
+namespace {
+
+const ThreadStop *findStop(const Snapshot &snapshot, uint64_t tid) {
+  for (const ThreadStop &stop : snapshot.stop)
+    if (stop.tid == tid)
+      return &stop;
+  return nullptr;
+}
+
+uint64_t traceBytes(const Snapshot &snapshot, uint64_t tid) {
+  for (const ThreadTrace &trace : snapshot.threads)
+    if (trace.tid == tid)
+      return trace.bytes.size();
+  return 0;
+}
+
+ThreadSummary summarize(const ThreadModel &thread, const ThreadStop *stop,
+                        uint64_t bytes) {
+  ThreadSummary summary;
+  summary.tid = thread.tid;
+  summary.instructions = thread.instructions;
+  summary.calls = thread.calls;
+  summary.errors = thread.errors;
+  summary.traceBytes = bytes;
+  summary.triggered = stop && stop->triggered;
+  if (!thread.segments.empty()) {
+    summary.beginNs = thread.segments.front().begin;
+    summary.endNs = thread.segments.back().end;
+  }
+  return summary;
+}
+
+} // namespace
+
+const ThreadSummary *PipelineResult::mainThread() const {
+  const ThreadSummary *best = nullptr;
+  for (const ThreadSummary &thread : threads) {
+    if (thread.triggered)
+      return &thread;
+    if (!best || thread.instructions > best->instructions)
+      best = &thread;
+  }
+  return best;
+}
+
+llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
+                                           const PipelineOptions &options) {
+  llvm::Expected<DecodeResult> decoded =
+      decodeSnapshot(snapshot, options.decode);
+  if (!decoded)
+    return decoded.takeError();
+
+  PipelineResult result;
+  result.model.pid = snapshot.pid;
+  result.model.processName = snapshot.processName;
+  for (const ModuleImageStatus &module : decoded->modules)
+    if (!module.problem.empty())
+      result.moduleProblems.push_back(module.path + ": " + module.problem);
+
+  Symbolizer symbolizer(snapshot.modules, result.model.strings);
+  auto lookup = [&](uint64_t address) -> const SymbolRange & {
+    return symbolizer.lookup(address);
+  };
+  for (const ThreadDecode &decode : decoded->threads) {
+    const ThreadStop *stop = findStop(snapshot, decode.tid);
+    ThreadModel thread =
+        buildThreadModel(decode, lookup, stop, result.model.strings,
+                         options.model, &result.modelStats);
+    thread.tid = decode.tid;
+    result.threads.push_back(
+        summarize(thread, stop, traceBytes(snapshot, decode.tid)));
+    result.model.threads.push_back(std::move(thread));
+  }
+  for (std::string &problem : symbolizer.moduleProblems())
+    if (std::find(result.moduleProblems.begin(), result.moduleProblems.end(),
+                  problem) == result.moduleProblems.end())
+      result.moduleProblems.push_back(std::move(problem));
+  return std::move(result);
+}
+
+llvm::Expected<TraceFormat> parseTraceFormat(llvm::StringRef name) {
+  if (name == "fxt")
+    return TraceFormat::Fxt;
+  if (name == "json")
+    return TraceFormat::ChromeJson;
+  if (name == "folded")
+    return TraceFormat::Folded;
+  if (name == "text")
+    return TraceFormat::Text;
+  return llvm::createStringError(
+      "unknown trace format '%s' (use fxt, json, folded or text)",
+      name.str().c_str());
+}
+
+llvm::Error writeTrace(const PipelineResult &result, llvm::StringRef path,
+                       TraceFormat format) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return llvm::createStringError(ec, "cannot write '%s': %s (check the path)",
+                                   path.str().c_str(), ec.message().c_str());
+  llvm::Error error = llvm::Error::success();
+  switch (format) {
+  case TraceFormat::Fxt:
+    error = writeFxt(result.model, os);
+    break;
+  case TraceFormat::ChromeJson:
+    error = writeChromeJson(result.model, os);
+    break;
+  case TraceFormat::Folded:
+    error = writeFolded(result.model, os);
+    break;
+  case TraceFormat::Text:
+    os << renderTree(result.model);
+    break;
+  }
+  if (error)
+    return error;
+  os.close();
+  if (os.has_error())
+    return llvm::createStringError(
+        os.error(), "cannot write '%s': %s (check the disk)",
+        path.str().c_str(), os.error().message().c_str());
+  return llvm::Error::success();
+}
+
+llvm::json::Value summaryJson(const PipelineResult &result) {
+  llvm::json::Array threads;
+  for (const ThreadSummary &thread : result.threads)
+    threads.push_back(
+        llvm::json::Object{{"tid", int64_t(thread.tid)},
+                           {"spanNs", int64_t(thread.endNs - thread.beginNs)},
+                           {"instructions", int64_t(thread.instructions)},
+                           {"calls", int64_t(thread.calls)},
+                           {"errors", int64_t(thread.errors)},
+                           {"traceBytes", int64_t(thread.traceBytes)},
+                           {"triggered", thread.triggered}});
+  llvm::json::Array problems;
+  for (const std::string &problem : result.moduleProblems)
+    problems.push_back(problem);
+  return llvm::json::Object{{"threads", std::move(threads)},
+                            {"moduleProblems", std::move(problems)}};
+}
+
+} // namespace magic_trace

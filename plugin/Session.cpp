@@ -1,0 +1,355 @@
+//===- Session.cpp - One debugger's magic-trace recording -----------------===//
+#include "Session.h"
+
+#include "magic_trace/TraceWriters.h"
+#include "magic_trace/VirtualClock.h"
+
+#include "lldb/API/SBAddress.h"
+#include "lldb/API/SBError.h"
+#include "lldb/API/SBFileSpec.h"
+#include "lldb/API/SBFrame.h"
+#include "lldb/API/SBFunction.h"
+#include "lldb/API/SBModule.h"
+#include "lldb/API/SBSection.h"
+#include "lldb/API/SBSymbol.h"
+#include "lldb/API/SBThread.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+
+namespace magic_trace::plugin {
+namespace {
+
+std::string filePath(const lldb::SBFileSpec &spec) {
+  char buffer[4096];
+  uint32_t length = spec.GetPath(buffer, sizeof(buffer));
+  return length ? std::string(buffer, length) : std::string();
+}
+
+/// LLDB's UUID text ("1A2B3C4D-...") as a lower-case hex build-id.
+std::string buildIdOf(lldb::SBModule &module) {
+  const char *uuid = module.GetUUIDString();
+  std::string id;
+  for (const char *c = uuid ? uuid : ""; *c; ++c)
+    if (*c != '-')
+      id += char(llvm::toLower(*c));
+  return id;
+}
+
+/// A module with no file on disk (the vdso) is copied out of the process so
+/// the decoder and the symbolizer can read it like any other ELF file.
+void copyFromMemory(lldb::SBProcess &process, Module &module, uint64_t pid) {
+  if (module.segments.empty() || llvm::sys::fs::exists(module.path))
+    return;
+  uint64_t end = 0;
+  for (const LoadedSegment &segment : module.segments)
+    end = std::max(end, segment.address + segment.size);
+  // Mappings are whole pages; the ELF section headers may lie past the end
+  // of the last segment's bytes.
+  end = (end + 4095) & ~uint64_t(4095);
+  if (end <= module.loadAddress || end - module.loadAddress > (64u << 20))
+    return;
+  std::vector<uint8_t> bytes(end - module.loadAddress);
+  lldb::SBError error;
+  size_t read =
+      process.ReadMemory(module.loadAddress, bytes.data(), bytes.size(), error);
+  if (read != bytes.size())
+    return;
+  llvm::SmallString<128> path;
+  llvm::sys::path::system_temp_directory(true, path);
+  std::string name = llvm::sys::path::filename(module.path).str();
+  std::replace_if(
+      name.begin(), name.end(), [](char c) { return !llvm::isAlnum(c); }, '_');
+  llvm::sys::path::append(path, "magic-trace-" + std::to_string(pid) + "-" +
+                                    name + ".so");
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return;
+  os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  os.close();
+  if (!os.has_error())
+    module.fileCopy = path.str().str();
+}
+
+std::string withCommas(uint64_t value) {
+  std::string digits = std::to_string(value);
+  std::string text;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      text += ',';
+    text += digits[i];
+  }
+  return text;
+}
+
+} // namespace
+
+bool Session::traces(uint64_t tid) const {
+  if (allThreads)
+    return true;
+  return std::find(threadFilter.begin(), threadFilter.end(), tid) !=
+         threadFilter.end();
+}
+
+llvm::Expected<ThreadRecorder *> Session::recorder(uint64_t tid) {
+  auto it = recorders.find(tid);
+  if (it != recorders.end())
+    return &it->second;
+  llvm::Expected<std::unique_ptr<PacketWriter>> writer =
+      PacketWriter::create(writerOptions);
+  if (!writer)
+    return writer.takeError();
+  ThreadRecorder &recorder = recorders[tid];
+  recorder.tid = tid;
+  recorder.writer = std::move(*writer);
+  return &recorder;
+}
+
+llvm::Expected<SnapshotRecord *> Session::findSnapshot(unsigned number) {
+  if (snapshots.empty())
+    return llvm::createStringError(
+        "no snapshot yet (take one with 'magic-trace snapshot' or "
+        "'magic-trace snapshot-on' and 'magic-trace continue')");
+  if (number == 0)
+    return snapshots.back().get();
+  if (number > snapshots.size())
+    return llvm::createStringError(
+        "no snapshot %u (there are %zu; see 'magic-trace status')", number,
+        snapshots.size());
+  return snapshots[number - 1].get();
+}
+
+llvm::json::Value Session::statusJson() const {
+  llvm::json::Array threads;
+  for (const auto &[tid, recorder] : recorders)
+    threads.push_back(llvm::json::Object{
+        {"tid", int64_t(tid)},
+        {"instructions", int64_t(recorder.writer->instructions())},
+        {"bytes", int64_t(recorder.writer->buffer().written())},
+        {"wrapped", recorder.writer->buffer().wrapped()},
+        {"exited", recorder.gone}});
+  llvm::json::Array triggerList;
+  for (const Trigger &trigger : triggers)
+    triggerList.push_back(
+        llvm::json::Object{{"breakpoint", int64_t(trigger.breakpoint)},
+                           {"description", trigger.description},
+                           {"hits", int64_t(trigger.hits)},
+                           {"count", int64_t(trigger.count)},
+                           {"continue", trigger.continueAfter},
+                           {"pattern", trigger.pattern},
+                           {"active", trigger.active()}});
+  llvm::json::Array snapshotList;
+  for (const auto &record : snapshots)
+    snapshotList.push_back(snapshotJson(*record));
+  double rate = stats.seconds > 0 ? stats.instructions / stats.seconds : 0;
+  return llvm::json::Object{
+      {"attached", attached},
+      {"pid", int64_t(pid)},
+      {"backend", backend},
+      {"snapshotSize", int64_t(writerOptions.bufferSize)},
+      {"timerResolution", timerName},
+      {"threads", std::move(threads)},
+      {"triggers", std::move(triggerList)},
+      {"snapshots", std::move(snapshotList)},
+      {"stepper",
+       llvm::json::Object{{"instructions", int64_t(stats.instructions)},
+                          {"steps", int64_t(stats.steps)},
+                          {"seconds", stats.seconds},
+                          {"instructionsPerSecond", rate}}},
+      {"exited", exited}};
+}
+
+Session &sessionFor(lldb::SBDebugger &debugger) {
+  static std::map<uint64_t, std::unique_ptr<Session>> sessions;
+  std::unique_ptr<Session> &session = sessions[debugger.GetID()];
+  if (!session)
+    session = std::make_unique<Session>();
+  return *session;
+}
+
+std::vector<Module> captureModules(lldb::SBTarget &target) {
+  std::vector<Module> modules;
+  lldb::SBProcess process = target.GetProcess();
+  for (uint32_t i = 0, n = target.GetNumModules(); i < n; ++i) {
+    lldb::SBModule sbModule = target.GetModuleAtIndex(i);
+    Module module;
+    module.path = filePath(sbModule.GetPlatformFileSpec());
+    std::string local = filePath(sbModule.GetFileSpec());
+    if (module.path.empty())
+      module.path = local;
+    else if (local != module.path && llvm::sys::fs::exists(local))
+      module.fileCopy = local;
+    module.buildId = buildIdOf(sbModule);
+    lldb::addr_t header =
+        sbModule.GetObjectFileHeaderAddress().GetLoadAddress(target);
+    // Sections of ELF files sit inside "PT_LOAD[n]" containers, one per
+    // mapping; without them, every loaded top-level section is a mapping.
+    bool haveSegments = false;
+    for (uint32_t s = 0; s < sbModule.GetNumSections(); ++s)
+      if (llvm::StringRef(sbModule.GetSectionAtIndex(s).GetName())
+              .starts_with("PT_LOAD"))
+        haveSegments = true;
+    for (uint32_t s = 0; s < sbModule.GetNumSections(); ++s) {
+      lldb::SBSection section = sbModule.GetSectionAtIndex(s);
+      if (haveSegments &&
+          !llvm::StringRef(section.GetName()).starts_with("PT_LOAD"))
+        continue;
+      lldb::addr_t address = section.GetLoadAddress(target);
+      if (address == LLDB_INVALID_ADDRESS || section.GetByteSize() == 0)
+        continue;
+      LoadedSegment segment;
+      segment.address = address;
+      segment.size = section.GetByteSize();
+      segment.fileOffset = section.GetFileOffset();
+      segment.executable =
+          (section.GetPermissions() & lldb::ePermissionsExecutable) != 0;
+      module.segments.push_back(segment);
+    }
+    if (module.segments.empty())
+      continue; // Not loaded in this process.
+    std::sort(module.segments.begin(), module.segments.end(),
+              [](const LoadedSegment &a, const LoadedSegment &b) {
+                return a.address < b.address;
+              });
+    module.loadAddress = header != LLDB_INVALID_ADDRESS
+                             ? header
+                             : module.segments.front().address -
+                                   module.segments.front().fileOffset;
+    if (process.IsValid())
+      copyFromMemory(process, module, process.GetProcessID());
+    modules.push_back(std::move(module));
+  }
+  return modules;
+}
+
+std::vector<ThreadStop> captureStop(lldb::SBProcess &process,
+                                    const Session &session,
+                                    uint64_t triggeredTid) {
+  std::vector<ThreadStop> stops;
+  for (uint32_t i = 0, n = process.GetNumThreads(); i < n; ++i) {
+    lldb::SBThread thread = process.GetThreadAtIndex(i);
+    uint64_t tid = thread.GetThreadID();
+    if (!session.traces(tid))
+      continue;
+    ThreadStop stop;
+    stop.tid = tid;
+    stop.triggered = tid == triggeredTid;
+    // Inlined frames share their physical frame's PC; the stop context
+    // lists physical frames only (the symbolizer re-creates the inlining).
+    for (uint32_t f = 0, count = thread.GetNumFrames(); f < count; ++f) {
+      lldb::SBFrame frame = thread.GetFrameAtIndex(f);
+      if (frame.IsInlined())
+        continue;
+      stop.frames.push_back(frame.GetPC());
+      const char *name = frame.GetFunction().IsValid()
+                             ? frame.GetFunction().GetName()
+                             : frame.GetSymbol().GetName();
+      stop.functionNames.push_back(name ? name : "");
+    }
+    stops.push_back(std::move(stop));
+  }
+  return stops;
+}
+
+llvm::Expected<SnapshotRecord *>
+takeSnapshot(lldb::SBDebugger &debugger, Session &session,
+             uint64_t triggeredTid, std::string reason, std::string path) {
+  lldb::SBTarget target = debugger.GetSelectedTarget();
+  lldb::SBProcess process = target.GetProcess();
+  bool alive = process.IsValid() && process.GetState() == lldb::eStateStopped;
+
+  auto record = std::make_unique<SnapshotRecord>();
+  record->number = session.snapshots.size() + 1;
+  record->reason = std::move(reason);
+  Snapshot &snapshot = record->snapshot;
+  snapshot.pid = session.pid;
+  const char *exe = target.GetExecutable().GetFilename();
+  snapshot.processName = exe ? exe : "";
+  snapshot.cpu = session.cpu;
+  snapshot.time = VirtualClock::conversion();
+  snapshot.timing = VirtualClock::timing;
+  if (alive)
+    session.lastModules = captureModules(target);
+  snapshot.modules = session.lastModules;
+  for (auto &[tid, recorder] : session.recorders) {
+    if (!recorder.writer || recorder.writer->buffer().written() == 0)
+      continue;
+    ThreadTrace trace;
+    trace.tid = tid;
+    trace.bytes = recorder.writer->buffer().snapshot();
+    trace.wrapped = recorder.writer->buffer().wrapped();
+    snapshot.threads.push_back(std::move(trace));
+  }
+  if (snapshot.threads.empty())
+    return llvm::createStringError(
+        "nothing recorded yet (run 'magic-trace continue' first: under the "
+        "emulate backend only that command records)");
+  if (alive)
+    snapshot.stop = captureStop(process, session, triggeredTid);
+
+  PipelineOptions options;
+  llvm::Expected<PipelineResult> result = runPipeline(snapshot, options);
+  if (!result)
+    return result.takeError();
+  record->result = std::move(*result);
+  // When the trigger thread has no trace, name it anyway in the summary.
+  if (!path.empty()) {
+    if (llvm::Error error = writeTraceFile(record->result.model, path))
+      return std::move(error);
+    record->path = path;
+  }
+  session.snapshots.push_back(std::move(record));
+  return session.snapshots.back().get();
+}
+
+std::string snapshotLine(const SnapshotRecord &record) {
+  std::string line;
+  llvm::raw_string_ostream os(line);
+  os << "magic-trace: snapshot " << record.number << ": ";
+  const ThreadSummary *thread = record.result.mainThread();
+  if (!thread)
+    os << "no thread";
+  else
+    os << "thread " << thread->tid << ", "
+       << formatDuration(thread->endNs - thread->beginNs) << ", "
+       << withCommas(thread->calls) << " calls, " << withCommas(thread->errors)
+       << " errors";
+  if (!record.path.empty())
+    os << " -> " << record.path << " (open in ui.perfetto.dev)";
+  return line;
+}
+
+llvm::json::Value snapshotJson(const SnapshotRecord &record) {
+  llvm::json::Object object{{"number", int64_t(record.number)},
+                            {"reason", record.reason},
+                            {"path", record.path}};
+  if (const ThreadSummary *thread = record.result.mainThread()) {
+    object["tid"] = int64_t(thread->tid);
+    object["spanNs"] = int64_t(thread->endNs - thread->beginNs);
+    object["calls"] = int64_t(thread->calls);
+    object["errors"] = int64_t(thread->errors);
+    object["instructions"] = int64_t(thread->instructions);
+  }
+  object["summary"] = summaryJson(record.result);
+  return std::move(object);
+}
+
+std::string expandPattern(llvm::StringRef pattern, unsigned number) {
+  std::string path;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'N') {
+      path += std::to_string(number);
+      ++i;
+      continue;
+    }
+    path += pattern[i];
+  }
+  return path;
+}
+
+} // namespace magic_trace::plugin

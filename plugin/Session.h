@@ -1,0 +1,141 @@
+//===- Session.h - One debugger's magic-trace recording ---------*- C++ -*-===//
+//
+// What `magic-trace attach` starts and the other commands share: the backend,
+// one PacketWriter per traced thread (emulate), the snapshot triggers, and
+// the snapshots taken so far. One Session per SBDebugger, found by its id.
+// Also the adapter from SB objects to the core's Snapshot (modules, threads,
+// stop context).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PLUGIN_SESSION_H
+#define MAGIC_TRACE_PLUGIN_SESSION_H
+
+#include "magic_trace/InsnClassifier.h"
+#include "magic_trace/PacketWriter.h"
+#include "magic_trace/Pipeline.h"
+#include "magic_trace/Snapshot.h"
+
+#include "lldb/API/SBDebugger.h"
+#include "lldb/API/SBProcess.h"
+#include "lldb/API/SBTarget.h"
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace magic_trace::plugin {
+
+/// One traced thread's recorder (emulate backend).
+struct ThreadRecorder {
+  uint64_t tid = 0;
+  std::unique_ptr<PacketWriter> writer;
+  /// Tracing is on (TIP.PGE written, no TIP.PGD since).
+  bool tracing = false;
+  /// A syscall the stepper started but that blocked; it completes on a
+  /// later step (the thread's PC must not be re-read until then).
+  std::optional<std::pair<uint64_t, uint8_t>> pendingSyscall;
+  /// Rounds of the scheduler to skip because the thread is blocked.
+  unsigned skipRounds = 0;
+  unsigned backoff = 1;
+  bool gone = false; ///< The thread exited.
+};
+
+/// `snapshot-on`: a breakpoint whose hits take snapshots.
+struct Trigger {
+  lldb::break_id_t breakpoint = 0;
+  std::string description; ///< "function handle_order", "0x401136", ...
+  unsigned count = 0;      ///< Stop triggering after this many hits; 0: never.
+  unsigned hits = 0;
+  bool continueAfter = false;
+  /// snapshot-on created the breakpoint (and detach deletes it); false for
+  /// a BREAKPOINT-ID the user gave.
+  bool ownsBreakpoint = true;
+  std::string pattern; ///< Output path; %N is the snapshot number.
+  bool active() const { return count == 0 || hits < count; }
+};
+
+/// A snapshot taken, with its decoded model.
+struct SnapshotRecord {
+  unsigned number = 0;
+  std::string reason; ///< "breakpoint 1", "exit", "command".
+  std::string path;   ///< The file written, or empty.
+  Snapshot snapshot;
+  PipelineResult result;
+};
+
+/// Counters of the emulate stepper over a session.
+struct StepperStats {
+  uint64_t instructions = 0; ///< Instructions recorded.
+  uint64_t steps = 0;        ///< StepInstruction calls.
+  double seconds = 0;        ///< Wall time spent stepping.
+};
+
+struct Session {
+  // The recording (valid while `attached`).
+  bool attached = false;
+  uint64_t pid = 0;
+  std::string backend; ///< "emulate" (or, later, "perf").
+  PacketWriter::Options writerOptions;
+  std::string timerName = "normal";
+  /// Which threads to trace; empty with allThreads false means the thread
+  /// selected at attach.
+  bool allThreads = true;
+  std::vector<uint64_t> threadFilter;
+  std::map<uint64_t, ThreadRecorder> recorders;
+  std::unique_ptr<InsnClassifier> classifier;
+  CpuIdentity cpu;
+  std::vector<Module> lastModules; ///< Module list last seen while alive.
+  std::vector<Trigger> triggers;
+  StepperStats stats;
+  bool exited = false;
+  int exitStatus = 0;
+
+  // Kept after detach, for save and report.
+  std::vector<std::unique_ptr<SnapshotRecord>> snapshots;
+
+  /// Whether `tid` is to be traced.
+  bool traces(uint64_t tid) const;
+  /// The recorder of `tid`, created (with tracing off) when missing.
+  llvm::Expected<ThreadRecorder *> recorder(uint64_t tid);
+  /// The snapshot numbered `number` (0: the last one).
+  llvm::Expected<SnapshotRecord *> findSnapshot(unsigned number);
+  llvm::json::Value statusJson() const;
+};
+
+/// The session of `debugger`, created on first use.
+Session &sessionFor(lldb::SBDebugger &debugger);
+
+/// The modules LLDB knows for `target`, with load addresses of every loaded
+/// section (file offset, size, executable).
+std::vector<Module> captureModules(lldb::SBTarget &target);
+
+/// Every traced thread's stack at the stop (physical frames, innermost
+/// first, with function names), marking `triggeredTid`.
+std::vector<ThreadStop> captureStop(lldb::SBProcess &process,
+                                    const Session &session,
+                                    uint64_t triggeredTid);
+
+/// Builds the Snapshot (ring bytes of every recorder, modules, stop context),
+/// runs the pipeline, writes `path` when not empty, and records it. Writers
+/// must already be disabled (the stepper does that at every stop).
+llvm::Expected<SnapshotRecord *>
+takeSnapshot(lldb::SBDebugger &debugger, Session &session,
+             uint64_t triggeredTid, std::string reason, std::string path);
+
+/// The line printed for a snapshot: "magic-trace: snapshot N: thread T,
+/// SPAN, C calls, E errors -> FILE (open in ui.perfetto.dev)".
+std::string snapshotLine(const SnapshotRecord &record);
+llvm::json::Value snapshotJson(const SnapshotRecord &record);
+
+/// Expands %N in `pattern` to `number`.
+std::string expandPattern(llvm::StringRef pattern, unsigned number);
+
+} // namespace magic_trace::plugin
+
+#endif

@@ -1,0 +1,98 @@
+//===- PipelineTest.cpp - runPipeline / writeTrace on emulated snapshots --===//
+#include "magic_trace/Pipeline.h"
+#include "magic_trace/PtraceStepper.h"
+#include "magic_trace/TraceWriters.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+
+using namespace magic_trace;
+
+namespace {
+
+std::string inputPath(const char *name) {
+  return std::string(MT_TEST_BINARY_DIR) + "/inputs/" + name;
+}
+
+/// emu_calls traced from main to stop_here by the ptrace emulator.
+EmulateResult recordCalls() {
+  EmulateOptions options;
+  options.argv = {inputPath("emu_calls")};
+  options.stop = "stop_here";
+  llvm::Expected<EmulateResult> result = emulateProgram(options);
+  if (!result) {
+    ADD_FAILURE() << llvm::toString(result.takeError());
+    return {};
+  }
+  return std::move(*result);
+}
+
+uint64_t truthCalls(const ThreadTruth &truth) {
+  return std::count_if(truth.events.begin(), truth.events.end(),
+                       [](const TruthEvent &event) {
+                         return event.kind == TruthEventKind::Call;
+                       });
+}
+
+TEST(PipelineTest, SummaryMatchesGroundTruth) {
+  EmulateResult recorded = recordCalls();
+  ASSERT_EQ(recorded.snapshot.threads.size(), 1u);
+  llvm::Expected<PipelineResult> result =
+      runPipeline(recorded.snapshot, PipelineOptions());
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  EXPECT_FALSE(bool(validateModel(result->model)));
+  ASSERT_EQ(result->threads.size(), 1u);
+  const ThreadSummary *main = result->mainThread();
+  ASSERT_NE(main, nullptr);
+  EXPECT_EQ(main->tid, recorded.snapshot.threads[0].tid);
+  EXPECT_EQ(main->errors, 0u);
+  // Every instruction the emulator executed was decoded, and every call.
+  EXPECT_EQ(main->instructions, recorded.truth[0].insns.size());
+  EXPECT_EQ(main->calls, truthCalls(recorded.truth[0]));
+  EXPECT_GT(main->endNs, main->beginNs);
+  EXPECT_EQ(main->traceBytes, recorded.snapshot.threads[0].bytes.size());
+}
+
+TEST(PipelineTest, WritesEveryFormat) {
+  EmulateResult recorded = recordCalls();
+  llvm::Expected<PipelineResult> result =
+      runPipeline(recorded.snapshot, PipelineOptions());
+  ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("pipeline-test", dir));
+  for (const char *name : {"fxt", "json", "folded", "text"}) {
+    llvm::Expected<TraceFormat> format = parseTraceFormat(name);
+    ASSERT_TRUE(bool(format));
+    llvm::SmallString<128> path(dir);
+    llvm::sys::path::append(path, std::string("out.") + name);
+    ASSERT_FALSE(bool(writeTrace(*result, path, *format))) << name;
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    ASSERT_TRUE(bool(buffer));
+    EXPECT_GT((*buffer)->getBufferSize(), 0u) << name;
+    if (std::string(name) == "folded")
+      EXPECT_NE((*buffer)->getBuffer().find("fib(int);fib(int)"),
+                llvm::StringRef::npos);
+    llvm::sys::fs::remove(path);
+  }
+  llvm::sys::fs::remove(dir);
+}
+
+TEST(PipelineTest, BadFormatAndUnwritablePath) {
+  llvm::Expected<TraceFormat> bad = parseTraceFormat("svg");
+  ASSERT_FALSE(bool(bad));
+  EXPECT_EQ(llvm::toString(bad.takeError()),
+            "unknown trace format 'svg' (use fxt, json, folded or text)");
+  PipelineResult empty;
+  llvm::Error error =
+      writeTrace(empty, "/nonexistent-dir/x.fxt", TraceFormat::Fxt);
+  ASSERT_TRUE(bool(error));
+  EXPECT_NE(llvm::toString(std::move(error)).find("cannot write"),
+            std::string::npos);
+}
+
+} // namespace
