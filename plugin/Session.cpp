@@ -1,5 +1,6 @@
 //===- Session.cpp - One debugger's magic-trace recording -----------------===//
 #include "Session.h"
+#include "PerfBackend.h"
 
 #include "magic_trace/TraceWriters.h"
 #include "magic_trace/VirtualClock.h"
@@ -133,6 +134,11 @@ llvm::json::Value Session::statusJson() const {
         {"bytes", int64_t(recorder.writer->buffer().written())},
         {"wrapped", recorder.writer->buffer().wrapped()},
         {"exited", recorder.gone}});
+  if (perf)
+    for (uint64_t tid : perf->threadIds())
+      threads.push_back(
+          llvm::json::Object{{"tid", int64_t(tid)},
+                             {"ringBytes", int64_t(perf->bufferSize(tid))}});
   llvm::json::Array triggerList;
   for (const Trigger &trigger : triggers)
     triggerList.push_back(
@@ -276,6 +282,9 @@ takeSnapshot(lldb::SBDebugger &debugger, Session &session,
   if (alive)
     session.lastModules = captureModules(target);
   snapshot.modules = session.lastModules;
+  if (session.perf)
+    if (llvm::Error error = fillPerfSnapshot(session, snapshot))
+      return std::move(error);
   for (auto &[tid, recorder] : session.recorders) {
     if (!recorder.writer || recorder.writer->buffer().written() == 0)
       continue;

@@ -12,6 +12,7 @@
 
 #include "magic_trace/InsnClassifier.h"
 #include "magic_trace/PacketWriter.h"
+#include "magic_trace/PerfRecorder.h"
 #include "magic_trace/Pipeline.h"
 #include "magic_trace/Snapshot.h"
 
@@ -80,7 +81,9 @@ struct Session {
   // The recording (valid while `attached`).
   bool attached = false;
   uint64_t pid = 0;
-  std::string backend; ///< "emulate" (or, later, "perf").
+  std::string backend; ///< "emulate" or "perf".
+  /// The perf backend's recorder (backend "perf" only).
+  std::unique_ptr<PerfRecorder> perf;
   PacketWriter::Options writerOptions;
   std::string timerName = "normal";
   /// Which threads to trace; empty with allThreads false means the thread

@@ -7,6 +7,7 @@
 #include "CommandArgs.h"
 #include "Commands.h"
 #include "EmulateStepper.h"
+#include "PerfBackend.h"
 #include "Session.h"
 
 #include "magic_trace/Bundle.h"
@@ -159,18 +160,13 @@ public:
 
     std::string backend = args->get("backend", "auto");
     std::string note;
-    if (backend == "perf")
-      return failCommand(
-          result, error("the perf backend is not built yet (issue 7; use "
-                        "--backend emulate)"));
     if (backend == "auto") {
       MachineFacts facts = probeMachine();
-      note = facts.intelPt.present
-                 ? " (auto: Intel PT is present, but the perf backend is not "
-                   "built yet)"
-                 : " (auto: no Intel PT on this machine)";
-      backend = "emulate";
-    } else if (backend != "emulate") {
+      bool perfWorks = facts.backends.size() > 0 && facts.backends[0].available;
+      note = perfWorks ? " (auto: Intel PT is present)"
+                       : " (auto: " + facts.backends[0].reason + ")";
+      backend = perfWorks ? "perf" : "emulate";
+    } else if (backend != "emulate" && backend != "perf") {
       return failCommand(result,
                          error("unknown backend '%s' (use auto, perf or "
                                "emulate)",
@@ -219,6 +215,19 @@ public:
       }
     }
 
+    std::vector<std::string> perfNotes;
+    std::unique_ptr<PerfRecorder> perfRecorder;
+    if (backend == "perf") {
+      // Start the hardware first: on failure the session stays as it was.
+      Session trial;
+      trial.allThreads = allThreads;
+      trial.threadFilter = filter;
+      if (llvm::Error err = startPerf(trial, process, writerOptions.timer,
+                                      writerOptions.bufferSize, perfNotes))
+        return failCommand(result, std::move(err));
+      perfRecorder = std::move(trial.perf);
+    }
+
     llvm::Expected<std::unique_ptr<InsnClassifier>> classifier =
         InsnClassifier::create();
     if (!classifier)
@@ -237,11 +246,13 @@ public:
     session.triggers.clear();
     session.stats = {};
     session.classifier = std::move(*classifier);
-    // The emulator's packets come from a virtual CPU without errata.
-    session.cpu = emulatorCpu();
+    session.perf = std::move(perfRecorder);
+    // The emulator's packets come from a virtual CPU without errata; the
+    // perf backend's from this machine's CPU, whose errata libipt applies.
+    session.cpu = session.perf ? probeMachine().cpu : emulatorCpu();
     lldb::SBTarget target = debugger.GetSelectedTarget();
     session.lastModules = captureModules(target);
-    for (uint32_t i = 0; i < process.GetNumThreads(); ++i) {
+    for (uint32_t i = 0; i < process.GetNumThreads() && !session.perf; ++i) {
       uint64_t tid = process.GetThreadAtIndex(i).GetThreadID();
       if (!session.traces(tid))
         continue;
@@ -257,8 +268,14 @@ public:
     os << "magic-trace: recording process " << session.pid << " with backend "
        << backend << note << ", " << (writerOptions.bufferSize >> 10)
        << " KiB per thread, timer " << timer << ", threads " << threads << "\n";
-    os << "warning: under the emulate backend only 'magic-trace continue' "
-          "records; a plain 'continue' runs untraced (shown as [untraced])";
+    for (const std::string &perfNote : perfNotes)
+      os << "note: " << perfNote << "\n";
+    if (session.perf)
+      os << "magic-trace: the hardware records while the process runs; "
+            "'magic-trace continue' or 'continue' both trace";
+    else
+      os << "warning: under the emulate backend only 'magic-trace continue' "
+            "records; a plain 'continue' runs untraced (shown as [untraced])";
     return succeed(result, text);
   }
 };
@@ -297,6 +314,10 @@ public:
          << " bytes of PT"
          << (recorder.writer->buffer().wrapped() ? " (ring wrapped)" : "")
          << (recorder.gone ? ", exited" : "") << "\n";
+    if (session.perf)
+      for (uint64_t tid : session.perf->threadIds())
+        os << "  thread " << tid << ": Intel PT ring of "
+           << (session.perf->bufferSize(tid) >> 10) << " KiB\n";
     for (const Trigger &trigger : session.triggers)
       os << "  trigger: breakpoint " << trigger.breakpoint << " ("
          << trigger.description << "), " << trigger.hits << " hits"
@@ -335,6 +356,7 @@ public:
         target.BreakpointDelete(trigger.breakpoint);
     (*session)->triggers.clear();
     (*session)->recorders.clear();
+    (*session)->perf.reset(); // Closes the perf events and unmaps the rings.
     (*session)->attached = false;
     return succeed(result, "magic-trace: stopped recording process " +
                                std::to_string((*session)->pid) +
@@ -366,7 +388,8 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
   uint64_t before = session.stats.instructions;
   while (true) {
     llvm::Expected<StepOutcome> outcome =
-        runTraced(debugger, session, progress);
+        session.perf ? runPerf(debugger, session)
+                     : runTraced(debugger, session, progress);
     if (!outcome)
       return outcome.takeError();
     if (outcome->kind == StepOutcome::Breakpoint) {

@@ -142,6 +142,9 @@ llvm::Expected<IntelPtPmuDescription> loadIntelPtPmu(llvm::StringRef sysRoot) {
     pmu.format[name] = *field;
   }
   pmu.caps = readFiles(dir + "/caps");
+  if (std::optional<std::string> ratio =
+          readTrimmed(dir + "/max_nonturbo_ratio"))
+    llvm::StringRef(*ratio).getAsInteger(10, pmu.maxNonturboRatio);
   return pmu;
 }
 
@@ -226,6 +229,35 @@ llvm::Expected<IntelPtAttr> buildIntelPtAttr(const IntelPtPmuDescription &pmu,
     if (llvm::Error error = terms.set("noretcomp", 1))
       return std::move(error);
   return result;
+}
+
+PtTimingConfig hardwareTiming(const IntelPtPmuDescription &pmu,
+                              const perf_event_attr &attr) {
+  PtTimingConfig timing;
+  timing.nomFreq = static_cast<uint8_t>(pmu.maxNonturboRatio);
+  auto [eaxText, ebxText] = llvm::StringRef(pmu.caps.count("tsc_art_ratio")
+                                                ? pmu.caps.at("tsc_art_ratio")
+                                                : std::string())
+                                .split(':');
+  uint32_t eax = 0, ebx = 0;
+  if (!eaxText.getAsInteger(10, eax) && !ebxText.getAsInteger(10, ebx)) {
+    timing.cpuid15Eax = eax;
+    timing.cpuid15Ebx = ebx;
+  }
+  // The MTC period actually configured: read back the mtc_period term.
+  auto field = pmu.format.find("mtc_period");
+  if (field != pmu.format.end() && !field->second.bitRanges.empty()) {
+    uint64_t config = attr.config;
+    unsigned shift = 0;
+    uint64_t value = 0;
+    for (auto [low, high] : field->second.bitRanges) {
+      unsigned bits = high - low + 1;
+      value |= ((config >> low) & ((uint64_t(1) << bits) - 1)) << shift;
+      shift += bits;
+    }
+    timing.mtcFreq = static_cast<uint8_t>(value);
+  }
+  return timing;
 }
 
 std::vector<uint8_t> copyAuxRing(const uint8_t *aux, uint64_t size,

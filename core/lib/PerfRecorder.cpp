@@ -100,12 +100,27 @@ PerfRecorder::create(Options options) {
                                    (unsigned long long)options.auxSize);
   std::unique_ptr<PerfRecorder> recorder(new PerfRecorder());
   recorder->attrValue = attr->attr;
+  recorder->timingValue = hardwareTiming(*pmu, attr->attr);
   recorder->options = std::move(options);
   recorder->notesList = std::move(attr->notes);
   return recorder;
 }
 
 PerfRecorder::~PerfRecorder() = default;
+
+std::vector<uint64_t> PerfRecorder::threadIds() const {
+  std::vector<uint64_t> ids;
+  for (const auto &thread : threads)
+    ids.push_back(thread->tid);
+  return ids;
+}
+
+uint64_t PerfRecorder::bufferSize(uint64_t tid) const {
+  for (const auto &thread : threads)
+    if (thread->tid == tid)
+      return thread->auxSize;
+  return 0;
+}
 
 bool PerfRecorder::isTracing(uint64_t tid) const {
   for (const auto &thread : threads)

@@ -35,3 +35,8 @@ if os.path.isdir("/sys/bus/event_source/devices/intel_pt"):
     config.available_features.add("intel-pt")
 else:
     config.available_features.add("no-intel-pt")
+
+# An ASan+UBSan build (MT_SANITIZE=ON): the plugin cannot be loaded into an
+# uninstrumented lldb-22, so tests that load it are unsupported there.
+if config.mt_sanitize.upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("asan")

@@ -220,3 +220,35 @@ TEST(PerfIntelPtTest, TimeConversionFromPage) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(PerfIntelPtTest, HardwareTimingFromSysfsAndConfig) {
+  auto pmu = loadIntelPtPmu(fixture("sysfs-skylake"));
+  ASSERT_TRUE(bool(pmu));
+  EXPECT_EQ(pmu->maxNonturboRatio, 24u);
+  auto low = buildIntelPtAttr(*pmu, TimerResolution::Low);
+  ASSERT_TRUE(bool(low));
+  PtTimingConfig timing = hardwareTiming(*pmu, low->attr);
+  EXPECT_EQ(timing.nomFreq, 24u);
+  EXPECT_EQ(timing.cpuid15Eax, 2u);
+  EXPECT_EQ(timing.cpuid15Ebx, 168u);
+  EXPECT_EQ(timing.mtcFreq, field(low->attr.config, 14, 17));
+  EXPECT_EQ(timing.mtcFreq, 3u);
+  auto normal = buildIntelPtAttr(*pmu, TimerResolution::Normal);
+  ASSERT_TRUE(bool(normal));
+  EXPECT_EQ(hardwareTiming(*pmu, normal->attr).mtcFreq, 0u);
+}
+
+TEST(PerfIntelPtTest, HardwareTimingUnknownWithoutCaps) {
+  auto pmu = loadIntelPtPmu(fixture("sysfs-broadwell"));
+  ASSERT_TRUE(bool(pmu));
+  auto attr = buildIntelPtAttr(*pmu, TimerResolution::Low);
+  ASSERT_TRUE(bool(attr));
+  PtTimingConfig timing = hardwareTiming(*pmu, attr->attr);
+  EXPECT_EQ(timing.cpuid15Eax, 0u);
+  EXPECT_EQ(timing.cpuid15Ebx, 0u);
+  EXPECT_EQ(timing.nomFreq, 22u);
+}
+
+} // namespace

@@ -14,6 +14,7 @@
 #define MAGIC_TRACE_PERFINTELPT_H
 
 #include "magic_trace/PacketWriter.h"
+#include "magic_trace/PtTiming.h"
 #include "magic_trace/Snapshot.h"
 
 #include "llvm/Support/Error.h"
@@ -45,6 +46,8 @@ struct IntelPtPmuDescription {
   int type = -1;
   std::map<std::string, PmuFormatField> format;
   std::map<std::string, std::string> caps; ///< caps/<name> -> text.
+  /// The nominal core:bus ratio (max_nonturbo_ratio); 0 when absent.
+  uint32_t maxNonturboRatio = 0;
 
   /// A capability read as an integer (caps files are decimal or, for the
   /// *_periods/thresholds bitmaps, hexadecimal); 0 when absent.
@@ -74,6 +77,13 @@ llvm::Expected<IntelPtAttr> buildIntelPtAttr(const IntelPtPmuDescription &pmu,
 /// the value does not fit.
 llvm::Error setFormatField(perf_event_attr &attr, const PmuFormatField &field,
                            uint64_t value, llvm::StringRef name);
+
+/// What libipt needs to turn MTC/CYC into time on this CPU: the MTC period
+/// the attr asks for, the nominal ratio (max_nonturbo_ratio), and CPUID
+/// 0x15's TSC:ART ratio (caps/tsc_art_ratio, "eax:ebx"). Unknown fields stay
+/// 0, which makes libipt fall back to TSC-only timing.
+PtTimingConfig hardwareTiming(const IntelPtPmuDescription &pmu,
+                              const perf_event_attr &attr);
 
 /// Copies the retained bytes of an AUX ring in overwrite mode, oldest first.
 /// `auxHead` is the kernel's aux_head: for Intel PT in snapshot mode an

@@ -42,6 +42,13 @@ public:
   /// Time conversion from the first thread's mapping page.
   llvm::Expected<TimeConversion> timeConversion() const;
 
+  /// MTC/CYC parameters for the decoder (Snapshot::timing).
+  const PtTimingConfig &timing() const { return timingValue; }
+  /// Threads being recorded, in the order they were added.
+  std::vector<uint64_t> threadIds() const;
+  /// The AUX size in use for `tid` (after any halving), 0 if not traced.
+  uint64_t bufferSize(uint64_t tid) const;
+
   /// Degradations and size reductions, one line each.
   const std::vector<std::string> &notes() const { return notesList; }
 
@@ -53,6 +60,7 @@ private:
   struct ThreadRecording;
   std::vector<std::unique_ptr<ThreadRecording>> threads;
   perf_event_attr attrValue{};
+  PtTimingConfig timingValue;
   Options options;
   std::vector<std::string> notesList;
 };

@@ -1,0 +1,35 @@
+//===- PerfBackend.h - The perf backend's LLDB side -------------*- C++ -*-===//
+//
+// Wires core/PerfRecorder (Intel PT through perf_event_open) into a session:
+// start recording every traced thread at attach, resume with a plain process
+// continue (the hardware records while the target runs), add threads that
+// appeared at each stop, and hand the rings to takeSnapshot.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PLUGIN_PERFBACKEND_H
+#define MAGIC_TRACE_PLUGIN_PERFBACKEND_H
+
+#include "EmulateStepper.h"
+#include "Session.h"
+
+namespace magic_trace::plugin {
+
+/// Creates the recorder and starts every traced thread of `process`. Fails
+/// with the recorder's one-line error (no intel_pt PMU, permissions, ...);
+/// the session is then left unattached. Notes (degradations, smaller
+/// buffers) are appended to `notes`.
+llvm::Error startPerf(Session &session, lldb::SBProcess &process,
+                      TimerResolution timer, uint64_t bufferSize,
+                      std::vector<std::string> &notes);
+
+/// Resumes the process until it stops or exits; threads that appeared are
+/// added to the recording at the stop (they were untraced until then).
+llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
+                                    Session &session);
+
+/// Fills the snapshot's threads, time conversion and timing from the rings.
+llvm::Error fillPerfSnapshot(Session &session, Snapshot &snapshot);
+
+} // namespace magic_trace::plugin
+
+#endif
