@@ -257,19 +257,21 @@ TEST(FxtWriter, EmptyModelsAreValidTraces) {
   EXPECT_EQ(noFrames->events[0].name, "[gap]");
 }
 
-TEST(FxtWriter, MoreThan255ThreadsRebindThreadSlots) {
+TEST(FxtWriter, ThousandsOfThreadsRebindThreadSlots) {
+  // Thousands of threads: far more than the 255-entry thread table.
+  const uint64_t Threads = 5000;
   ModelBuilder b;
   b.model.pid = 10;
-  for (uint64_t t = 0; t < 600; ++t)
+  for (uint64_t t = 0; t < Threads; ++t)
     b.frame(ModelBuilder::segment(b.thread(1000 + t), t, t + 1), "run", t,
             t + 1);
   std::string bytes = writeToString(b.model);
   auto trace = readFxt(asBytes(bytes));
   ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
-  EXPECT_EQ(trace->threadsWithEvents, 600u);
-  EXPECT_EQ(trace->threadRecords, 600u);
-  ASSERT_EQ(trace->events.size(), 600u);
-  for (uint64_t t = 0; t < 600; ++t) {
+  EXPECT_EQ(trace->threadsWithEvents, Threads);
+  EXPECT_EQ(trace->threadRecords, Threads);
+  ASSERT_EQ(trace->events.size(), Threads);
+  for (uint64_t t = 0; t < Threads; ++t) {
     EXPECT_EQ(trace->events[t].tid, 1000 + t);
     EXPECT_EQ(trace->events[t].pid, 10u);
     EXPECT_EQ(trace->events[t].timestamp, t);
