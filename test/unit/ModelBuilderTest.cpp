@@ -601,6 +601,22 @@ TEST_F(ModelBuilderTest, AnchoringAddsEveryDeeperFrameOfTheStop) {
   EXPECT_EQ(stats.anchorInner, 3u);
 }
 
+TEST_F(ModelBuilderTest, AnchoringPrefersTheDepthWhereTheWholeStackAgrees) {
+  // a calls itself and the stop is at the inner a's entry. F = [main, a]
+  // agrees with the stop [_start, main, a, a] at the outer a, not at the
+  // innermost one: the inner a is opened below it.
+  add(block(0x2000, 0x2010, 0, BranchClass::DirectCall));
+  add(block(0x3000, 0x3010, 10, BranchClass::DirectCall));
+  add(event(ItemKind::Disable, 20, 0x3000));
+  ThreadStop stop = stopAt({0x3000, 0x3015, 0x2015, 0x1041});
+  EXPECT_EQ(tree({}, &stop), "segment 0-20\n"
+                             "_start 0-20 inferred anchored\n"
+                             "  main 0-20 inferred anchored\n"
+                             "    a 10-20 anchored\n"
+                             "      a 20-20 anchored\n");
+  EXPECT_EQ(stats.anchorConflicts, 0u);
+}
+
 TEST_F(ModelBuilderTest, AnchoringFollowsATailCallIntoTheStopFunction) {
   // main calls a; a's last instruction jumps to c's entry (a tail call) and
   // the stop is there, returning into main: a is no longer on the stack, c
