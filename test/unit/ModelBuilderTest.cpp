@@ -198,10 +198,9 @@ TEST_F(ModelBuilderTest, CallPushesReturnPops) {
   EXPECT_EQ(tree(), "segment 0-50\n"
                     "main 0-50 inferred\n"
                     "  a 10-20\n"
-                    "  b 30-40\n"
-                    "  [untraced] 50-50\n");
+                    "  b 30-40\n");
   EXPECT_EQ(stats.inferredFrames, 1u);
-  EXPECT_EQ(stats.frames, 4u);
+  EXPECT_EQ(stats.frames, 3u);
 }
 
 TEST_F(ModelBuilderTest, ReturnPopsSeveralFrames) {
@@ -216,8 +215,7 @@ TEST_F(ModelBuilderTest, ReturnPopsSeveralFrames) {
                     "main 0-50 inferred\n"
                     "  a 10-40\n"
                     "    b 20-40\n"
-                    "      c 30-40\n"
-                    "  [untraced] 50-50\n");
+                    "      c 30-40\n");
 }
 
 TEST_F(ModelBuilderTest, RecursiveReturnGoesToNearestFrame) {
@@ -233,8 +231,7 @@ TEST_F(ModelBuilderTest, RecursiveReturnGoesToNearestFrame) {
                     "main 0-60 inferred\n"
                     "  a 0-50 inferred\n"
                     "    a 10-40\n"
-                    "      a 20-30\n"
-                    "  [untraced] 60-60\n");
+                    "      a 20-30\n");
 }
 
 TEST_F(ModelBuilderTest, ReturnIntoUnseenFrameCreatesInferredParent) {
@@ -250,8 +247,7 @@ TEST_F(ModelBuilderTest, ReturnIntoUnseenFrameCreatesInferredParent) {
                     "_start 100-150 inferred\n"
                     "  main 100-140 inferred\n"
                     "    a 100-110 inferred\n"
-                    "    b 120-130\n"
-                    "  [untraced] 150-150\n");
+                    "    b 120-130\n");
   EXPECT_EQ(stats.inferredFrames, 3u);
 }
 
@@ -265,8 +261,7 @@ TEST_F(ModelBuilderTest, JumpToEntryIsTailCall) {
   EXPECT_EQ(tree(), "segment 0-40\n"
                     "main 0-40 inferred\n"
                     "  a 10-20\n"
-                    "  b 20-30\n"
-                    "  [untraced] 40-40\n");
+                    "  b 20-30\n");
 }
 
 TEST_F(ModelBuilderTest, JumpIntoMiddleUnwindsOrReplaces) {
@@ -286,8 +281,7 @@ TEST_F(ModelBuilderTest, JumpIntoMiddleUnwindsOrReplaces) {
                     "  a 10-30\n"
                     "    b 20-30\n"
                     "  a 40-50\n"
-                    "  c 50-60\n"
-                    "  [untraced] 70-70\n");
+                    "  c 50-60\n");
 }
 
 TEST_F(ModelBuilderTest, InlinedFramesFollowTheChainInsideOneBlock) {
@@ -306,8 +300,7 @@ TEST_F(ModelBuilderTest, InlinedFramesFollowTheChainInsideOneBlock) {
                     "main 0-190 inferred\n"
                     "  f 100-180\n"
                     "    g 116-164\n"
-                    "      h 132-148\n"
-                    "  [untraced] 190-190\n");
+                    "      h 132-148\n");
 }
 
 TEST_F(ModelBuilderTest, InlinedInstancesAreTellApartByCallSite) {
@@ -323,8 +316,7 @@ TEST_F(ModelBuilderTest, InlinedInstancesAreTellApartByCallSite) {
                     "main 0-150 inferred\n"
                     "  f 100-148\n"
                     "    g 100-116\n"
-                    "    g 116-132\n"
-                    "  [untraced] 150-150\n");
+                    "    g 116-132\n");
 }
 
 TEST_F(ModelBuilderTest, CallFromInlinedFrameNestsUnderIt) {
@@ -338,8 +330,7 @@ TEST_F(ModelBuilderTest, CallFromInlinedFrameNestsUnderIt) {
   EXPECT_EQ(tree(), "segment 0-72\n"
                     "f 0-72 inferred\n"
                     "  g 32-63\n"
-                    "    a 50-60\n"
-                    "  [untraced] 72-72\n");
+                    "    a 50-60\n");
 }
 
 TEST_F(ModelBuilderTest, SyscallAndUntracedSpans) {
@@ -359,8 +350,23 @@ TEST_F(ModelBuilderTest, SyscallAndUntracedSpans) {
                     "main 0-80 inferred\n"
                     "  a 10-40\n"
                     "    [syscall] 20-35\n"
-                    "  [untraced] 45-70\n"
-                    "  [untraced] 80-80\n");
+                    "  [untraced] 45-70\n");
+}
+
+TEST_F(ModelBuilderTest, OnlyADisableWithNothingAfterItMakesNoSpan) {
+  // The recorder ends every snapshot with a disable: no span there, even
+  // after a syscall. A disable followed by more trace keeps its span.
+  add(block(0x2000, 0x2010, 0, BranchClass::DirectCall));
+  add(block(0x3000, 0x3010, 10, BranchClass::Other));
+  add(event(ItemKind::Disable, 20, 0x3012));
+  add(event(ItemKind::Enable, 30, 0x3012));
+  add(block(0x3012, 0x3020, 30, BranchClass::Syscall));
+  add(event(ItemKind::Disable, 40, 0x3022));
+  EXPECT_EQ(tree(), "segment 0-40\n"
+                    "main 0-40 inferred\n"
+                    "  a 10-40\n"
+                    "    [untraced] 20-30\n");
+  EXPECT_EQ(stats.frames, 3u);
 }
 
 TEST_F(ModelBuilderTest, UntracedCodeReturningIntoAFrameOnTheStack) {
@@ -374,8 +380,7 @@ TEST_F(ModelBuilderTest, UntracedCodeReturningIntoAFrameOnTheStack) {
   EXPECT_EQ(tree(), "segment 0-40\n"
                     "main 0-40 inferred\n"
                     "  a 10-30\n"
-                    "    [untraced] 20-30\n"
-                    "  [untraced] 40-40\n");
+                    "    [untraced] 20-30\n");
 }
 
 TEST_F(ModelBuilderTest, ErrorStartsNewSegmentWithGapSpan) {
@@ -400,8 +405,7 @@ TEST_F(ModelBuilderTest, ErrorStartsNewSegmentWithGapSpan) {
             "  b 50-60 inferred\n"
             "[overflow] 70-90\n"
             "segment 90-100 after overflow\n"
-            "c 90-100 inferred\n"
-            "  [untraced] 100-100\n");
+            "c 90-100 inferred\n");
   EXPECT_EQ(model.errors, 3u);
   EXPECT_EQ(stats.gaps, 2u);
 }
@@ -426,8 +430,7 @@ TEST_F(ModelBuilderTest, StitchingJoinsAgreeingStacks) {
                       "segment 40-60 stitched after overflow\n"
                       "_start 40-60 inferred\n"
                       "  main 40-60 inferred\n"
-                      "    a 40-50 inferred\n"
-                      "    [untraced] 60-60\n");
+                      "    a 40-50 inferred\n");
   EXPECT_EQ(stats.stitchedJoins, 1u);
 
   EXPECT_EQ(tree({.stitch = false, .anchor = true}),
@@ -438,8 +441,7 @@ TEST_F(ModelBuilderTest, StitchingJoinsAgreeingStacks) {
             "[overflow] 30-40\n"
             "segment 40-60 after overflow\n"
             "main 40-60 inferred\n"
-            "  a 40-50 inferred\n"
-            "  [untraced] 60-60\n");
+            "  a 40-50 inferred\n");
   EXPECT_EQ(stats.stitchedJoins, 0u);
 }
 
@@ -459,8 +461,7 @@ TEST_F(ModelBuilderTest, StitchingAllowsCallsInsideTheGap) {
                     "segment 40-60 stitched after overflow\n"
                     "_start 40-60 inferred\n"
                     "  main 40-60 inferred\n"
-                    "    b 40-50 inferred\n"
-                    "    [untraced] 60-60\n");
+                    "    b 40-50 inferred\n");
 }
 
 TEST_F(ModelBuilderTest, StitchingJoinsDownToTheLastAgreeingFrame) {
@@ -482,8 +483,7 @@ TEST_F(ModelBuilderTest, StitchingJoinsDownToTheLastAgreeingFrame) {
                     "segment 40-60 stitched after overflow\n"
                     "_start 40-60 inferred\n"
                     "  main 40-60 inferred\n"
-                    "    b 40-50 inferred\n"
-                    "    [untraced] 60-60\n");
+                    "    b 40-50 inferred\n");
   EXPECT_EQ(stats.stitchedJoins, 1u);
 }
 
@@ -504,8 +504,7 @@ TEST_F(ModelBuilderTest, StitchingRefusesDisagreeingStacks) {
                     "[overflow] 30-40\n"
                     "segment 40-60 after overflow\n"
                     "b 40-60 inferred\n"
-                    "  c 40-50 inferred\n"
-                    "  [untraced] 60-60\n");
+                    "  c 40-50 inferred\n");
   EXPECT_EQ(stats.stitchRefused, 1u);
 }
 
@@ -526,27 +525,129 @@ TEST_F(ModelBuilderTest, AnchoringAddsOuterFrames) {
                              "_start 0-20 inferred anchored\n"
                              "  main 0-20 inferred anchored\n"
                              "    a 0-20 inferred anchored\n"
-                             "      b 10-20 anchored\n"
-                             "        [untraced] 20-20\n");
+                             "      b 10-20 anchored\n");
   EXPECT_EQ(stats.anchorAdded, 2u);
   EXPECT_EQ(stats.anchoredFrames, 4u);
 
-  EXPECT_EQ(tree({.stitch = true, .anchor = false}, &stop),
-            "segment 0-20\n"
-            "a 0-20 inferred\n"
-            "  b 10-20\n"
-            "    [untraced] 20-20\n");
+  EXPECT_EQ(tree({.stitch = true, .anchor = false}, &stop), "segment 0-20\n"
+                                                            "a 0-20 inferred\n"
+                                                            "  b 10-20\n");
 }
 
 TEST_F(ModelBuilderTest, AnchoringWhenTheStopFunctionWasNotTracedYet) {
-  // The breakpoint is at c's entry: the trace ends in the call from b.
+  // The breakpoint is at c's entry: the trace ends in the call from b, and
+  // c (which never ran) is opened under b at the stop.
   add(block(0x4000, 0x4010, 0, BranchClass::DirectCall));
-  add(event(ItemKind::Disable, 10));
+  add(event(ItemKind::Disable, 10, 0x5000));
   ThreadStop stop = stopAt({0x5000, 0x4015, 0x2031});
   EXPECT_EQ(tree({}, &stop), "segment 0-10\n"
                              "main 0-10 inferred anchored\n"
                              "  b 0-10 inferred anchored\n"
-                             "    [untraced] 10-10\n");
+                             "    c 10-10 anchored\n");
+  EXPECT_EQ(stats.anchorInner, 1u);
+}
+
+TEST_F(ModelBuilderTest, AnchoringOpensTheFunctionTheStopIsAtTheEntryOf) {
+  // The snapshot's usual end: main calls a, whose entry has the breakpoint;
+  // the recorder's final disable says tracing stops at a's entry. The final
+  // stack's innermost frame is a: zero-length at the end, open, anchored,
+  // nested under main (the frame that made the call).
+  add(block(0x2000, 0x2010, 0, BranchClass::DirectCall));
+  add(event(ItemKind::Disable, 10, 0x3000));
+  ThreadStop stop = stopAt({0x3000, 0x2015, 0x1041});
+  EXPECT_EQ(tree({}, &stop), "segment 0-10\n"
+                             "_start 0-10 inferred anchored\n"
+                             "  main 0-10 inferred anchored\n"
+                             "    a 10-10 anchored\n");
+  ThreadModel model = build({}, &stop);
+  ASSERT_EQ(model.segments.size(), 1u);
+  const std::vector<Frame> &frames = model.segments[0].frames;
+  ASSERT_EQ(frames.size(), 3u);
+  const Frame &innermost = frames.back();
+  EXPECT_EQ(strings.get(innermost.name), "a");
+  EXPECT_EQ(innermost.address, 0x3000u);
+  EXPECT_EQ(innermost.begin, 10u);
+  EXPECT_EQ(innermost.end, 10u);
+  EXPECT_TRUE(innermost.open);
+  EXPECT_TRUE(innermost.anchored);
+  EXPECT_FALSE(innermost.inferred);
+  EXPECT_EQ(innermost.parent, 1u);
+  EXPECT_EQ(strings.get(frames[1].name), "main");
+  EXPECT_TRUE(frames[1].open);
+  EXPECT_EQ(stats.anchorInner, 1u);
+  EXPECT_EQ(stats.anchorAdded, 1u);
+  EXPECT_EQ(stats.anchorConflicts, 0u);
+
+  // Without anchoring the trace alone cannot know where the call went.
+  EXPECT_EQ(tree({.stitch = true, .anchor = false}, &stop),
+            "segment 0-10\n"
+            "main 0-10 inferred\n");
+}
+
+TEST_F(ModelBuilderTest, AnchoringAddsEveryDeeperFrameOfTheStop) {
+  // The trace ends in main's call; the stop is further down: main called a,
+  // a called f, and the stop is in g inlined into f. All of them are opened
+  // below main (g as an inlined frame of f).
+  symbols.range(0x6000, 0x6010, 0x6000, {"f"});
+  symbols.range(0x6010, 0x6020, 0x6000, {"f", "g"}, {7, 1});
+  add(block(0x2000, 0x2010, 0, BranchClass::IndirectCall));
+  add(event(ItemKind::Disable, 10));
+  ThreadStop stop = stopAt({0x6012, 0x3011, 0x2015});
+  EXPECT_EQ(tree({}, &stop), "segment 0-10\n"
+                             "main 0-10 inferred anchored\n"
+                             "  a 10-10 anchored\n"
+                             "    f 10-10 anchored\n"
+                             "      g 10-10 anchored\n");
+  EXPECT_EQ(stats.anchorInner, 3u);
+}
+
+TEST_F(ModelBuilderTest, AnchoringPrefersTheDepthWhereTheWholeStackAgrees) {
+  // a calls itself and the stop is at the inner a's entry. F = [main, a]
+  // agrees with the stop [_start, main, a, a] at the outer a, not at the
+  // innermost one: the inner a is opened below it.
+  add(block(0x2000, 0x2010, 0, BranchClass::DirectCall));
+  add(block(0x3000, 0x3010, 10, BranchClass::DirectCall));
+  add(event(ItemKind::Disable, 20, 0x3000));
+  ThreadStop stop = stopAt({0x3000, 0x3015, 0x2015, 0x1041});
+  EXPECT_EQ(tree({}, &stop), "segment 0-20\n"
+                             "_start 0-20 inferred anchored\n"
+                             "  main 0-20 inferred anchored\n"
+                             "    a 10-20 anchored\n"
+                             "      a 20-20 anchored\n");
+  EXPECT_EQ(stats.anchorConflicts, 0u);
+}
+
+TEST_F(ModelBuilderTest, AnchoringFollowsATailCallIntoTheStopFunction) {
+  // main calls a; a's last instruction jumps to c's entry (a tail call) and
+  // the stop is there, returning into main: a is no longer on the stack, c
+  // is opened under main.
+  add(block(0x2000, 0x2010, 0, BranchClass::DirectCall));
+  add(block(0x3000, 0x3010, 10, BranchClass::DirectJump));
+  add(event(ItemKind::Disable, 20, 0x5000));
+  ThreadStop stop = stopAt({0x5000, 0x2015});
+  EXPECT_EQ(tree({}, &stop), "segment 0-20\n"
+                             "main 0-20 inferred anchored\n"
+                             "  a 10-20\n"
+                             "  c 20-20 anchored\n");
+  ThreadModel model = build({}, &stop);
+  const std::vector<Frame> &frames = model.segments[0].frames;
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_FALSE(frames[1].open); // a ended with its jump.
+  EXPECT_TRUE(frames[2].open);
+  EXPECT_EQ(stats.anchorConflicts, 0u);
+}
+
+TEST_F(ModelBuilderTest, AnchoringAddsNoDeeperFramesAfterALoss) {
+  // The trace ends in an overflow: its final stack is not the stack at the
+  // stop, so nothing is opened below it (the outer frames still match).
+  add(block(0x2000, 0x2010, 0, BranchClass::DirectCall));
+  add(event(ItemKind::Overflow, 10));
+  ThreadStop stop = stopAt({0x3000, 0x2015, 0x1041});
+  EXPECT_EQ(tree({}, &stop), "segment 0-10\n"
+                             "_start 0-10 inferred anchored\n"
+                             "  main 0-10 inferred anchored\n"
+                             "  [overflow] 10-10\n");
+  EXPECT_EQ(stats.anchorInner, 0u);
 }
 
 TEST_F(ModelBuilderTest, AnchoringPropagatesThroughStitchedSegments) {
@@ -566,8 +667,7 @@ TEST_F(ModelBuilderTest, AnchoringPropagatesThroughStitchedSegments) {
                              "_start 40-60 inferred anchored\n"
                              "  main 40-60 inferred anchored\n"
                              "    a 40-60 inferred anchored\n"
-                             "      b 50-60 anchored\n"
-                             "        [untraced] 60-60\n");
+                             "      b 50-60 anchored\n");
 }
 
 TEST_F(ModelBuilderTest, AnchoringReplacesWronglyStitchedFrames) {
@@ -591,8 +691,7 @@ TEST_F(ModelBuilderTest, AnchoringReplacesWronglyStitchedFrames) {
                  "segment 40-60 after overflow\n"
                  "_start 40-60 inferred anchored\n"
                  "  b 40-60 inferred anchored\n"
-                 "    a 40-60 inferred anchored\n"
-                 "      [untraced] 60-60\n");
+                 "    a 40-60 inferred anchored\n");
   EXPECT_EQ(stats.anchorConflicts, 1u);
   EXPECT_EQ(stats.stitchedJoins, 0u);
 }
@@ -606,9 +705,9 @@ TEST_F(ModelBuilderTest, AnchoringRefusesAContradictingStop) {
   ThreadStop stop = stopAt({0x3012, 0x4011, 0x1041});
   EXPECT_EQ(tree({}, &stop), "segment 0-20\n"
                              "main 0-20 inferred\n"
-                             "  a 10-20\n"
-                             "    [untraced] 20-20\n");
+                             "  a 10-20\n");
   EXPECT_EQ(stats.anchorConflicts, 1u);
+  EXPECT_EQ(stats.anchorInner, 0u);
 }
 
 TEST_F(ModelBuilderTest, ModelStoresFramesNotInstructions) {

@@ -45,6 +45,9 @@ struct ModelStats {
   uint64_t stitchRefused = 0;  ///< Gaps whose stacks did not agree.
   uint64_t anchoredFrames = 0; ///< Frames matched to (or added from) the stop.
   uint64_t anchorAdded = 0;    ///< Outer frames added from the stop context.
+  /// Frames below the trace's innermost one added from the stop context
+  /// (e.g. the function whose entry breakpoint triggered the snapshot).
+  uint64_t anchorInner = 0;
   uint64_t anchorConflicts = 0; ///< Stop stacks that contradicted the trace.
   uint64_t modelBytes = 0;      ///< Heap + struct bytes of the built models.
 };

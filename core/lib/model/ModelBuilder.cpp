@@ -94,7 +94,7 @@ public:
 private:
   // Item handlers.
   void onBlock(size_t index);
-  void onDisable(const TraceItem &item);
+  void onDisable(const TraceItem &item, bool last);
   void onEnable(const TraceItem &item);
   void onLoss(const TraceItem &item);
 
@@ -164,7 +164,7 @@ void SegmentBuilder::run() {
       onBlock(i);
       break;
     case ItemKind::Disable:
-      onDisable(item);
+      onDisable(item, /*last=*/i + 1 == items.size());
       break;
     case ItemKind::Enable:
       onEnable(item);
@@ -231,8 +231,15 @@ void SegmentBuilder::onBlock(size_t index) {
     ++model.calls;
 }
 
-void SegmentBuilder::onDisable(const TraceItem &item) {
+void SegmentBuilder::onDisable(const TraceItem &item, bool last) {
   if (!inSegment || stack.empty() || openSpan != NoFrame)
+    return;
+  // Where tracing resumes is known only from the next block.
+  nextTransfer = Transfer::Unknown;
+  // The recorder ends every snapshot with a disable (FUP + TIP.PGD) so that
+  // decoders stop exactly there: with nothing after it, no time passed with
+  // tracing off, and a 0 ns span would only hide the innermost frame.
+  if (last)
     return;
   Frame span;
   span.begin = span.end = lastTime;
@@ -241,8 +248,6 @@ void SegmentBuilder::onDisable(const TraceItem &item) {
   span.name = syscall ? syscallName : untracedName;
   span.kind = syscall ? FrameKind::Syscall : FrameKind::Untraced;
   openSpan = newFrame(span);
-  // Where tracing resumes is known only from the next block.
-  nextTransfer = Transfer::Unknown;
 }
 
 void SegmentBuilder::onEnable(const TraceItem &) {
@@ -503,6 +508,7 @@ void SegmentBuilder::closeSegment(uint64_t time, bool gapFollows) {
   segment.frames.reserve(frames.size() + (gapFollows ? 1 : 0));
   segment.frames.assign(frames.begin(), frames.end());
   fact.startDepth = inferredCount;
+  fact.lastClass = lastClass;
   frames = {};
   inSegment = false;
 }

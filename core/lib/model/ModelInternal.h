@@ -33,6 +33,9 @@ struct SegmentFacts {
   uint32_t continued = 0;
   /// The lost-time span closing this segment, or NoFrame.
   uint32_t gapFrame = NoFrame;
+  /// How the segment's last block ended (anchoring: a trace that ends in a
+  /// jump to the stop's function entry made a tail call into it).
+  BranchClass lastClass = BranchClass::Other;
 };
 
 /// The frame for chain level `level` of `range` (0: the physical function,

@@ -195,6 +195,48 @@ std::vector<Frame> stopStack(const ThreadStop &stop, SymbolLookup lookup,
 
 } // namespace
 
+namespace {
+
+bool isJump(BranchClass last) {
+  return last == BranchClass::CondBranch || last == BranchClass::DirectJump ||
+         last == BranchClass::IndirectJump;
+}
+
+/// Where F (the final stack, innermost last) sits in the stop stack A: F's
+/// innermost frame is A[at], and `matched` frames agree from there outward.
+struct StopAlignment {
+  size_t at = SIZE_MAX;
+  size_t matched = 0;
+};
+
+/// F's innermost frame is the stop's function or one of its callers (the
+/// trace ends before the stop's function ran, or before its callees did).
+/// The innermost position of A where all of F agrees wins; failing that,
+/// the innermost position of F's innermost function (then the outer part
+/// of F disagrees, which anchorToStop repairs or refuses).
+StopAlignment alignToStop(const Segment &segment,
+                          const std::vector<uint32_t> &final,
+                          const std::vector<Frame> &truth) {
+  StopAlignment best;
+  FrameIdentity top = identityOf(segment.frames[final.back()]);
+  for (size_t at = truth.size(); at-- > 0;) {
+    if (!(identityOf(truth[at]) == top))
+      continue;
+    size_t matched = 0;
+    while (matched < final.size() && matched <= at &&
+           identityOf(segment.frames[final[final.size() - 1 - matched]]) ==
+               identityOf(truth[at - matched]))
+      ++matched;
+    if (best.at == SIZE_MAX)
+      best = {at, matched};
+    if (matched == final.size())
+      return {at, matched};
+  }
+  return best;
+}
+
+} // namespace
+
 void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
                          const ThreadStop &stop, SymbolLookup lookup,
                          const StringTable &strings, ModelStats &stats) {
@@ -202,27 +244,40 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
   size_t last = model.segments.size() - 1;
   Segment &segment = model.segments[last];
   SegmentFacts &fact = facts[last];
-  const std::vector<uint32_t> &final = fact.endStack;
-  if (truth.empty() || final.empty()) {
+  if (truth.empty() || fact.endStack.empty()) {
     ++stats.anchorConflicts;
     return;
   }
+  // The trace ends exactly at the stop (no loss after it) when its open
+  // frames run to the segment's end.
+  bool endsAtStop = fact.gapFrame == NoFrame &&
+                    segment.frames[fact.endStack.back()].end == segment.end;
 
-  // The innermost traced frame is the stop's function or, when the trace
-  // ends just before the stop's function ran, one of its callers.
-  FrameIdentity top = identityOf(segment.frames[final.back()]);
-  size_t j = truth.size();
-  while (j-- > 0 && !(identityOf(truth[j]) == top)) {
+  // A trace ending in a jump to the entry of the stop's function (which
+  // never ran) made a tail call: the jumping function's frame (with its
+  // inlined frames) is no longer on the stack, its caller is.
+  std::vector<uint32_t> final = fact.endStack;
+  size_t tailCalled = 0;
+  const SymbolRange &stopRange = lookup(stop.frames[0]);
+  if (endsAtStop && isJump(fact.lastClass) && !stopRange.frames.empty() &&
+      stopRange.functionEntry == stop.frames[0]) {
+    size_t physical = final.size() - 1;
+    while (physical > 0 &&
+           segment.frames[final[physical]].kind == FrameKind::Inlined)
+      --physical;
+    if (physical > 0 &&
+        segment.frames[final[physical]].name != stopRange.frames[0].function) {
+      tailCalled = final.size() - physical;
+      final.resize(physical);
+    }
   }
+
+  StopAlignment alignment = alignToStop(segment, final, truth);
+  size_t j = alignment.at, matched = alignment.matched;
   if (j == SIZE_MAX) {
     ++stats.anchorConflicts;
     return;
   }
-  size_t matched = 0;
-  while (matched < final.size() && matched <= j &&
-         identityOf(segment.frames[final[final.size() - 1 - matched]]) ==
-             identityOf(truth[j - matched]))
-    ++matched;
 
   // Frames [0, strip) of the final stack are replaced by the stop's outer
   // frames: none when all matched, else only frames no instruction ran in.
@@ -231,20 +286,39 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
     size_t wrong = final.size() - 1 - matched; // Outermost wrong is 0.
     if (wrong >= fact.synthesized || final[wrong] != wrong) {
       ++stats.anchorConflicts;
-      matched = 0; // The trace contradicts the stop: change nothing.
-    } else {
-      strip = uint32_t(wrong + 1);
+      return; // The trace contradicts the stop: change nothing.
     }
+    strip = uint32_t(wrong + 1);
   }
   for (size_t i = 0; i < matched; ++i)
     segment.frames[final[final.size() - 1 - i]].anchored = true;
+  // The tail-calling frames ended with the jump, at the segment's end.
+  for (size_t i = 0; i < tailCalled; ++i)
+    segment.frames[fact.endStack[final.size() + i]].open = false;
+  fact.endStack.resize(final.size());
+
   std::vector<Frame> outer;
-  if (matched > 0 && j + 1 > matched)
+  if (j + 1 > matched)
     outer.assign(truth.begin(), truth.begin() + (j + 1 - matched));
-  if (matched == 0)
-    return;
   stats.anchorAdded += outer.size();
   reroot(segment, fact, strip, outer);
+
+  // The stop's frames below F's innermost one: the function whose entry the
+  // stop is at (the call into it was the trace's last instruction), or
+  // callees the trace did not see. They start and end at the stop, open,
+  // nested under F's innermost frame, whose subtree ends the pre-order.
+  if (endsAtStop) {
+    for (size_t i = j + 1; i < truth.size(); ++i) {
+      Frame frame = truth[i];
+      frame.inferred = false;
+      frame.open = true;
+      frame.begin = frame.end = segment.end;
+      frame.parent = fact.endStack.back();
+      fact.endStack.push_back(uint32_t(segment.frames.size()));
+      segment.frames.push_back(frame);
+      ++stats.anchorInner;
+    }
+  }
 
   // Backward through stitched segments: the frames that continue across a
   // gap get the same correction and marks.

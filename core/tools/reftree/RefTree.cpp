@@ -194,6 +194,7 @@ private:
     uint64_t begin = 0, end = 0;
     uint32_t parent = UINT32_MAX;
     uint64_t callSite = 0; ///< Address of the call that pushed it, or 0.
+    bool atStop = false;
   };
 
   void push(const RefFunction &function, uint64_t time, uint64_t callSite) {
@@ -330,7 +331,32 @@ std::vector<TreeFrame> ReferenceBuilder::build(const ThreadTruth &truth,
     // A jump, a syscall coming back, or falling through into other code.
     onJump(address, function, now);
   }
-  popTo(0, at(insns.size()));
+  // The emulator's final disable records where the thread stopped (the
+  // instruction it would execute next, which never ran). When the last
+  // instruction was a call, or a jump to another function's entry (a tail
+  // call), that function is on the stack at the stop: a breakpoint at a
+  // function's entry is how a snapshot is usually triggered. Its frame is
+  // opened there, zero-length at the end.
+  uint64_t end = at(insns.size());
+  const TruthEvent *last = transfer.back();
+  for (const TruthEvent &e : truth.events) {
+    if (e.kind != TruthEventKind::Disable || e.index != insns.size() || !last ||
+        e.to == 0)
+      continue;
+    RefFunction function = symbols.lookup(e.to);
+    if (last->kind == TruthEventKind::Call) {
+      push(function, end, insns.back());
+      nodes.back().atStop = true;
+    } else if (last->kind == TruthEventKind::Jump && !function.unknown &&
+               e.to == function.begin &&
+               !same(nodes[stack.back()].function, function)) {
+      popTo(stack.size() - 1, end); // Tail call.
+      push(function, end, 0);
+      nodes.back().atStop = true;
+    }
+    break;
+  }
+  popTo(0, end);
 
   // Pre-order: children by creation (= by begin), from the roots.
   std::vector<std::vector<uint32_t>> children(nodes.size());
@@ -348,7 +374,7 @@ std::vector<TreeFrame> ReferenceBuilder::build(const ThreadTruth &truth,
     const Node &node = nodes[index];
     out.push_back({node.function.unknown ? 0 : node.function.begin,
                    node.function.name, node.begin, node.end, depth,
-                   node.function.aliases});
+                   node.function.aliases, node.atStop});
     for (auto it = children[index].rbegin(); it != children[index].rend(); ++it)
       work.push_back({*it, depth + 1});
   }
@@ -402,7 +428,8 @@ std::vector<TreeFrame> reftree::modelTree(const ThreadModel &model,
                        frame.begin,
                        frame.end,
                        above,
-                       {}});
+                       {},
+                       false});
       }
       if (frame.open)
         nextChain.push_back(index);

@@ -56,6 +56,9 @@ struct TreeFrame {
   unsigned depth = 0;
   /// Reference frames: every name of the function (see RefFunction).
   std::vector<std::string> aliases;
+  /// Reference frames: opened at the stop, by the last instruction's call
+  /// (or tail call) into a function that never ran (a zero-length leaf).
+  bool atStop = false;
 };
 
 /// The same function: equal entry addresses, or (when the model's entry
@@ -64,7 +67,10 @@ struct TreeFrame {
 bool sameFunction(const TreeFrame &reference, const TreeFrame &model);
 
 /// The reference tree of one thread in pre-order; times are the emulator's
-/// virtual clock converted by `time` (one cycle per instruction).
+/// virtual clock converted by `time` (one cycle per instruction). The
+/// function the thread stopped at the entry of, when its last instruction
+/// called (or tail-called) it, ends the tree as a zero-length frame marked
+/// `atStop` (docs/model.md, "Ground truth").
 std::vector<TreeFrame> referenceTree(const ThreadTruth &truth,
                                      const RefSymbols &symbols,
                                      const TimeConversion &time,

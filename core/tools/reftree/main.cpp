@@ -22,6 +22,8 @@
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+
 using namespace llvm;
 using namespace magic_trace;
 using namespace magic_trace::reftree;
@@ -158,15 +160,22 @@ int main(int argc, char **argv) {
       ok = false;
       continue;
     }
-    std::vector<TreeFrame> reference =
+    // The full reference ends with the function the thread stopped at the
+    // entry of (atStop), which only anchoring to the stop context can know:
+    // the models built without the stop are compared with the rest.
+    std::vector<TreeFrame> full =
         referenceTree(truth, symbols, snapshot.time, VirtualClock::startTsc);
-    ModelStats stats;
+    std::vector<TreeFrame> reference;
+    for (const TreeFrame &frame : full)
+      if (!frame.atStop)
+        reference.push_back(frame);
+    ModelStats stats, anchorStats;
     ThreadModel stitched = buildThreadModel(*decode, lookup, nullptr, strings,
                                             {true, false}, &stats);
     ThreadModel apart =
         buildThreadModel(*decode, lookup, nullptr, strings, {false, false});
-    ThreadModel anchored =
-        buildThreadModel(*decode, lookup, stop, strings, {true, true});
+    ThreadModel anchored = buildThreadModel(*decode, lookup, stop, strings,
+                                            {true, true}, &anchorStats);
     // The invariants every writer relies on (TraceModel.h).
     for (const ThreadModel *built : {&stitched, &apart, &anchored}) {
       trace.threads.assign(1, *built);
@@ -224,12 +233,24 @@ int main(int argc, char **argv) {
     if (stop && !stop->frames.empty()) {
       std::vector<uint64_t> expected = stopStack(*stop, symbols);
       std::vector<uint64_t> actual = finalStack(anchored);
-      size_t common = std::min(expected.size(), actual.size());
-      bool equal = common + 1 >= expected.size() &&
-                   std::equal(expected.begin(), expected.begin() + common,
-                              actual.begin());
-      outs() << "  anchoring: the final stack's outer " << common << " frames "
-             << (equal ? "equal" : "differ from") << " the stop context ("
+      // Innermost included: when the stop is at the entry of a function
+      // the last instruction called, anchoring opens that function too.
+      // One known exception: a thread whose last instruction was a return
+      // (another thread stopped anywhere) keeps the returning frame open in
+      // the model, one frame more than the stop context.
+      bool endedInReturn =
+          !truth.events.empty() && !truth.insns.empty() &&
+          std::any_of(truth.events.begin(), truth.events.end(),
+                      [&](const TruthEvent &e) {
+                        return e.kind == TruthEventKind::Return &&
+                               e.index + 1 == truth.insns.size();
+                      });
+      bool equal =
+          actual == expected ||
+          (endedInReturn && actual.size() == expected.size() + 1 &&
+           std::equal(expected.begin(), expected.end(), actual.begin()));
+      outs() << "  anchoring: the final stack (" << actual.size() << " frames) "
+             << (equal ? "equals" : "differs from") << " the stop context ("
              << expected.size() << " frames)\n";
       if (!equal || dump) {
         outs() << "    stop context:";
@@ -241,6 +262,28 @@ int main(int argc, char **argv) {
         outs() << "\n";
       }
       ok = ok && (equal || !errorFree);
+    }
+    if (errorFree && stop && !stop->frames.empty()) {
+      // The anchored model without the outer frames anchoring added (the
+      // callers above the trace's start, which the reference cannot know)
+      // has the full reference tree, the frames opened at the stop too.
+      std::vector<TreeFrame> tree = modelTree(anchored, strings, true);
+      size_t added = std::min<size_t>(anchorStats.anchorAdded, tree.size());
+      tree.erase(tree.begin(), tree.begin() + added);
+      for (TreeFrame &frame : tree)
+        frame.depth = frame.depth >= added ? frame.depth - added : 0;
+      size_t atStop = full.size() - reference.size();
+      std::string difference = firstDifference(full, tree, tolerance);
+      outs() << "  anchored tree: "
+             << (difference.empty()
+                     ? "equal to the reference (" + std::to_string(atStop) +
+                           " frame" + (atStop == 1 ? "" : "s") +
+                           " opened at the stop)"
+                     : "differs: " + difference)
+             << "\n";
+      if (dump)
+        printTree("  anchored model:", tree);
+      ok = ok && difference.empty();
     }
   }
   return check && !ok ? 1 : 0;
