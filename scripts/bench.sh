@@ -163,11 +163,13 @@ lldb_run() {
   run "$name" "$TMP/lldb.out" timeout "$LLDB_TIMEOUT" bash -c \
     'ulimit -v $(('"$LLDB_VMEM_GB"' * 1024 * 1024)); exec "$0" --no-lldbinit -b -o "trace load $1" -o "$2"' \
     "$LLDB" "$TMP/1M/trace.json" "$command"
-  local note=""
+  local note="" why
   if [ "$STATUS" = 124 ]; then
     note="did not finish within ${LLDB_TIMEOUT} s"
   elif [ "$STATUS" != 0 ] || grep -qi "error:" "$TMP/lldb.out" "$TMP/last.err"; then
-    note="failed (status $STATUS, address space capped at ${LLDB_VMEM_GB} GB): $(grep -hi -m1 'error' "$TMP/lldb.out" "$TMP/last.err" | head -c 120)"
+    why=$( (grep -hi -m1 'error' "$TMP/lldb.out" "$TMP/last.err" || tail -n 1 "$TMP/last.err") |
+      head -c 160 | tr '|\n' '/ ')
+    note="did not finish: status $STATUS$( [ "$STATUS" -gt 128 ] && echo " (signal $((STATUS - 128)))" || true) with the address space capped at ${LLDB_VMEM_GB} GiB; ${why:-no message}"
   else
     note="$(wc -l <"$TMP/lldb.out") lines of output"
   fi
