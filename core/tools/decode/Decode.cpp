@@ -2,15 +2,20 @@
 //
 // Loads a trace bundle (ours or LLDB's `trace save`), decodes every thread
 // with the core decoder and prints instructions, control-flow events or
-// calls, then a one-line summary. Output formats: docs/decoder.md.
+// calls, then a one-line summary. Output formats: docs/decoder.md. With
+// -o FILE it runs the whole pipeline instead (decode, symbolize, model) and
+// writes the trace in the format FILE's extension names (.fxt, .json,
+// .folded, .txt).
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
 #include "magic_trace/Decoder.h"
+#include "magic_trace/Pipeline.h"
 #include "magic_trace/Symbolizer.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -26,13 +31,18 @@ enum class DumpKind { None, Events, Calls, Insns };
 const char *const kUsage =
     "usage: magic-trace-decode BUNDLE_DIR_OR_JSON [--dump "
     "events|calls|insns|none] [--threads N] [--tid T] [--chunk-bytes B]\n"
+    "                          [-o FILE]\n"
     "  --dump events   one line per control-flow event (default)\n"
     "  --dump calls    only calls and returns\n"
     "  --dump insns    every executed instruction address\n"
     "  --dump none     only the summary\n"
     "  --threads N     decode threads (default: cores; 1 = serial)\n"
     "  --tid T         only this thread\n"
-    "  --chunk-bytes B smallest piece of a buffer per decode task (65536)\n";
+    "  --chunk-bytes B smallest piece of a buffer per decode task (65536)\n"
+    "  -o FILE         run the whole pipeline (decode, symbolize, model) and\n"
+    "                  write the trace to FILE, in the format its extension\n"
+    "                  names: .fxt (Perfetto), .json (Chrome), .folded, .txt\n"
+    "                  (call tree); prints only the summary\n";
 
 struct Args {
   std::string input;
@@ -40,6 +50,7 @@ struct Args {
   unsigned threads = 0;
   uint64_t tid = 0;
   uint64_t chunkBytes = 64 * 1024;
+  std::string output; ///< -o FILE; empty: print events instead.
 };
 
 /// Parses the command line by hand: libLLVM.so already registers a global
@@ -66,7 +77,9 @@ Expected<Args> parseArgs(int argc, char **argv) {
       value = argv[++i];
     }
     uint64_t number = 0;
-    if (name == "dump") {
+    if (name == "o" || name == "output") {
+      args.output = value.str();
+    } else if (name == "dump") {
       if (value == "events")
         args.dump = DumpKind::Events;
       else if (value == "calls")
@@ -101,6 +114,59 @@ Expected<Args> parseArgs(int argc, char **argv) {
 int fail(const Twine &message) {
   WithColor::error(errs(), "magic-trace-decode") << message << "\n";
   return 1;
+}
+
+/// The format -o FILE's extension names.
+Expected<TraceFormat> formatOf(StringRef path) {
+  StringRef extension = sys::path::extension(path);
+  if (extension == ".fxt")
+    return TraceFormat::Fxt;
+  if (extension == ".json")
+    return TraceFormat::ChromeJson;
+  if (extension == ".folded")
+    return TraceFormat::Folded;
+  if (extension == ".txt")
+    return TraceFormat::Text;
+  return createStringError("cannot tell the format of '" + path.str() +
+                           "' (name it .fxt, .json, .folded or .txt)");
+}
+
+/// -o FILE: the whole pipeline, then the file and a one-line summary.
+int writeOutput(const Args &args, const Snapshot &snapshot,
+                const DecodeOptions &decodeOptions) {
+  Expected<TraceFormat> format = formatOf(args.output);
+  if (!format)
+    return fail(toString(format.takeError()));
+  PipelineOptions options;
+  options.decode = decodeOptions;
+  auto started = std::chrono::steady_clock::now();
+  Expected<PipelineResult> result = runPipeline(snapshot, options);
+  if (!result)
+    return fail(toString(result.takeError()));
+  for (const std::string &problem : result->moduleProblems)
+    WithColor::warning(errs(), "magic-trace-decode") << problem << "\n";
+  if (Error error = writeTrace(*result, args.output, *format))
+    return fail(toString(std::move(error)));
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+          .count();
+  uint64_t instructions = 0, calls = 0, errors = 0;
+  for (const ThreadSummary &thread : result->threads) {
+    instructions += thread.instructions;
+    calls += thread.calls;
+    errors += thread.errors;
+  }
+  const ModelStats &stats = result->modelStats;
+  outs() << "summary: " << result->threads.size() << " threads, "
+         << instructions << " instructions, " << calls << " calls, " << errors
+         << " errors, " << stats.segments << " segments, " << stats.frames
+         << " frames, model " << stats.modelBytes << " bytes ("
+         << llvm::format("%.3f", instructions
+                                     ? double(stats.modelBytes) / instructions
+                                     : 0.0)
+         << " per instruction), " << llvm::format("%.3f", seconds * 1000)
+         << " ms -> " << args.output << "\n";
+  return 0;
 }
 
 std::string hex(uint64_t value) { return "0x" + utohexstr(value, true); }
@@ -260,6 +326,8 @@ int main(int argc, char **argv) {
   options.threads = args.threads;
   options.onlyTid = args.tid;
   options.minChunkBytes = args.chunkBytes;
+  if (!args.output.empty())
+    return writeOutput(args, *snapshot, options);
 
   auto started = std::chrono::steady_clock::now();
   Expected<DecodeResult> result = decodeSnapshot(*snapshot, options);

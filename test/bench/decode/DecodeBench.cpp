@@ -1,6 +1,7 @@
 //===- DecodeBench.cpp - Decoder throughput against raw libipt ------------===//
 //
 // magic-trace-decode-bench BUNDLE [--repeat N] [--jobs T]
+//                          [--save DIR [--wrap-bytes B]]
 //
 // Builds a large trace from an emulator bundle by repeating the biggest
 // thread's PT stream N times (a bundle whose ring did not wrap starts with
@@ -12,6 +13,10 @@
 //   parallel  decodeSnapshot with T threads (--jobs, default 2; libLLVM
 //             owns a global "threads" option)
 // and prints each as instructions/s and as a ratio to the baseline.
+// --save DIR writes the repeated trace as a bundle instead (for timing whole
+// processes on it, scripts/bench.sh); with --wrap-bytes B it keeps only the
+// last B bytes, marked wrapped: what a ring of B bytes holds after it
+// wrapped, starting mid-packet.
 // docs/decoder.md has the numbers measured on the team's machine.
 //
 //===----------------------------------------------------------------------===//
@@ -37,6 +42,16 @@ static cl::opt<unsigned> repeat("repeat", cl::desc("Copies of the stream"),
                                 cl::init(20));
 static cl::opt<unsigned>
     threads("jobs", cl::desc("Threads of the parallel run"), cl::init(2));
+static cl::opt<std::string>
+    saveDir("save",
+            cl::desc("Write the repeated trace as a bundle to DIR "
+                     "and exit (no timing)"),
+            cl::value_desc("DIR"));
+static cl::opt<uint64_t>
+    wrapBytes("wrap-bytes",
+              cl::desc("With --save: keep only the last B bytes, marked as "
+                       "a wrapped ring (0: keep all)"),
+              cl::value_desc("B"), cl::init(0));
 
 static int fail(const Twine &message) {
   WithColor::error(errs(), "magic-trace-decode-bench") << message << "\n";
@@ -93,6 +108,26 @@ int main(int argc, char **argv) {
     big.bytes.insert(big.bytes.end(), biggest->bytes.begin(),
                      biggest->bytes.end());
   snapshot.threads = {big};
+
+  if (!saveDir.empty()) {
+    ThreadTrace &saved = snapshot.threads.front();
+    if (wrapBytes) {
+      if (wrapBytes >= saved.bytes.size())
+        return fail("--wrap-bytes " + Twine(wrapBytes) + " is not below the " +
+                    Twine(saved.bytes.size()) +
+                    " bytes of the repeated trace (raise --repeat)");
+      saved.bytes.erase(saved.bytes.begin(),
+                        saved.bytes.end() - static_cast<ptrdiff_t>(wrapBytes));
+      saved.wrapped = true;
+    }
+    // Only the last copy's stop context is true; the last bytes end there.
+    if (Error error = writeBundle(snapshot, saveDir))
+      return fail(toString(std::move(error)));
+    outs() << "saved " << saved.bytes.size() << " bytes of PT (" << repeat
+           << " x " << originalBytes << (saved.wrapped ? ", wrapped" : "")
+           << ") -> " << saveDir << "\n";
+    return 0;
+  }
 
   DecodeOptions options;
 

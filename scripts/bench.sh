@@ -1,0 +1,316 @@
+#!/usr/bin/env bash
+# Measures magic-trace's pipeline against its baselines on this machine, in
+# one run, on the same bytes (docs/performance.md explains every row):
+#   1. emulates test/inputs/bench_deep (deep recursion, inlined code, virtual
+#      and tail calls) for ~1 M instructions -> a natural bundle ("1M");
+#   2. repeats its PT into a >= 10 M-instruction bundle ("10M") and a wrapped
+#      4 MiB ring ("wrap4M") with magic-trace-decode-bench --save;
+#   3. times whole processes with /usr/bin/time (wall, user+sys CPU, peak
+#      RSS): the raw libipt block-decoder loop (the baseline) vs our decode,
+#      decode+symbolize and the full pipeline to .fxt, 1 and 2 threads;
+#      LLDB's `thread trace dump function-calls` / `dump info` on "1M" vs
+#      magic-trace-decode -o out.fxt; magic-trace-symbolize vs
+#      llvm-symbolizer-22 --inlining on the trace's distinct addresses;
+#   4. prints one table and writes docs/performance.md (MT_BENCH_DOC).
+# Build first (./scripts/build.sh). Environment: BUILD_DIR (build),
+# MT_BENCH_ROUNDS (bench_deep rounds, 950 ~ 1 M instructions),
+# MT_BENCH_INSNS (10000000), MT_BENCH_LLDB_TIMEOUT (seconds, 240),
+# MT_BENCH_LLDB_VMEM_GB (address-space cap for lldb, 14), MT_BENCH_DOC.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD_DIR=${BUILD_DIR:-build}
+BIN=$BUILD_DIR/bin
+PROGRAM=$BUILD_DIR/test/inputs/bench_deep
+ROUNDS=${MT_BENCH_ROUNDS:-950}
+TARGET_INSNS=${MT_BENCH_INSNS:-10000000}
+LLDB_TIMEOUT=${MT_BENCH_LLDB_TIMEOUT:-240}
+LLDB_VMEM_GB=${MT_BENCH_LLDB_VMEM_GB:-14}
+DOC=${MT_BENCH_DOC:-docs/performance.md}
+WRAP_BYTES=$((4 * 1024 * 1024))
+LLDB=${LLDB:-lldb-22}
+LLVM_SYMBOLIZER=${LLVM_SYMBOLIZER:-llvm-symbolizer-22}
+
+die() {
+  echo "bench.sh: error: $*" >&2
+  exit 1
+}
+
+for tool in magic-trace-emulate magic-trace-decode magic-trace-decode-bench \
+  magic-trace-stage-bench magic-trace-symbolize magic-trace-fxt-check; do
+  [ -x "$BIN/$tool" ] || die "$BIN/$tool is missing (run ./scripts/build.sh)"
+done
+[ -x "$PROGRAM" ] || die "$PROGRAM is missing (run ./scripts/build.sh)"
+[ -x /usr/bin/time ] || die "/usr/bin/time is missing (apt-get install time)"
+command -v "$LLDB" >/dev/null || die "$LLDB not found (set LLDB=...)"
+command -v "$LLVM_SYMBOLIZER" >/dev/null ||
+  die "$LLVM_SYMBOLIZER not found (set LLVM_SYMBOLIZER=...)"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/mt-bench.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+START=$(date +%s)
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# Rows of the table: name|bundle|threads|wall|cpu|rssKiB|status
+ROWS=()
+# Baselines (wall, cpu) per group, for the ratio columns.
+declare -A BASE_WALL BASE_CPU
+
+# run NAME OUTFILE CMD...: runs CMD under /usr/bin/time; sets WALL CPU RSS
+# and STATUS (exit status; 124 = timeout). stdout -> OUTFILE, stderr kept in
+# $TMP/last.err.
+run() {
+  local name=$1 out=$2
+  shift 2
+  echo "  running: $name" >&2
+  STATUS=0
+  /usr/bin/time -f '%e %U %S %M' -o "$TMP/time" "$@" >"$out" 2>"$TMP/last.err" ||
+    STATUS=$?
+  read -r WALL user sys RSS <"$TMP/time" || die "no timing for $name"
+  # /usr/bin/time writes "Command exited with non-zero status N" first.
+  if ! [[ $WALL =~ ^[0-9.]+$ ]]; then
+    read -r WALL user sys RSS < <(tail -n 1 "$TMP/time")
+  fi
+  CPU=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
+}
+
+# must NAME: fails the script with the command's stderr unless STATUS is 0.
+must() {
+  [ "$STATUS" = 0 ] || {
+    cat "$TMP/last.err" >&2
+    die "$1 failed (status $STATUS)"
+  }
+}
+
+# row NAME BUNDLE THREADS GROUP [NOTE]: records the last run.
+row() {
+  ROWS+=("$1|$2|$3|$WALL|$CPU|$RSS|$4|${5:-}")
+}
+
+echo "== 1. emulating bench_deep $ROUNDS rounds (~1 M instructions, slow)" >&2
+run "emulate" "$TMP/emulate.out" "$BIN/magic-trace-emulate" --stop stop_here \
+  --max-insns 0 -o "$TMP/1M" -- "$PROGRAM" "$ROUNDS"
+must "magic-trace-emulate"
+EMULATE_LINE=$(cat "$TMP/emulate.out")
+SMALL_INSNS=$(sed -n 's/^magic-trace-emulate: \([0-9]*\) instructions.*/\1/p' "$TMP/emulate.out")
+[ -n "$SMALL_INSNS" ] || die "cannot read the instruction count from: $EMULATE_LINE"
+grep -q "ended at stop point" "$TMP/emulate.out" ||
+  die "the emulated run did not end at stop_here: $EMULATE_LINE"
+EMULATE_WALL=$WALL
+
+echo "== 2. building the 10M and wrapped bundles" >&2
+REPEAT=$(((TARGET_INSNS + SMALL_INSNS - 1) / SMALL_INSNS))
+run "save 10M" "$TMP/save.out" "$BIN/magic-trace-decode-bench" "$TMP/1M" \
+  --repeat "$REPEAT" --save "$TMP/10M"
+must "magic-trace-decode-bench --save"
+SMALL_BYTES=$(sed -n 's/.*(\([0-9]*\) x \([0-9]*\)).*/\2/p' "$TMP/save.out")
+[ -n "$SMALL_BYTES" ] || die "cannot read the PT size from: $(cat "$TMP/save.out")"
+WRAP_REPEAT=$((WRAP_BYTES / SMALL_BYTES + 2))
+run "save wrap4M" "$TMP/save.out" "$BIN/magic-trace-decode-bench" "$TMP/1M" \
+  --repeat "$WRAP_REPEAT" --save "$TMP/wrap4M" --wrap-bytes "$WRAP_BYTES"
+must "magic-trace-decode-bench --save --wrap-bytes"
+
+declare -A INSNS MODEL_BPI
+# stages BUNDLE: raw loop, decode, decode+symbolize, pipeline -> .fxt.
+stages() {
+  local bundle=$1 dir=$TMP/$1
+  echo "== 3. stages on $bundle" >&2
+  run "raw $bundle" /dev/null "$BIN/magic-trace-stage-bench" "$dir" --stage raw
+  must "raw libipt loop on $bundle"
+  INSNS[$bundle]=$(sed -n 's/^instructions //p' "$TMP/last.err")
+  BASE_WALL[$bundle]=$WALL
+  BASE_CPU[$bundle]=$CPU
+  row "raw libipt block loop (baseline)" "$bundle" 1 "$bundle"
+  local t
+  for t in 1 2; do
+    run "decode $bundle $t" /dev/null "$BIN/magic-trace-stage-bench" "$dir" \
+      --stage decode --jobs "$t"
+    must "decode on $bundle"
+    row "decode" "$bundle" "$t" "$bundle"
+    run "symbolize $bundle $t" /dev/null "$BIN/magic-trace-stage-bench" "$dir" \
+      --stage symbolize --jobs "$t"
+    must "decode+symbolize on $bundle"
+    row "decode + symbolize" "$bundle" "$t" "$bundle"
+    run "pipeline $bundle $t" "$TMP/pipeline.out" "$BIN/magic-trace-decode" \
+      "$dir" --threads "$t" -o "$TMP/$bundle.$t.fxt"
+    must "magic-trace-decode -o on $bundle"
+    row "full pipeline -> .fxt" "$bundle" "$t" "$bundle"
+    MODEL_BPI[$bundle]=$(sed -n 's/.*model [0-9]* bytes (\([0-9.]*\) per instruction).*/\1/p' "$TMP/pipeline.out")
+    "$BIN/magic-trace-fxt-check" "$TMP/$bundle.$t.fxt" >/dev/null ||
+      die "the .fxt of $bundle ($t threads) does not validate"
+  done
+}
+stages 10M
+stages wrap4M
+
+echo "== 4. LLDB vs magic-trace-decode on the 1M bundle" >&2
+for t in 1 2; do
+  run "decode -o 1M $t" "$TMP/pipeline.out" "$BIN/magic-trace-decode" \
+    "$TMP/1M" --threads "$t" -o "$TMP/1M.fxt"
+  must "magic-trace-decode -o on 1M"
+  if [ "$t" = 1 ]; then
+    BASE_WALL[lldb]=$WALL
+    BASE_CPU[lldb]=$CPU
+    OURS_RSS=$RSS
+    MODEL_BPI[1M]=$(sed -n 's/.*model [0-9]* bytes (\([0-9.]*\) per instruction).*/\1/p' "$TMP/pipeline.out")
+    INSNS[1M]=$(sed -n 's/^summary: [0-9]* threads, \([0-9]*\) instructions.*/\1/p' "$TMP/pipeline.out")
+  fi
+  row "magic-trace-decode -o out.fxt" 1M "$t" lldb
+done
+LLDB_NOTES=()
+lldb_run() {
+  local name=$1 command=$2
+  run "$name" "$TMP/lldb.out" timeout "$LLDB_TIMEOUT" bash -c \
+    'ulimit -v $(('"$LLDB_VMEM_GB"' * 1024 * 1024)); exec "$0" --no-lldbinit -b -o "trace load $1" -o "$2"' \
+    "$LLDB" "$TMP/1M/trace.json" "$command"
+  local note="" why
+  if [ "$STATUS" = 124 ]; then
+    note="did not finish within ${LLDB_TIMEOUT} s"
+  elif [ "$STATUS" != 0 ] || grep -qi "error:" "$TMP/lldb.out" "$TMP/last.err"; then
+    why=$( (grep -hi -m1 'error' "$TMP/lldb.out" "$TMP/last.err" || tail -n 1 "$TMP/last.err") |
+      head -c 160 | tr '|\n' '/ ')
+    note="did not finish: status $STATUS$( [ "$STATUS" -gt 128 ] && echo " (signal $((STATUS - 128)))" || true) with the address space capped at ${LLDB_VMEM_GB} GiB; ${why:-no message}"
+  else
+    note="$(wc -l <"$TMP/lldb.out") lines of output"
+  fi
+  LLDB_NOTES+=("$name: $note")
+  row "$name" 1M 1 lldb "$note"
+}
+lldb_run "lldb: thread trace dump info" "thread trace dump info"
+lldb_run "lldb: thread trace dump function-calls" "thread trace dump function-calls"
+LLDB_FC_WALL=$WALL
+LLDB_FC_RSS=$RSS
+LLDB_FC_STATUS=$STATUS
+
+echo "== 5. symbolizing the distinct addresses of the 1M trace" >&2
+run "addresses" "$TMP/addresses" "$BIN/magic-trace-stage-bench" "$TMP/1M" \
+  --stage addresses --module "$(basename "$PROGRAM")"
+must "listing the trace's addresses"
+ADDRESSES=$(wc -l <"$TMP/addresses")
+[ "$ADDRESSES" -gt 0 ] || die "no address of $(basename "$PROGRAM") in the trace"
+run "ours" "$TMP/ours.sym" "$BIN/magic-trace-symbolize" --obj "$PROGRAM" \
+  <"$TMP/addresses"
+must "magic-trace-symbolize"
+BASE_WALL[sym]=$WALL
+BASE_CPU[sym]=$CPU
+row "magic-trace-symbolize (stdin)" "1M: $ADDRESSES addrs" 1 sym
+run "llvm-symbolizer" "$TMP/llvm.sym" "$LLVM_SYMBOLIZER" --inlining \
+  --obj="$PROGRAM" <"$TMP/addresses"
+must "$LLVM_SYMBOLIZER"
+row "llvm-symbolizer-22 --inlining" "1M: $ADDRESSES addrs" 1 sym
+# Agreement on function names (file:line formats differ: columns).
+functions() { awk 'BEGIN { RS = ""; FS = "\n" } { for (i = 1; i <= NF; i += 2) printf "%s%s", $i, (i + 2 <= NF ? " > " : "\n") }' "$1"; }
+SYM_SAME=$(paste -d'\t' <(functions "$TMP/ours.sym") <(functions "$TMP/llvm.sym") |
+  awk -F'\t' '$1 == $2 { n++ } END { print n + 0 }')
+
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+ELAPSED=$(($(date +%s) - START))
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else printf "-" }'; }
+
+table() {
+  echo "| measurement | trace | threads | wall s | CPU s | peak RSS MiB | wall vs base | CPU vs base | note |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  local entry name bundle threads wall cpu rss group note
+  for entry in "${ROWS[@]}"; do
+    IFS='|' read -r name bundle threads wall cpu rss group note <<<"$entry"
+    printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$bundle" \
+      "$threads" "$wall" "$cpu" "$((rss / 1024))" \
+      "$(ratio "$wall" "${BASE_WALL[$group]}")" \
+      "$(ratio "$cpu" "${BASE_CPU[$group]}")" "$note"
+  done
+}
+
+# The goals, from the rows.
+find_row() { # NAME BUNDLE THREADS -> "wall cpu rss"
+  local entry name bundle threads wall cpu rss rest
+  for entry in "${ROWS[@]}"; do
+    IFS='|' read -r name bundle threads wall cpu rss rest <<<"$entry"
+    if [ "$name" = "$1" ] && [ "$bundle" = "$2" ] && [ "$threads" = "$3" ]; then
+      echo "$wall $cpu $rss"
+      return
+    fi
+  done
+}
+read -r P_WALL P_CPU _ < <(find_row "full pipeline -> .fxt" 10M 1)
+read -r P2_WALL P2_CPU _ < <(find_row "full pipeline -> .fxt" 10M 2)
+read -r W_WALL W_CPU _ < <(find_row "full pipeline -> .fxt" wrap4M 1)
+read -r O_WALL _ O_RSS < <(find_row "magic-trace-decode -o out.fxt" 1M 1)
+if [ "$LLDB_FC_STATUS" = 0 ]; then
+  LLDB_VERDICT="LLDB $(ratio "$LLDB_FC_WALL" "$O_WALL") slower (wall) and $(ratio "$LLDB_FC_RSS" "$O_RSS") more peak RSS than magic-trace-decode -o out.fxt (1 thread)"
+else
+  LLDB_VERDICT="LLDB did not complete (${LLDB_NOTES[1]}); up to that point it used ${LLDB_FC_WALL} s and $((LLDB_FC_RSS / 1024)) MiB peak RSS: at least $(ratio "$LLDB_FC_WALL" "$O_WALL") our time and $(ratio "$LLDB_FC_RSS" "$O_RSS") our memory"
+fi
+
+goals() {
+  echo "- End-to-end <= 1.5x raw block decode (whole process, same bytes; goal met only if both are):"
+  echo "  10M, 1 thread: wall $(ratio "$P_WALL" "${BASE_WALL[10M]}"), CPU $(ratio "$P_CPU" "${BASE_CPU[10M]}");"
+  echo "  10M, 2 threads: wall $(ratio "$P2_WALL" "${BASE_WALL[10M]}"), CPU $(ratio "$P2_CPU" "${BASE_CPU[10M]}");"
+  echo "  wrap4M, 1 thread: wall $(ratio "$W_WALL" "${BASE_WALL[wrap4M]}"), CPU $(ratio "$W_CPU" "${BASE_CPU[wrap4M]}")."
+  echo "- 1M-instruction trace, >= 100x faster and >= 100x less peak memory than LLDB's"
+  echo "  \`thread trace dump function-calls\`: $LLDB_VERDICT."
+  echo "- Model <= 4 bytes per traced instruction: 10M ${MODEL_BPI[10M]:-?}, wrap4M ${MODEL_BPI[wrap4M]:-?}, 1M ${MODEL_BPI[1M]:-?} bytes per instruction."
+}
+
+TABLE=$(table)
+GOALS=$(goals)
+echo
+echo "$TABLE"
+echo
+echo "$GOALS"
+
+NOTES=""
+if [ -f "$DOC" ] && grep -q '^## Notes' "$DOC"; then
+  NOTES=$(sed -n '/^## Notes/,$p' "$DOC")
+fi
+{
+  echo "# Performance"
+  echo
+  echo "Generated by \`scripts/bench.sh\` (the sections before *Notes* are overwritten on each run)."
+  echo "Reproduce: \`./scripts/build.sh && ./scripts/bench.sh\` ($ELAPSED s here)."
+  echo
+  echo "## Machine"
+  echo
+  echo "- $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(free -g | awk '/^Mem:/ { print $2 }') GiB RAM, $(uname -sr)"
+  echo "- load average (1/5/15 min) $LOAD_BEFORE before, $LOAD_AFTER after: the machine is shared, so"
+  echo "  wall times include waiting for a core; CPU time (user+sys of the whole process) is the cost."
+  echo "- $($LLDB --version | head -1)"
+  echo
+  echo "## Traces"
+  echo
+  echo "- **1M**: \`magic-trace-emulate --stop stop_here -- build/test/inputs/bench_deep $ROUNDS\`"
+  echo "  (test/inputs/bench_deep.cpp: recursion 20-40 frames deep, inlined helpers at every level,"
+  echo "  virtual and tail calls): ${INSNS[1M]:-$SMALL_INSNS} instructions, $SMALL_BYTES bytes of PT"
+  echo "  (emulation took ${EMULATE_WALL} s)."
+  echo "- **10M**: that PT repeated $REPEAT times (\`magic-trace-decode-bench --repeat $REPEAT --save\`;"
+  echo "  each copy starts with PSB+ and ends with TIP.PGD, so the result is one valid stream):"
+  echo "  ${INSNS[10M]} instructions."
+  echo "- **wrap4M**: the last 4 MiB of $WRAP_REPEAT copies, marked wrapped (starts mid-packet, as a"
+  echo "  4 MiB ring that wrapped): ${INSNS[wrap4M]} instructions."
+  echo
+  echo "## Results"
+  echo
+  echo "Each row is one whole process under \`/usr/bin/time\` (load, decode, output, exit), run once."
+  echo "Ratios are against the first row of the group: the raw libipt block-decoder loop on the same"
+  echo "bundle (\`magic-trace-stage-bench --stage raw\`: sync, \`pt_blk_next\`, drain events, resync"
+  echo "on error; no output), magic-trace-decode for the LLDB rows, magic-trace-symbolize for"
+  echo "llvm-symbolizer. \"decode\" and \"decode + symbolize\" are \`magic-trace-stage-bench\`"
+  echo "(\`decodeSnapshot\`, then one \`Symbolizer::lookup\` per block); the full pipeline is"
+  echo "\`magic-trace-decode BUNDLE --threads T -o out.fxt\` (decode, symbolize, model, FXT)."
+  echo "The LLDB rows run \`$LLDB --no-lldbinit -b -o 'trace load 1M/trace.json' -o COMMAND\` under"
+  echo "\`timeout $LLDB_TIMEOUT\` and \`ulimit -v\` $LLDB_VMEM_GB GiB. Symbolization: the $ADDRESSES distinct"
+  echo "instruction addresses of bench_deep in the 1M trace, as file addresses on stdin; the two"
+  echo "symbolizers named the same inline chain for $SYM_SAME of them."
+  echo
+  echo "$TABLE"
+  echo
+  echo "## Goals"
+  echo
+  echo "$GOALS"
+  echo
+  if [ -n "$NOTES" ]; then
+    echo "$NOTES"
+  fi
+} >"$DOC"
+echo
+echo "bench.sh: done in $ELAPSED s; wrote $DOC" >&2
