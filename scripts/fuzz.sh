@@ -1,21 +1,20 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (build-fuzz/, ASan+UBSan) and runs each for
+# Builds the libFuzzer targets (build-asan/, ASan+UBSan) and runs each for
 # FUZZ_SECONDS (default 600) on a corpus seeded from the emulator's test
-# traces. CI runs it with FUZZ_SECONDS=30. Corpora live in build-fuzz/corpus/
+# traces. CI runs it with FUZZ_SECONDS=30. Corpora live in $BUILD/corpus/
 # and grow across runs. Usage: scripts/fuzz.sh [TARGET...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-600}
-BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
-  -DMT_FUZZ=ON -DMT_WERROR="${MT_WERROR:-OFF}" >/dev/null
+BUILD=${FUZZ_BUILD_DIR:-build-asan}
+# The same configuration as test.sh's sanitizer stage, so either reuses the
+# other's build: ASan+UBSan with libFuzzer coverage everywhere.
+BUILD_DIR="$BUILD" MT_SANITIZE=ON MT_FUZZ=ON ./scripts/build.sh >/dev/null
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(bundle fxt-writer model decoder)
 fi
-ninja -C "$BUILD" $(printf 'fuzz-%s ' "${targets[@]}") magic-trace-emulate emu_calls >/dev/null
 
 # Seeds: one emulated run of emu_calls gives PT bytes (decoder) and a bundle
 # (trace.json + NUL + magic-trace.json for the bundle loader).

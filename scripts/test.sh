@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Sets up, builds, and runs every test:
 #   1. the normal build (build/): unit tests, lit suite, benchmark smoke runs;
-#   2. an ASan+UBSan build (build-asan/): unit tests and the lit suite of the
-#      core and its tools (the plugin's lit tests need LLDB itself to load an
-#      instrumented library, so they run in stage 1 only);
+#   2. an ASan+UBSan build (build-asan/, with libFuzzer coverage so stage 3
+#      reuses it): unit tests and the lit suite of the core and its tools (the
+#      plugin's lit tests need LLDB itself to load an instrumented library, so
+#      they run in stage 1 only);
 #   3. the libFuzzer targets for FUZZ_SECONDS each (default 30; see
 #      scripts/fuzz.sh for longer runs).
 # MT_QUICK=1 runs stage 1 only.
@@ -21,11 +22,11 @@ if [ "${MT_QUICK:-0}" = 1 ]; then
 fi
 
 echo "== stage 2: ASan+UBSan build"
-BUILD_DIR=build-asan MT_SANITIZE=ON ./scripts/build.sh
+BUILD_DIR=build-asan MT_SANITIZE=ON MT_FUZZ=ON ./scripts/build.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 # Benchmarks are not run instrumented: their smoke runs are for stage 1.
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E '^bench-'
 
 echo "== stage 3: fuzzing, ${FUZZ_SECONDS:-30}s per target"
-FUZZ_SECONDS=${FUZZ_SECONDS:-30} ./scripts/fuzz.sh
+FUZZ_BUILD_DIR=build-asan FUZZ_SECONDS=${FUZZ_SECONDS:-30} ./scripts/fuzz.sh
