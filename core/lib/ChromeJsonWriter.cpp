@@ -85,14 +85,16 @@ private:
               segment.begin, segment.gapReason);
     for (const Frame &frame : segment.frames) {
       writeFrame(thread, frame);
-      if (frame.kind == FrameKind::DecodeError)
-        instant(thread, model.strings.get(frame.name), frame.begin, "");
+      const FrameSite &site = thread.sites[frame.site];
+      if (site.kind == FrameKind::DecodeError)
+        instant(thread, model.strings.get(site.name), frame.begin, "");
     }
   }
 
   void writeFrame(const ThreadModel &thread, const Frame &frame) {
+    const FrameSite &site = thread.sites[frame.site];
     json.object([&] {
-      json.attribute("name", validUtf8(model.strings.get(frame.name)));
+      json.attribute("name", validUtf8(model.strings.get(site.name)));
       json.attribute("cat", options.category);
       json.attribute("ph", "X");
       json.attribute("pid", int64_t(model.pid));
@@ -104,16 +106,15 @@ private:
       microseconds(json, frame.end - frame.begin);
       json.attributeEnd();
       json.attributeObject("args", [&] {
-        if (frame.address != 0)
-          json.attribute("address",
-                         llvm::formatv("{0:x}", frame.address).str());
-        llvm::StringRef file = model.strings.get(frame.file);
+        if (site.address != 0)
+          json.attribute("address", llvm::formatv("{0:x}", site.address).str());
+        llvm::StringRef file = model.strings.get(site.file);
         if (!file.empty())
           json.attribute("file", validUtf8(file));
-        if (frame.line != 0)
-          json.attribute("line", int64_t(frame.line));
-        json.attribute("inlined", frame.kind == FrameKind::Inlined);
-        json.attribute("kind", frameKindName(frame.kind));
+        if (site.line != 0)
+          json.attribute("line", int64_t(site.line));
+        json.attribute("inlined", site.kind == FrameKind::Inlined);
+        json.attribute("kind", frameKindName(site.kind));
         if (frame.inferred)
           json.attribute("inferred", true);
       });

@@ -86,12 +86,12 @@ llvm::Error writeFolded(const TraceModel &model, llvm::raw_ostream &os,
   // Label ids per StringId and inlined bit, each label computed once.
   std::vector<std::string> labels;
   llvm::DenseMap<uint64_t, uint32_t> labelIds;
-  auto labelOf = [&](const Frame &frame) {
-    bool inlined = frame.kind == FrameKind::Inlined;
+  auto labelOf = [&](const FrameSite &site) {
+    bool inlined = site.kind == FrameKind::Inlined;
     auto [it, inserted] = labelIds.try_emplace(
-        uint64_t(frame.name) << 1 | inlined, uint32_t(labels.size()));
+        uint64_t(site.name) << 1 | inlined, uint32_t(labels.size()));
     if (inserted)
-      labels.push_back(label(model.strings.get(frame.name), inlined));
+      labels.push_back(label(model.strings.get(site.name), inlined));
     return it->second;
   };
   for (const ThreadModel &thread : model.threads) {
@@ -103,14 +103,14 @@ llvm::Error writeFolded(const TraceModel &model, llvm::raw_ostream &os,
       base = trie.child(StackTrie::Root, uint32_t(labels.size() - 1));
     }
     for (const Segment &segment : thread.segments) {
-      const std::vector<Frame> &frames = segment.frames;
+      const PodVector<Frame> &frames = segment.frames;
       std::vector<uint32_t> node(frames.size());
       std::vector<uint64_t> self(frames.size());
       for (size_t i = 0; i < frames.size(); ++i) {
         const Frame &frame = frames[i];
         uint32_t parentNode =
             frame.parent == Frame::NoParent ? base : node[frame.parent];
-        node[i] = trie.child(parentNode, labelOf(frame));
+        node[i] = trie.child(parentNode, labelOf(thread.sites[frame.site]));
         self[i] = frame.end - frame.begin;
         // Children lie inside their parent (validateModel), so this never
         // underflows.

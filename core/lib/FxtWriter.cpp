@@ -297,10 +297,11 @@ private:
     enc.kernelObject(ThreadObject, thread.tid,
                      FxtEncoder::inlineString(thread.name, storage), process);
     for (size_t s = 0; s < thread.segments.size(); ++s)
-      writeSegment(thread.segments[s], s, slot);
+      writeSegment(thread, thread.segments[s], s, slot);
   }
 
-  void writeSegment(const Segment &segment, size_t index, uint8_t slot) {
+  void writeSegment(const ThreadModel &thread, const Segment &segment,
+                    size_t index, uint8_t slot) {
     if (index > 0 || !segment.gapReason.empty()) {
       std::string storage;
       llvm::SmallVector<Arg, 1> args;
@@ -312,28 +313,28 @@ private:
                 segment.begin, args);
     }
     for (const Frame &frame : segment.frames)
-      writeFrame(frame, slot);
+      writeFrame(thread.sites[frame.site], frame, slot);
   }
 
-  void writeFrame(const Frame &frame, uint8_t slot) {
-    StrRef name = enc.string(frame.name);
+  void writeFrame(const FrameSite &site, const Frame &frame, uint8_t slot) {
+    StrRef name = enc.string(site.name);
     llvm::SmallVector<Arg, 4> args;
-    bool code = frame.kind == FrameKind::Physical ||
-                frame.kind == FrameKind::Inlined ||
-                frame.kind == FrameKind::Unknown;
-    if (frame.address != 0)
-      args.push_back({PointerArg, argAddress, frame.address, {}});
-    if (frame.file != 0 && !model.strings.get(frame.file).empty())
-      args.push_back({StringArg, argFile, 0, enc.string(frame.file)});
-    if (frame.line != 0)
-      args.push_back({UInt32Arg, argLine, frame.line, {}});
+    bool code = site.kind == FrameKind::Physical ||
+                site.kind == FrameKind::Inlined ||
+                site.kind == FrameKind::Unknown;
+    if (site.address != 0)
+      args.push_back({PointerArg, argAddress, site.address, {}});
+    if (site.file != 0 && !model.strings.get(site.file).empty())
+      args.push_back({StringArg, argFile, 0, enc.string(site.file)});
+    if (site.line != 0)
+      args.push_back({UInt32Arg, argLine, site.line, {}});
     if (code)
       args.push_back(
-          {BoolArg, argInlined, frame.kind == FrameKind::Inlined, {}});
+          {BoolArg, argInlined, site.kind == FrameKind::Inlined, {}});
     enc.event(DurationCompleteEvent, slot, category, name, frame.begin, args,
               frame.end);
     // Errors also show as instants, so they stand out in the timeline.
-    if (frame.kind == FrameKind::DecodeError)
+    if (site.kind == FrameKind::DecodeError)
       enc.event(InstantEvent, slot, category, name, frame.begin, {});
   }
 

@@ -32,6 +32,49 @@ const char *frameKindName(FrameKind kind) {
   return "unknown";
 }
 
+SiteTable::SiteTable() {
+  sites.emplace_back();
+  slots.assign(64, NoSlot);
+  slots[slotOf(sites[0])] = 0;
+}
+
+size_t SiteTable::slotOf(const FrameSite &site) const {
+  uint64_t hash = site.address * 0x9e3779b97f4a7c15ull;
+  hash ^= (uint64_t(site.name) << 32 | site.file) * 0xc2b2ae3d27d4eb4full;
+  hash ^=
+      (uint64_t(site.line) << 8 | uint64_t(site.kind)) * 0x165667b19e3779f9ull;
+  hash ^= hash >> 29;
+  size_t mask = slots.size() - 1;
+  for (size_t slot = hash & mask;; slot = (slot + 1) & mask)
+    if (slots[slot] == NoSlot || sites[slots[slot]] == site)
+      return slot;
+}
+
+SiteId SiteTable::intern(const FrameSite &site) {
+  size_t slot = slotOf(site);
+  if (slots[slot] != NoSlot)
+    return slots[slot];
+  if (sites.size() > MaxSite)
+    return 0;
+  SiteId id = SiteId(sites.size());
+  sites.push_back(site);
+  slots[slot] = id;
+  if (sites.size() * 2 > slots.size())
+    grow();
+  return id;
+}
+
+void SiteTable::grow() {
+  slots.assign(slots.size() * 2, NoSlot);
+  for (SiteId id = 0; id < sites.size(); ++id)
+    slots[slotOf(sites[id])] = id;
+}
+
+size_t SiteTable::bytes() const {
+  return sites.capacity() * sizeof(FrameSite) +
+         slots.capacity() * sizeof(SiteId);
+}
+
 namespace {
 
 llvm::Error frameError(const ThreadModel &thread, size_t segment, size_t frame,
@@ -47,7 +90,7 @@ llvm::Error frameError(const ThreadModel &thread, size_t segment, size_t frame,
 /// that every frame lies inside the segment.
 llvm::Error validateSegment(const ThreadModel &thread, size_t segIndex,
                             const Segment &segment, size_t stringCount) {
-  const std::vector<Frame> &frames = segment.frames;
+  const PodVector<Frame> &frames = segment.frames;
   // Indices of the frames enclosing the next one in pre-order (root first).
   std::vector<uint32_t> open;
   for (size_t i = 0; i < frames.size(); ++i) {
@@ -56,10 +99,15 @@ llvm::Error validateSegment(const ThreadModel &thread, size_t segIndex,
       return frameError(
           thread, segIndex, i,
           llvm::formatv("begin {0} after end {1}", frame.begin, frame.end));
-    if (frame.name >= stringCount || frame.file >= stringCount)
+    if (frame.site >= thread.sites.size())
+      return frameError(
+          thread, segIndex, i,
+          llvm::formatv("site {0} not in the thread's table", frame.site));
+    const FrameSite &site = thread.sites[frame.site];
+    if (site.name >= stringCount || site.file >= stringCount)
       return frameError(thread, segIndex, i,
                         llvm::formatv("string id {0} or {1} not in the table",
-                                      frame.name, frame.file));
+                                      site.name, site.file));
     if (frame.begin < segment.begin || frame.end > segment.end)
       return frameError(thread, segIndex, i,
                         llvm::formatv("[{0}, {1}] outside segment [{2}, {3}]",

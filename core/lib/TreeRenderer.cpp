@@ -116,7 +116,7 @@ private:
         continue;
       if (s > 0 || !segment.gapReason.empty())
         printGap(thread, s);
-      printSegment(segment);
+      printSegment(thread, segment);
     }
   }
 
@@ -131,8 +131,8 @@ private:
     os << " --\n";
   }
 
-  void printSegment(const Segment &segment) {
-    const std::vector<Frame> &frames = segment.frames;
+  void printSegment(const ThreadModel &thread, const Segment &segment) {
+    const PodVector<Frame> &frames = segment.frames;
     std::vector<uint64_t> total(frames.size()), self(frames.size());
     std::vector<unsigned> depth(frames.size());
     for (size_t i = 0; i < frames.size(); ++i) {
@@ -164,26 +164,26 @@ private:
           (options.maxDepth != 0 && depth[i] > options.maxDepth))
         continue;
       bool atLimit = options.maxDepth != 0 && depth[i] == options.maxDepth;
-      printFrame(frames[i], total[i], self[i], depth[i],
-                 atLimit ? hidden[i] : 0);
+      printFrame(thread.sites[frames[i].site], frames[i], total[i], self[i],
+                 depth[i], atLimit ? hidden[i] : 0);
     }
   }
 
-  void printFrame(const Frame &frame, uint64_t total, uint64_t self,
-                  unsigned depth, size_t hiddenFrames) {
+  void printFrame(const FrameSite &site, const Frame &frame, uint64_t total,
+                  uint64_t self, unsigned depth, size_t hiddenFrames) {
     os << llvm::format("%12s %12s  ", formatDuration(total).c_str(),
                        formatDuration(self).c_str());
     os.indent(2 * (depth - 1));
-    llvm::StringRef name = model.strings.get(frame.name);
+    llvm::StringRef name = model.strings.get(site.name);
     os << (name.empty() ? "[unnamed]" : name);
-    llvm::StringRef file = model.strings.get(frame.file);
+    llvm::StringRef file = model.strings.get(site.file);
     if (!file.empty()) {
       os << "  (" << file;
-      if (frame.line != 0)
-        os << ':' << frame.line;
+      if (site.line != 0)
+        os << ':' << site.line;
       os << ')';
     }
-    if (frame.kind == FrameKind::Inlined)
+    if (site.kind == FrameKind::Inlined)
       os << " [inlined]";
     if (frame.inferred)
       os << " [inferred]";

@@ -63,13 +63,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         open.pop_back();
         continue;
       }
+      FrameSite site;
+      site.name = model.strings.intern(in.text());
+      site.file = model.strings.intern(in.text());
+      site.line = in.u16();
+      site.address = in.u16();
+      site.kind = static_cast<FrameKind>(op % 6);
       Frame frame;
       frame.begin = now;
-      frame.name = model.strings.intern(in.text());
-      frame.file = model.strings.intern(in.text());
-      frame.line = in.u16();
-      frame.address = in.u16();
-      frame.kind = static_cast<FrameKind>(op % 6);
+      frame.site = thread.sites.intern(site);
       frame.parent = open.empty() ? Frame::NoParent : open.back();
       open.push_back(uint32_t(segment.frames.size()));
       segment.frames.push_back(frame);

@@ -45,12 +45,14 @@ TraceModel makeSyntheticModel(const SyntheticOptions &options) {
         Frame frame;
         frame.begin = time;
         unsigned n = random() % names.size();
-        frame.name = names[n];
-        frame.address = 0x400000 + 0x40 * n;
-        frame.file = file;
-        frame.line = 10 + n;
-        frame.kind = made % 5 == 4 && !open.empty() ? FrameKind::Inlined
-                                                    : FrameKind::Physical;
+        FrameSite site;
+        site.name = names[n];
+        site.address = 0x400000 + 0x40 * n;
+        site.file = file;
+        site.line = 10 + n;
+        site.kind = made % 5 == 4 && !open.empty() ? FrameKind::Inlined
+                                                   : FrameKind::Physical;
+        frame.site = thread.sites.intern(site);
         frame.parent = open.empty() ? Frame::NoParent : open.back();
         open.push_back(uint32_t(segment.frames.size()));
         segment.frames.push_back(frame);

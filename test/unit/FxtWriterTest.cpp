@@ -98,6 +98,7 @@ struct ModelBuilder {
 
   ThreadModel &thread(uint64_t tid) {
     model.threads.emplace_back();
+    current = model.threads.size() - 1;
     model.threads.back().tid = tid;
     return model.threads.back();
   }
@@ -110,15 +111,28 @@ struct ModelBuilder {
   Frame &frame(Segment &segment, llvm::StringRef name, uint64_t begin,
                uint64_t end, uint32_t parent = Frame::NoParent,
                FrameKind kind = FrameKind::Physical) {
+    FrameSite site;
+    site.name = model.strings.intern(name);
+    site.kind = kind;
     Frame frame;
-    frame.name = model.strings.intern(name);
+    frame.site = model.threads[current].sites.intern(site);
     frame.begin = begin;
     frame.end = end;
     frame.parent = parent;
-    frame.kind = kind;
     segment.frames.push_back(frame);
     return segment.frames.back();
   }
+  /// Gives `frame` (of the last thread made) an address, file and line.
+  void place(Frame &frame, uint64_t address, llvm::StringRef file,
+             uint32_t line) {
+    SiteTable &sites = model.threads[current].sites;
+    FrameSite site = sites[frame.site];
+    site.address = address;
+    site.file = model.strings.intern(file);
+    site.line = line;
+    frame.site = sites.intern(site);
+  }
+  size_t current = 0;
 };
 
 TEST(FxtWriter, OneFrameWordByWord) {
@@ -127,9 +141,7 @@ TEST(FxtWriter, OneFrameWordByWord) {
   b.model.processName = "app";
   Segment &seg = ModelBuilder::segment(b.thread(101), 10, 50);
   Frame &main = b.frame(seg, "main", 10, 50);
-  main.address = 0x401000;
-  main.file = b.model.strings.intern("a.c");
-  main.line = 7;
+  b.place(main, 0x401000, "a.c", 7);
 
   Words w;
   appendPreamble(w, 100, "app");
@@ -226,14 +238,15 @@ TEST(FxtWriter, ReaderSeesEveryFrameWithItsNesting) {
   for (const Segment &s : thread.segments)
     for (const Frame &f : s.frames) {
       const FxtEvent &e = *complete[i];
-      EXPECT_EQ(e.name, b.model.strings.get(f.name));
+      const FrameSite &site = thread.sites[f.site];
+      EXPECT_EQ(e.name, b.model.strings.get(site.name));
       EXPECT_EQ(e.timestamp, f.begin);
       EXPECT_EQ(e.endTimestamp, f.end);
       EXPECT_EQ(e.depth, depths[i]);
       EXPECT_EQ(e.tid, 2u);
       EXPECT_EQ(e.category, "magic-trace");
       ASSERT_NE(e.arg("inlined"), nullptr);
-      EXPECT_EQ(e.arg("inlined")->value, f.kind == FrameKind::Inlined);
+      EXPECT_EQ(e.arg("inlined")->value, site.kind == FrameKind::Inlined);
       ++i;
     }
   ASSERT_EQ(trace->events.size(), 7u); // Plus the stitched-gap instant.
@@ -284,7 +297,7 @@ TEST(FxtWriter, MoreStringsThanTheTableHoldsRebindSlots) {
   const size_t count = 40000; // More than the 32767 table slots.
   for (size_t i = 0; i < count; ++i) {
     Frame &f = b.frame(seg, "fn" + std::to_string(i), 2 * i, 2 * i + 1);
-    f.file = b.model.strings.intern("file" + std::to_string(i % 50000));
+    b.place(f, 0, "file" + std::to_string(i % 50000), 0);
   }
   // Names used again after their slot was re-bound.
   b.frame(seg, "fn0", 2 * count, 2 * count + 1);

@@ -135,9 +135,9 @@ std::string render(const ThreadModel &model, const StringTable &strings) {
         EXPECT_LE(lastRootEnd, frame.begin) << "root " << i << " overlaps";
         lastRootEnd = frame.end;
       }
-      out += std::string(2 * depth[i], ' ') + strings.get(frame.name).str() +
-             " " + std::to_string(frame.begin) + "-" +
-             std::to_string(frame.end);
+      out += std::string(2 * depth[i], ' ') +
+             strings.get(model.sites[frame.site].name).str() + " " +
+             std::to_string(frame.begin) + "-" + std::to_string(frame.end);
       if (frame.inferred)
         out += " inferred";
       if (frame.anchored)
@@ -561,18 +561,19 @@ TEST_F(ModelBuilderTest, AnchoringOpensTheFunctionTheStopIsAtTheEntryOf) {
                              "    a 10-10 anchored\n");
   ThreadModel model = build({}, &stop);
   ASSERT_EQ(model.segments.size(), 1u);
-  const std::vector<Frame> &frames = model.segments[0].frames;
+  const PodVector<Frame> &frames = model.segments[0].frames;
   ASSERT_EQ(frames.size(), 3u);
   const Frame &innermost = frames.back();
-  EXPECT_EQ(strings.get(innermost.name), "a");
-  EXPECT_EQ(innermost.address, 0x3000u);
+  const SiteTable &sites = model.sites;
+  EXPECT_EQ(strings.get(sites[innermost.site].name), "a");
+  EXPECT_EQ(sites[innermost.site].address, 0x3000u);
   EXPECT_EQ(innermost.begin, 10u);
   EXPECT_EQ(innermost.end, 10u);
   EXPECT_TRUE(innermost.open);
   EXPECT_TRUE(innermost.anchored);
   EXPECT_FALSE(innermost.inferred);
   EXPECT_EQ(innermost.parent, 1u);
-  EXPECT_EQ(strings.get(frames[1].name), "main");
+  EXPECT_EQ(strings.get(sites[frames[1].site].name), "main");
   EXPECT_TRUE(frames[1].open);
   EXPECT_EQ(stats.anchorInner, 1u);
   EXPECT_EQ(stats.anchorAdded, 1u);
@@ -630,7 +631,7 @@ TEST_F(ModelBuilderTest, AnchoringFollowsATailCallIntoTheStopFunction) {
                              "  a 10-20\n"
                              "  c 20-20 anchored\n");
   ThreadModel model = build({}, &stop);
-  const std::vector<Frame> &frames = model.segments[0].frames;
+  const PodVector<Frame> &frames = model.segments[0].frames;
   ASSERT_EQ(frames.size(), 3u);
   EXPECT_FALSE(frames[1].open); // a ended with its jump.
   EXPECT_TRUE(frames[2].open);

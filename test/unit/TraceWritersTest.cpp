@@ -33,23 +33,27 @@ TraceModel smallModel() {
   thread.name = "main";
   auto add = [&](Segment &segment, llvm::StringRef name, uint64_t begin,
                  uint64_t end, uint32_t parent,
-                 FrameKind kind = FrameKind::Physical) -> Frame & {
+                 FrameKind kind = FrameKind::Physical, uint64_t address = 0,
+                 llvm::StringRef file = "", uint32_t line = 0) -> Frame & {
+    FrameSite site;
+    site.name = model.strings.intern(name);
+    site.kind = kind;
+    site.address = address;
+    site.file = model.strings.intern(file);
+    site.line = line;
     Frame frame;
-    frame.name = model.strings.intern(name);
+    frame.site = thread.sites.intern(site);
     frame.begin = begin;
     frame.end = end;
     frame.parent = parent;
-    frame.kind = kind;
     segment.frames.push_back(frame);
     return segment.frames.back();
   };
   Segment &first = thread.segments.emplace_back();
   first.begin = 0;
   first.end = 100;
-  Frame &main = add(first, "main", 0, 100, Frame::NoParent);
-  main.file = model.strings.intern("main.c");
-  main.line = 3;
-  main.address = 0x1000;
+  add(first, "main", 0, 100, Frame::NoParent, FrameKind::Physical, 0x1000,
+      "main.c", 3);
   add(first, "f", 10, 40, 0);
   add(first, "g", 12, 30, 1, FrameKind::Inlined);
   add(first, "f", 40, 40, 0);
@@ -147,7 +151,7 @@ TEST(ChromeJson, ParsesAndMatchesTheModelsFramesAndNesting) {
       for (const Frame &frame : segment.frames) {
         ASSERT_LT(i, spans.size());
         const JsonSpan &span = spans[i];
-        EXPECT_EQ(span.name, model.strings.get(frame.name));
+        EXPECT_EQ(span.name, model.strings.get(thread.sites[frame.site].name));
         EXPECT_EQ(span.tid, thread.tid);
         EXPECT_EQ(span.begin, frame.begin);
         EXPECT_EQ(span.end, frame.end);

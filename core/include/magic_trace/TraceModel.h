@@ -14,6 +14,7 @@
 #ifndef MAGIC_TRACE_TRACEMODEL_H
 #define MAGIC_TRACE_TRACEMODEL_H
 
+#include "magic_trace/PodVector.h"
 #include "magic_trace/StringTable.h"
 
 #include "llvm/Support/Error.h"
@@ -36,32 +37,74 @@ enum class FrameKind : uint8_t {
 
 const char *frameKindName(FrameKind kind);
 
-/// 48 bytes (44 of fields). Times are nanoseconds on the snapshot's clock.
-struct Frame {
-  uint64_t begin = 0;
-  uint64_t end = 0;
+/// What a frame is, shared by every frame of the same function seen at the
+/// same place: frames keep only an index into their thread's SiteTable.
+struct FrameSite {
   uint64_t address = 0; ///< Entry (or first seen) address, 0 if none.
   StringId name = 0;    ///< Function name or "[syscall]" etc.
   StringId file = 0;    ///< Source file of the function, may be empty.
   uint32_t line = 0;    ///< 0 when unknown.
-  uint32_t parent = NoParent;
   FrameKind kind = FrameKind::Physical;
+
+  bool operator==(const FrameSite &other) const {
+    return address == other.address && name == other.name &&
+           file == other.file && line == other.line && kind == other.kind;
+  }
+};
+
+using SiteId = uint32_t;
+
+/// Interned FrameSites. Id 0 is the default site (no name, no address), so a
+/// default-constructed Frame is valid. Ids are 29 bits: past MaxSite, intern
+/// returns 0 (unreachable in practice: the table would hold 12 GiB).
+class SiteTable {
+public:
+  static constexpr SiteId MaxSite = (1u << 29) - 1;
+
+  SiteTable();
+  /// The id of `site`, adding it if new.
+  SiteId intern(const FrameSite &site);
+  const FrameSite &operator[](SiteId id) const { return sites[id]; }
+  size_t size() const { return sites.size(); }
+  /// Heap bytes (sites and the index).
+  size_t bytes() const;
+
+private:
+  static constexpr SiteId NoSlot = UINT32_MAX;
+  /// The slot holding `site`, or the empty slot where it belongs.
+  size_t slotOf(const FrameSite &site) const;
+  void grow();
+
+  std::vector<FrameSite> sites;
+  std::vector<SiteId> slots; ///< Open addressing (linear probing) into sites.
+};
+
+/// 24 bytes: the model holds one per call and inlined frame traced, so it is
+/// most of a snapshot's memory. Times are nanoseconds on the snapshot's clock.
+struct Frame {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint32_t parent = NoParent;
+  SiteId site : 29; ///< Index into the thread's SiteTable.
   /// The call happened before the segment's first instruction: the frame was
   /// created by a return into it, or by anchoring to the stop context.
-  bool inferred = false;
+  bool inferred : 1;
   /// Anchoring matched this frame to the debugger's stack at the stop.
-  bool anchored = false;
+  bool anchored : 1;
   /// Still running at its segment's last decoded instruction (on the stack
   /// when the segment closed); `end` is then the segment's end or the loss.
-  bool open = false;
+  bool open : 1;
+
+  Frame() : site(0), inferred(false), anchored(false), open(false) {}
 
   static constexpr uint32_t NoParent = UINT32_MAX;
 };
+static_assert(sizeof(Frame) == 24, "Frame is the model's unit of memory");
 
 struct Segment {
   uint64_t begin = 0;
   uint64_t end = 0;
-  std::vector<Frame> frames; ///< Pre-order; parent indices point backwards.
+  PodVector<Frame> frames; ///< Pre-order; parent indices point backwards.
   /// Stitching joined this segment to the previous one: the stack at the end
   /// of the previous segment equals the stack implied at this one's start.
   bool stitchedToPrevious = false;
@@ -74,6 +117,7 @@ struct ThreadModel {
   uint64_t tid = 0;
   std::string name;
   std::vector<Segment> segments;
+  SiteTable sites; ///< What each Frame::site names.
   uint64_t instructions = 0;
   uint64_t calls = 0;
   uint64_t errors = 0;

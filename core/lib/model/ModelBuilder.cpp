@@ -134,7 +134,7 @@ private:
 
   // The open segment (frames in creation order), if any.
   bool inSegment = false;
-  std::vector<Frame> frames;
+  PodVector<Frame> frames;
   std::vector<uint32_t> roots; ///< Frames without a parent, creation order.
   std::vector<OpenFrame> stack;
   bool reparented = false; ///< Creation order is no longer pre-order.
@@ -243,10 +243,12 @@ void SegmentBuilder::onDisable(const TraceItem &item, bool last) {
     return;
   Frame span;
   span.begin = span.end = lastTime;
-  span.address = item.ip;
   bool syscall = lastClass == BranchClass::Syscall;
-  span.name = syscall ? syscallName : untracedName;
-  span.kind = syscall ? FrameKind::Syscall : FrameKind::Untraced;
+  FrameSite site;
+  site.address = item.ip;
+  site.name = syscall ? syscallName : untracedName;
+  site.kind = syscall ? FrameKind::Syscall : FrameKind::Untraced;
+  span.site = model.sites.intern(site);
   openSpan = newFrame(span);
 }
 
@@ -365,14 +367,15 @@ uint32_t SegmentBuilder::newFrame(Frame frame) {
 
 void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
                                   bool inferred) {
-  Frame frame = frameForRange(range, 0, strings);
+  Frame frame;
+  frame.site = model.sites.intern(siteForRange(range, 0, strings));
   frame.begin = frame.end = time;
   frame.inferred = inferred;
   inferredCount += inferred;
   OpenFrame open;
   open.frame = newFrame(frame);
   open.entry = range.functionEntry;
-  open.function = frame.name;
+  open.function = range.frames[0].function;
   stack.push_back(open);
   pushInlined(range, 1, time, inferred);
 }
@@ -380,13 +383,14 @@ void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
 void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
                                  uint64_t time, bool inferred) {
   for (size_t level = from; level < range.frames.size(); ++level) {
-    Frame frame = frameForRange(range, level, strings);
+    Frame frame;
+    frame.site = model.sites.intern(siteForRange(range, level, strings));
     frame.begin = frame.end = time;
     frame.inferred = inferred;
     inferredCount += inferred;
     OpenFrame open;
     open.frame = newFrame(frame);
-    open.function = frame.name;
+    open.function = range.frames[level].function;
     open.callFile = range.frames[level - 1].file;
     open.callLine = range.frames[level - 1].line;
     open.inlined = true;
@@ -504,9 +508,9 @@ void SegmentBuilder::closeSegment(uint64_t time, bool gapFollows) {
   Segment &segment = model.segments.back();
   segment.end = time;
   // Exactly sized (the model is most of the memory a snapshot keeps), with
-  // room for the gap span a loss adds next.
-  segment.frames.reserve(frames.size() + (gapFollows ? 1 : 0));
-  segment.frames.assign(frames.begin(), frames.end());
+  // room for the gap span a loss adds next; realloc shrinks in place.
+  frames.shrinkToFit(gapFollows ? 1 : 0);
+  segment.frames = std::move(frames);
   fact.startDepth = inferredCount;
   fact.lastClass = lastClass;
   frames = {};
@@ -523,8 +527,10 @@ void SegmentBuilder::finishGap(uint64_t time) {
   Frame span;
   span.begin = std::min(gapBegin, time);
   span.end = time;
-  span.name = gapName;
-  span.kind = FrameKind::DecodeError;
+  FrameSite site;
+  site.name = gapName;
+  site.kind = FrameKind::DecodeError;
+  span.site = model.sites.intern(site);
   facts.back().gapFrame = uint32_t(segment.frames.size());
   segment.frames.push_back(span);
   segment.end = std::max(segment.end, time);
@@ -553,7 +559,7 @@ void SegmentBuilder::putInPreOrder() {
       children[fill[frames[i].parent]++] = i;
   }
   std::vector<uint32_t> newIndex(count, NoFrame);
-  std::vector<Frame> ordered;
+  PodVector<Frame> ordered;
   ordered.reserve(count);
   std::vector<uint32_t> work(topLevel.rbegin(), topLevel.rend());
   while (!work.empty()) {
@@ -574,28 +580,29 @@ void SegmentBuilder::putInPreOrder() {
 
 } // namespace
 
-Frame model::frameForRange(const SymbolRange &range, size_t level,
-                           const StringTable &strings) {
+FrameSite model::siteForRange(const SymbolRange &range, size_t level,
+                              const StringTable &strings) {
   const SymbolFrame &symbol = range.frames[level];
-  Frame frame;
-  frame.name = symbol.function;
-  frame.file = symbol.file;
-  frame.line = symbol.line;
+  FrameSite site;
+  site.name = symbol.function;
+  site.file = symbol.file;
+  site.line = symbol.line;
   if (level > 0) {
-    frame.address = range.begin;
-    frame.kind = FrameKind::Inlined;
-    return frame;
+    site.address = range.begin;
+    site.kind = FrameKind::Inlined;
+    return site;
   }
-  frame.address = range.functionEntry ? range.functionEntry : range.begin;
+  site.address = range.functionEntry ? range.functionEntry : range.begin;
   bool unknown = range.functionEntry == 0 && !range.fromDebugInfo &&
                  strings.get(symbol.function).starts_with("[unknown");
-  frame.kind = unknown ? FrameKind::Unknown : FrameKind::Physical;
-  return frame;
+  site.kind = unknown ? FrameKind::Unknown : FrameKind::Physical;
+  return site;
 }
 
 size_t magic_trace::threadModelBytes(const ThreadModel &model) {
   size_t bytes = sizeof(ThreadModel) + model.name.capacity() +
-                 model.segments.capacity() * sizeof(Segment);
+                 model.segments.capacity() * sizeof(Segment) +
+                 model.sites.bytes();
   for (const Segment &segment : model.segments)
     bytes += segment.frames.capacity() * sizeof(Frame) +
              segment.gapReason.capacity();
@@ -622,6 +629,9 @@ magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
       !model.segments.empty())
     anchorToStop(model, facts, *stop, lookup, strings, counters);
 
+  // Stitching and anchoring may have grown a segment past its size.
+  for (Segment &segment : model.segments)
+    segment.frames.shrinkToFit();
   counters.segments += model.segments.size();
   for (const Segment &segment : model.segments) {
     counters.frames += segment.frames.size();

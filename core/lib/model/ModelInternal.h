@@ -38,10 +38,10 @@ struct SegmentFacts {
   BranchClass lastClass = BranchClass::Other;
 };
 
-/// The frame for chain level `level` of `range` (0: the physical function,
-/// kind Unknown when no symbol covers it), times and parent unset.
-Frame frameForRange(const SymbolRange &range, size_t level,
-                    const StringTable &strings);
+/// What chain level `level` of `range` is (0: the physical function, kind
+/// Unknown when no symbol covers it).
+FrameSite siteForRange(const SymbolRange &range, size_t level,
+                       const StringTable &strings);
 
 /// Replaces the first `strip` frames of `segment` (a chain of single-child
 /// ancestors of everything else) by `roots` (a chain, outermost first, whose

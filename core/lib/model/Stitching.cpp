@@ -27,8 +27,9 @@ struct FrameIdentity {
   }
 };
 
-FrameIdentity identityOf(const Frame &frame) {
-  return {frame.name, frame.kind == FrameKind::Inlined};
+FrameIdentity identityOf(const SiteTable &sites, const Frame &frame) {
+  const FrameSite &site = sites[frame.site];
+  return {site.name, site.kind == FrameKind::Inlined};
 }
 
 /// How S (the next segment's start stack, outermost first) continues E (the
@@ -85,22 +86,20 @@ void model::reroot(Segment &segment, SegmentFacts &facts, uint32_t strip,
       return added ? added - 1 : Frame::NoParent;
     return old - strip + added;
   };
-  std::vector<Frame> frames;
-  frames.reserve(segment.frames.size() - strip + added);
+  // In place: the frames after the stripped ones move to follow the new
+  // roots (one memmove), then every parent index is renumbered.
+  PodVector<Frame> &frames = segment.frames;
+  frames.shift(strip, added);
+  for (size_t i = added; i < frames.size(); ++i)
+    frames[i].parent = remap(frames[i].parent);
   for (uint32_t i = 0; i < added; ++i) {
     Frame frame = roots[i];
     frame.begin = segment.begin;
     frame.end = segment.end;
     frame.parent = i == 0 ? Frame::NoParent : i - 1;
     frame.open = true;
-    frames.push_back(frame);
+    frames[i] = frame;
   }
-  for (size_t i = strip; i < segment.frames.size(); ++i) {
-    Frame frame = segment.frames[i];
-    frame.parent = remap(frame.parent);
-    frames.push_back(frame);
-  }
-  segment.frames = std::move(frames);
 
   std::vector<uint32_t> endStack;
   for (uint32_t i = 0; i < added; ++i)
@@ -130,9 +129,9 @@ void model::stitchSegments(ThreadModel &model, std::vector<SegmentFacts> &facts,
     SegmentFacts &after = facts[k];
     std::vector<FrameIdentity> end, start;
     for (uint32_t index : before.endStack)
-      end.push_back(identityOf(previous.frames[index]));
+      end.push_back(identityOf(model.sites, previous.frames[index]));
     for (uint32_t i = 0; i < after.startDepth; ++i)
-      start.push_back(identityOf(segment.frames[i]));
+      start.push_back(identityOf(model.sites, segment.frames[i]));
     Alignment alignment;
     if (!end.empty() && !start.empty())
       alignment = alignStacks(end, start);
@@ -173,7 +172,7 @@ namespace {
 /// The debugger's stack at the stop, outermost first, with inlined frames
 /// expanded from the symbolizer's chains.
 std::vector<Frame> stopStack(const ThreadStop &stop, SymbolLookup lookup,
-                             const StringTable &strings) {
+                             const StringTable &strings, SiteTable &sites) {
   std::vector<Frame> stack;
   for (size_t i = stop.frames.size(); i-- > 0;) {
     // LLDB reports an inlined frame with its concrete frame's PC: skip the
@@ -184,7 +183,8 @@ std::vector<Frame> stopStack(const ThreadStop &stop, SymbolLookup lookup,
     uint64_t address = i == 0 ? stop.frames[i] : stop.frames[i] - 1;
     const SymbolRange &range = lookup(address);
     for (size_t level = 0; level < range.frames.size(); ++level) {
-      Frame frame = frameForRange(range, level, strings);
+      Frame frame;
+      frame.site = sites.intern(siteForRange(range, level, strings));
       frame.inferred = true;
       frame.anchored = true;
       stack.push_back(frame);
@@ -214,18 +214,19 @@ struct StopAlignment {
 /// The innermost position of A where all of F agrees wins; failing that,
 /// the innermost position of F's innermost function (then the outer part
 /// of F disagrees, which anchorToStop repairs or refuses).
-StopAlignment alignToStop(const Segment &segment,
+StopAlignment alignToStop(const SiteTable &sites, const Segment &segment,
                           const std::vector<uint32_t> &final,
                           const std::vector<Frame> &truth) {
   StopAlignment best;
-  FrameIdentity top = identityOf(segment.frames[final.back()]);
+  FrameIdentity top = identityOf(sites, segment.frames[final.back()]);
   for (size_t at = truth.size(); at-- > 0;) {
-    if (!(identityOf(truth[at]) == top))
+    if (!(identityOf(sites, truth[at]) == top))
       continue;
     size_t matched = 0;
-    while (matched < final.size() && matched <= at &&
-           identityOf(segment.frames[final[final.size() - 1 - matched]]) ==
-               identityOf(truth[at - matched]))
+    while (
+        matched < final.size() && matched <= at &&
+        identityOf(sites, segment.frames[final[final.size() - 1 - matched]]) ==
+            identityOf(sites, truth[at - matched]))
       ++matched;
     if (best.at == SIZE_MAX)
       best = {at, matched};
@@ -240,7 +241,7 @@ StopAlignment alignToStop(const Segment &segment,
 void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
                          const ThreadStop &stop, SymbolLookup lookup,
                          const StringTable &strings, ModelStats &stats) {
-  std::vector<Frame> truth = stopStack(stop, lookup, strings);
+  std::vector<Frame> truth = stopStack(stop, lookup, strings, model.sites);
   size_t last = model.segments.size() - 1;
   Segment &segment = model.segments[last];
   SegmentFacts &fact = facts[last];
@@ -261,18 +262,19 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
   const SymbolRange &stopRange = lookup(stop.frames[0]);
   if (endsAtStop && isJump(fact.lastClass) && !stopRange.frames.empty() &&
       stopRange.functionEntry == stop.frames[0]) {
+    auto siteAt = [&](size_t i) -> const FrameSite & {
+      return model.sites[segment.frames[final[i]].site];
+    };
     size_t physical = final.size() - 1;
-    while (physical > 0 &&
-           segment.frames[final[physical]].kind == FrameKind::Inlined)
+    while (physical > 0 && siteAt(physical).kind == FrameKind::Inlined)
       --physical;
-    if (physical > 0 &&
-        segment.frames[final[physical]].name != stopRange.frames[0].function) {
+    if (physical > 0 && siteAt(physical).name != stopRange.frames[0].function) {
       tailCalled = final.size() - physical;
       final.resize(physical);
     }
   }
 
-  StopAlignment alignment = alignToStop(segment, final, truth);
+  StopAlignment alignment = alignToStop(model.sites, segment, final, truth);
   size_t j = alignment.at, matched = alignment.matched;
   if (j == SIZE_MAX) {
     ++stats.anchorConflicts;

@@ -409,9 +409,10 @@ std::vector<TreeFrame> reftree::modelTree(const ThreadModel &model,
     std::vector<size_t> nextChain;
     for (size_t i = 0; i < segment.frames.size(); ++i) {
       const Frame &frame = segment.frames[i];
+      const FrameSite &site = model.sites[frame.site];
       unsigned above =
           frame.parent == Frame::NoParent ? 0 : codeDepth[frame.parent];
-      bool code = isCode(frame.kind);
+      bool code = isCode(site.kind);
       codeDepth[i] = above + (code ? 1 : 0);
       if (!code)
         continue;
@@ -423,8 +424,8 @@ std::vector<TreeFrame> reftree::modelTree(const ThreadModel &model,
       } else {
         merging = false;
         index = out.size();
-        out.push_back({frame.kind == FrameKind::Unknown ? 0 : frame.address,
-                       strings.get(frame.name).str(),
+        out.push_back({site.kind == FrameKind::Unknown ? 0 : site.address,
+                       strings.get(site.name).str(),
                        frame.begin,
                        frame.end,
                        above,

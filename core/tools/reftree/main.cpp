@@ -90,10 +90,12 @@ static std::vector<uint64_t> finalStack(const ThreadModel &model) {
   if (model.segments.empty())
     return keys;
   const Segment &segment = model.segments.back();
-  for (const Frame &frame : segment.frames)
+  for (const Frame &frame : segment.frames) {
+    const FrameSite &site = model.sites[frame.site];
     if (frame.open &&
-        (frame.kind == FrameKind::Physical || frame.kind == FrameKind::Unknown))
-      keys.push_back(frame.kind == FrameKind::Unknown ? 0 : frame.address);
+        (site.kind == FrameKind::Physical || site.kind == FrameKind::Unknown))
+      keys.push_back(site.kind == FrameKind::Unknown ? 0 : site.address);
+  }
   return keys;
 }
 

@@ -1,0 +1,153 @@
+//===- ModelStorageTest.cpp - PodVector and SiteTable ---------------------===//
+//
+// The model's storage against plain reference containers: PodVector must
+// behave as std::vector on the operations the model uses (including shift,
+// which reroot uses to prepend frames in place), and SiteTable must give
+// one id per distinct site, stable while the table grows.
+//
+//===----------------------------------------------------------------------===//
+
+#include "magic_trace/PodVector.h"
+#include "magic_trace/TraceModel.h"
+
+#include "gtest/gtest.h"
+
+#include <map>
+#include <random>
+#include <tuple>
+#include <vector>
+
+using namespace magic_trace;
+
+namespace {
+
+template <typename T>
+void expectSame(const PodVector<T> &ours, const std::vector<T> &reference) {
+  ASSERT_EQ(ours.size(), reference.size());
+  for (size_t i = 0; i < reference.size(); ++i)
+    EXPECT_EQ(ours[i], reference[i]) << "element " << i;
+}
+
+TEST(PodVector, RandomOperationsMatchStdVector) {
+  std::mt19937 random(7);
+  PodVector<uint64_t> ours;
+  std::vector<uint64_t> reference;
+  for (int step = 0; step < 20000; ++step) {
+    switch (random() % 8) {
+    case 0:
+    case 1:
+    case 2: {
+      uint64_t value = random();
+      ours.push_back(value);
+      reference.push_back(value);
+      break;
+    }
+    case 3:
+      if (!reference.empty()) {
+        // An element of the array itself, when the push reallocates.
+        uint64_t &first = ours.front();
+        ours.push_back(first);
+        reference.push_back(reference.front());
+      }
+      break;
+    case 4:
+      if (!reference.empty()) {
+        ours.pop_back();
+        reference.pop_back();
+      }
+      break;
+    case 5: {
+      // shift(from, to): drop `from` leading elements, open `to` new ones.
+      size_t from = reference.empty() ? 0 : random() % (reference.size() + 1);
+      size_t to = random() % 5;
+      ours.shift(from, to);
+      std::vector<uint64_t> shifted(to, 0);
+      shifted.insert(shifted.end(), reference.begin() + from, reference.end());
+      for (size_t i = 0; i < to; ++i)
+        ours[i] = shifted[i] = random();
+      reference = shifted;
+      break;
+    }
+    case 6:
+      ours.shrinkToFit(random() % 3);
+      EXPECT_LE(ours.capacity(), ours.size() + 2);
+      break;
+    case 7: {
+      size_t size = random() % 64;
+      ours.resize(size);
+      reference.resize(size);
+      break;
+    }
+    }
+    ASSERT_NO_FATAL_FAILURE(expectSame(ours, reference));
+  }
+  PodVector<uint64_t> copy = ours;
+  expectSame(copy, reference);
+  PodVector<uint64_t> moved = std::move(copy);
+  expectSame(moved, reference);
+  EXPECT_TRUE(copy.empty());
+  std::vector<uint64_t> backwards(ours.rbegin(), ours.rend());
+  EXPECT_TRUE(std::equal(backwards.begin(), backwards.end(), reference.rbegin(),
+                         reference.rend()));
+}
+
+TEST(PodVector, ShrinkToFitKeepsOnlyWhatIsAsked) {
+  PodVector<Frame> frames;
+  for (uint32_t i = 0; i < 1000; ++i) {
+    Frame frame;
+    frame.begin = i;
+    frames.push_back(frame);
+  }
+  EXPECT_GT(frames.capacity(), 1000u);
+  frames.shrinkToFit(1);
+  EXPECT_EQ(frames.capacity(), 1001u);
+  for (uint32_t i = 0; i < 1000; ++i)
+    EXPECT_EQ(frames[i].begin, i);
+  frames.clear();
+  frames.shrinkToFit();
+  EXPECT_EQ(frames.capacity(), 0u);
+}
+
+TEST(SiteTable, OneIdPerDistinctSiteStableWhileGrowing) {
+  SiteTable sites;
+  ASSERT_EQ(sites.size(), 1u);
+  EXPECT_EQ(sites.intern(FrameSite()), 0u) << "id 0 is the default site";
+  std::mt19937 random(3);
+  std::map<std::tuple<uint64_t, StringId, StringId, uint32_t, int>, SiteId>
+      reference;
+  reference[{0, 0, 0, 0, 0}] = 0;
+  for (int i = 0; i < 50000; ++i) {
+    FrameSite site;
+    // Few values per field, so that sites repeat and differ in one field.
+    site.address = 0x1000 + random() % 40;
+    site.name = random() % 30;
+    site.file = random() % 3;
+    site.line = random() % 4;
+    site.kind = static_cast<FrameKind>(random() % 6);
+    auto key = std::make_tuple(site.address, site.name, site.file, site.line,
+                               int(site.kind));
+    SiteId id = sites.intern(site);
+    auto [it, inserted] = reference.try_emplace(key, id);
+    EXPECT_EQ(id, it->second) << "a site changed id";
+    EXPECT_EQ(sites[id], site);
+  }
+  EXPECT_EQ(sites.size(), reference.size());
+  EXPECT_GT(sites.size(), 10000u) << "the table grew several times";
+}
+
+TEST(Frame, DefaultFrameIsValidAndSmall) {
+  Frame frame;
+  EXPECT_EQ(frame.site, 0u);
+  EXPECT_FALSE(frame.inferred);
+  EXPECT_FALSE(frame.anchored);
+  EXPECT_FALSE(frame.open);
+  EXPECT_EQ(frame.parent, Frame::NoParent);
+  frame.site = SiteTable::MaxSite;
+  frame.open = true;
+  EXPECT_EQ(frame.site, SiteTable::MaxSite) << "the site field holds 29 bits";
+  EXPECT_TRUE(frame.open);
+  EXPECT_FALSE(frame.inferred);
+  EXPECT_EQ(sizeof(Frame), 24u);
+}
+
+} // namespace
