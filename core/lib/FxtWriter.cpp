@@ -13,6 +13,9 @@
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -80,35 +83,59 @@ struct Arg {
 /// Buffers words and flushes them to the stream in large chunks.
 class WordSink {
 public:
-  // The buffer grows to FlushBytes on demand: reserving it up front made
-  // every small trace (and every fuzzer run) pay for a 1 MiB allocation.
+  // The buffer is allocated on the first write and grows on demand: small
+  // traces (and every fuzzer run) do not pay for the whole flush size.
   explicit WordSink(llvm::raw_ostream &os) : os(os) {}
   ~WordSink() { flush(); }
 
   void word(uint64_t value) {
-    char bytes[8];
-    llvm::support::endian::write64le(bytes, value);
-    buffer.append(bytes, 8);
+    if (size_t(limit - cursor) < 8)
+      makeRoom(8);
+    llvm::support::endian::write64le(cursor, value);
+    cursor += 8;
   }
   /// Text padded with zero bytes to a whole number of words.
   void text(llvm::StringRef text) {
-    buffer.append(text.data(), text.size());
-    buffer.append((8 - text.size() % 8) % 8, '\0');
+    size_t padded = paddedWords(text.size()) * 8;
+    if (size_t(limit - cursor) < padded)
+      makeRoom(padded);
+    std::memcpy(cursor, text.data(), text.size());
+    std::memset(cursor + text.size(), 0, padded - text.size());
+    cursor += padded;
   }
   /// Called after each record so a record is never split across flushes.
   void endRecord() {
-    if (buffer.size() >= FlushBytes)
+    if (size_t(cursor - start) >= FlushBytes)
       flush();
   }
   void flush() {
-    os.write(buffer.data(), buffer.size());
-    buffer.clear();
+    if (cursor != start)
+      os.write(start, size_t(cursor - start));
+    cursor = start;
   }
 
 private:
   static constexpr size_t FlushBytes = 1 << 20;
+
+  /// Grows the buffer (keeping what it holds) to fit `bytes` more.
+  void makeRoom(size_t bytes) {
+    size_t used = size_t(cursor - start);
+    size_t size = std::max<size_t>(
+        {size_t(limit - start) * 2, used + bytes, size_t(4096)});
+    std::unique_ptr<char[]> grown(new char[size]);
+    if (used)
+      std::memcpy(grown.get(), start, used);
+    storage = std::move(grown);
+    start = storage.get();
+    cursor = start + used;
+    limit = start + size;
+  }
+
   llvm::raw_ostream &os;
-  std::string buffer;
+  std::unique_ptr<char[]> storage;
+  char *start = nullptr;
+  char *cursor = nullptr;
+  char *limit = nullptr;
 };
 
 /// Writes records and keeps the string and thread tables.
