@@ -45,6 +45,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <map>
 #include <optional>
@@ -592,12 +593,10 @@ public:
             " (symbolizing from the symbol table)");
         return;
       }
-    dwarf = DWARFContext::create(
-        *debugObject, DWARFContext::ProcessDebugRelocations::Process, nullptr,
-        "", [](Error error) { consumeError(std::move(error)); },
-        [](Error error) { consumeError(std::move(error)); });
-    if (dwarf->getNumCompileUnits() == 0)
-      dwarf.reset();
+    // Reading DWARF (decompressing a distribution's debug file) is the
+    // dearest part of a module: done on the first lookup inside it, so
+    // modules the trace never enters cost only their symbol table.
+    pendingDebugObject = debugObject;
   }
 
   bool usable() const { return problem.empty(); }
@@ -630,6 +629,8 @@ private:
     FileRange range;
     SymbolMatch match = symbols.find(address);
     range.interval = match.interval;
+    if (pendingDebugObject)
+      loadDebugInfo();
     if (dwarf && addDebugInfo(address, match, range))
       return range;
     if (dwarf)
@@ -641,6 +642,16 @@ private:
       range.functionEntry = match.symbol->address;
     }
     return range;
+  }
+
+  void loadDebugInfo() {
+    dwarf = DWARFContext::create(
+        *pendingDebugObject, DWARFContext::ProcessDebugRelocations::Process,
+        nullptr, "", [](Error error) { consumeError(std::move(error)); },
+        [](Error error) { consumeError(std::move(error)); });
+    pendingDebugObject = nullptr;
+    if (dwarf->getNumCompileUnits() == 0)
+      dwarf.reset();
   }
 
   /// Fills `range` from DWARF; false if DWARF knows nothing of `address`.
@@ -752,6 +763,8 @@ private:
   std::vector<LoadSegmentHeader> loads;
   SymbolTable symbols;
   std::unique_ptr<DWARFContext> dwarf;
+  /// The object whose DWARF loadDebugInfo reads, until it has.
+  const object::ObjectFile *pendingDebugObject = nullptr;
   bool unitRangesBuilt = false;
   std::vector<std::pair<uint64_t, uint64_t>> unitRanges; ///< Sorted.
   std::vector<uint64_t> highestEnd;     ///< Max end of unitRanges[0..i].
@@ -786,10 +799,19 @@ public:
       ++stats.hits;
       return *last;
     }
+    // Block addresses repeat (loops, calls to the same functions): a small
+    // direct-mapped table answers most lookups without the tree.
+    const SymbolRange *&recent =
+        recentRanges[(address * 0x9e3779b97f4a7c15ull) >> (64 - RecentBits)];
+    if (recent && recent->begin <= address && address < recent->end) {
+      ++stats.hits;
+      last = recent;
+      return *last;
+    }
     auto next = byBegin.upper_bound(address);
     if (next != byBegin.begin() && address < std::prev(next)->second->end) {
       ++stats.hits;
-      last = std::prev(next)->second;
+      last = recent = std::prev(next)->second;
       return *last;
     }
     SymbolRange range = place(address);
@@ -799,7 +821,7 @@ public:
     if (next != byBegin.begin())
       range.begin = std::max(range.begin, std::prev(next)->second->end);
     stored.push_back(std::move(range));
-    last = &stored.back();
+    last = recent = &stored.back();
     byBegin.emplace_hint(next, last->begin, last);
     return *last;
   }
@@ -941,6 +963,8 @@ private:
   std::deque<SymbolRange> stored; ///< Stable addresses for returned refs.
   std::map<uint64_t, const SymbolRange *> byBegin;
   const SymbolRange *last = nullptr;
+  static constexpr unsigned RecentBits = 12;
+  std::array<const SymbolRange *, 1u << RecentBits> recentRanges = {};
 };
 
 Symbolizer::Symbolizer(std::vector<Module> modules, StringTable &strings,
