@@ -108,6 +108,21 @@ TEST(PodVector, ShrinkToFitKeepsOnlyWhatIsAsked) {
   EXPECT_EQ(frames.capacity(), 0u);
 }
 
+TEST(PodVector, LargeArraysKeepEveryElement) {
+  // Past 4 MiB, appending populates pages ahead of the writes; a shift and a
+  // shrink then move the block.
+  PodVector<uint64_t> values;
+  const uint64_t count = 3u << 20; // 24 MiB.
+  for (uint64_t i = 0; i < count; ++i)
+    values.push_back(i * 7);
+  values.shift(1, 3);
+  values[0] = values[1] = values[2] = 0;
+  values.shrinkToFit();
+  ASSERT_EQ(values.size(), count + 2);
+  for (uint64_t i = 1; i < count; ++i)
+    ASSERT_EQ(values[i + 2], i * 7) << "element " << i;
+}
+
 TEST(SiteTable, OneIdPerDistinctSiteStableWhileGrowing) {
   SiteTable sites;
   ASSERT_EQ(sites.size(), 1u);

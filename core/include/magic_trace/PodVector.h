@@ -4,7 +4,8 @@
 // grows by allocating a new block and copying into it, which touches (and
 // page-faults) twice the memory; PodVector grows and shrinks with realloc,
 // which for large blocks remaps pages instead of copying them, and can give
-// back its slack exactly (shrinkToFit) without a copy.
+// back its slack exactly (shrinkToFit) without a copy. Appending to a large
+// array populates its pages a window at a time instead of faulting on each.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PODVECTOR_H
@@ -12,6 +13,7 @@
 
 #include "llvm/Support/ErrorHandling.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -19,6 +21,8 @@
 #include <initializer_list>
 #include <iterator>
 #include <type_traits>
+
+#include <sys/mman.h>
 
 namespace magic_trace {
 
@@ -99,6 +103,8 @@ public:
       return;
     }
     elements[count++] = value;
+    if (count >= populated)
+      populateAhead();
   }
   void pop_back() { --count; }
   void clear() { count = 0; }
@@ -161,11 +167,38 @@ private:
       llvm::report_bad_alloc_error("out of memory growing a magic-trace model");
     elements = static_cast<T *>(grown);
     room = wanted;
+    populated = count;
+    populateAhead();
+  }
+
+  /// Fills the page tables for the next 1 MiB of a large array in one call
+  /// (MADV_POPULATE_WRITE, Linux 5.14; older kernels ignore it): one page
+  /// fault per 4 KiB, dear on a VM, dominated appending frames.
+  void populateAhead() {
+#ifdef MADV_POPULATE_WRITE
+    constexpr int PopulateWrite = MADV_POPULATE_WRITE;
+#else
+    constexpr int PopulateWrite = 23;
+#endif
+    constexpr size_t Window = 1u << 20;
+    if (room * sizeof(T) < 4 * Window) {
+      populated = room;
+      return;
+    }
+    uintptr_t page = 4096;
+    uintptr_t begin = reinterpret_cast<uintptr_t>(elements + populated);
+    begin = (begin + page - 1) & ~(page - 1);
+    size_t next = std::min(room, populated + Window / sizeof(T));
+    uintptr_t end = reinterpret_cast<uintptr_t>(elements + next) & ~(page - 1);
+    if (end > begin)
+      madvise(reinterpret_cast<void *>(begin), end - begin, PopulateWrite);
+    populated = next;
   }
 
   T *elements = nullptr;
   size_t count = 0;
   size_t room = 0;
+  size_t populated = 0; ///< Elements whose pages are known to be present.
 };
 
 } // namespace magic_trace
