@@ -1,10 +1,11 @@
 //===- ModelBuilder.cpp - Decoded items + symbols -> segments -------------===//
 //
 // One pass over a thread's items keeps a stack of open frames and appends
-// frames to the current segment in creation order. Creation order is already
-// pre-order except when a return goes into a frame never seen: that frame
-// becomes the parent of everything before it, so such segments are put in
-// pre-order once, when they close. docs/model.md lists the rules.
+// frames to the current segment in creation order, which is pre-order except
+// for one case: a return into a frame never seen makes that frame (with its
+// inline chain) the parent of everything before it. Such "outer chains" are
+// kept aside and put in front when the segment closes (the latest chain is
+// outermost), in one pass. docs/model.md lists the rules.
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,11 +106,17 @@ private:
   void enterByJump(const SymbolRange &range, uint64_t address, uint64_t time);
   void enterUnknown(const SymbolRange &range, uint64_t time);
 
-  // Stack primitives.
-  uint32_t newFrame(Frame frame);
-  void pushPhysical(const SymbolRange &range, uint64_t time, bool inferred);
+  // Stack primitives. A frame id is its index in `frames`, or OuterTag |
+  // its index in `outerFrames` (an outer chain frame, see inferParent).
+  static constexpr uint32_t OuterTag = 0x80000000u;
+  Frame &at(uint32_t id) {
+    return id & OuterTag ? outerFrames[id & ~OuterTag] : frames[id];
+  }
+  uint32_t newFrame(Frame frame, bool outer);
+  void pushPhysical(const SymbolRange &range, uint64_t time, bool inferred,
+                    bool outer = false);
   void pushInlined(const SymbolRange &range, size_t from, uint64_t time,
-                   bool inferred);
+                   bool inferred, bool outer = false);
   void popTo(size_t depth, uint64_t time);
   void popCallees(size_t physical, uint64_t time);
   size_t topPhysical() const;
@@ -123,7 +130,7 @@ private:
   void closeSpan(uint64_t time);
   void closeSegment(uint64_t time, bool gapFollows);
   void finishGap(uint64_t time);
-  void putInPreOrder();
+  void placeOuterChains();
 
   ThreadModel &model;
   std::vector<SegmentFacts> &facts;
@@ -137,7 +144,9 @@ private:
   PodVector<Frame> frames;
   std::vector<uint32_t> roots; ///< Frames without a parent, creation order.
   std::vector<OpenFrame> stack;
-  bool reparented = false; ///< Creation order is no longer pre-order.
+  /// Frames of the outer chains, and where each chain starts in it.
+  PodVector<Frame> outerFrames;
+  std::vector<uint32_t> outerChains;
   uint64_t segmentStart = 0;
   uint32_t inferredCount = 0;
   Transfer nextTransfer = Transfer::Start;
@@ -249,7 +258,7 @@ void SegmentBuilder::onDisable(const TraceItem &item, bool last) {
   site.name = syscall ? syscallName : untracedName;
   site.kind = syscall ? FrameKind::Syscall : FrameKind::Untraced;
   span.site = model.sites.intern(site);
-  openSpan = newFrame(span);
+  openSpan = newFrame(span, /*outer=*/false);
 }
 
 void SegmentBuilder::onEnable(const TraceItem &) {
@@ -356,32 +365,38 @@ void SegmentBuilder::enterUnknown(const SymbolRange &range, uint64_t time) {
   pushPhysical(range, time, /*inferred=*/false);
 }
 
-uint32_t SegmentBuilder::newFrame(Frame frame) {
-  uint32_t index = uint32_t(frames.size());
+uint32_t SegmentBuilder::newFrame(Frame frame, bool outer) {
   frame.parent = stack.empty() ? Frame::NoParent : stack.back().frame;
+  uint32_t id;
+  if (outer) {
+    id = OuterTag | uint32_t(outerFrames.size());
+    outerFrames.push_back(frame);
+  } else {
+    id = uint32_t(frames.size());
+    frames.push_back(frame);
+  }
   if (frame.parent == Frame::NoParent)
-    roots.push_back(index);
-  frames.push_back(frame);
-  return index;
+    roots.push_back(id);
+  return id;
 }
 
 void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
-                                  bool inferred) {
+                                  bool inferred, bool outer) {
   Frame frame;
   frame.site = model.sites.intern(siteForRange(range, 0, strings));
   frame.begin = frame.end = time;
   frame.inferred = inferred;
   inferredCount += inferred;
   OpenFrame open;
-  open.frame = newFrame(frame);
+  open.frame = newFrame(frame, outer);
   open.entry = range.functionEntry;
   open.function = range.frames[0].function;
   stack.push_back(open);
-  pushInlined(range, 1, time, inferred);
+  pushInlined(range, 1, time, inferred, outer);
 }
 
 void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
-                                 uint64_t time, bool inferred) {
+                                 uint64_t time, bool inferred, bool outer) {
   for (size_t level = from; level < range.frames.size(); ++level) {
     Frame frame;
     frame.site = model.sites.intern(siteForRange(range, level, strings));
@@ -389,7 +404,7 @@ void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
     frame.inferred = inferred;
     inferredCount += inferred;
     OpenFrame open;
-    open.frame = newFrame(frame);
+    open.frame = newFrame(frame, outer);
     open.function = range.frames[level].function;
     open.callFile = range.frames[level - 1].file;
     open.callLine = range.frames[level - 1].line;
@@ -400,7 +415,7 @@ void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
 
 void SegmentBuilder::popTo(size_t depth, uint64_t time) {
   while (stack.size() > depth) {
-    frames[stack.back().frame].end = time;
+    at(stack.back().frame).end = time;
     stack.pop_back();
   }
 }
@@ -457,11 +472,11 @@ void SegmentBuilder::inferParent(const SymbolRange &range, uint64_t time) {
   popTo(0, time);
   std::vector<uint32_t> oldRoots;
   oldRoots.swap(roots);
-  pushPhysical(range, segmentStart, /*inferred=*/true);
+  outerChains.push_back(uint32_t(outerFrames.size()));
+  pushPhysical(range, segmentStart, /*inferred=*/true, /*outer=*/true);
   uint32_t innermost = stack.back().frame;
   for (uint32_t root : oldRoots)
-    frames[root].parent = innermost;
-  reparented = reparented || !oldRoots.empty();
+    at(root).parent = innermost;
 }
 
 void SegmentBuilder::startSegment(uint64_t time) {
@@ -472,7 +487,8 @@ void SegmentBuilder::startSegment(uint64_t time) {
   frames.clear();
   roots.clear();
   stack.clear();
-  reparented = false;
+  outerFrames.clear();
+  outerChains.clear();
   inferredCount = 0;
   nextTransfer = Transfer::Start;
   lastClass = BranchClass::Other;
@@ -490,7 +506,7 @@ void SegmentBuilder::startSegment(uint64_t time) {
 void SegmentBuilder::closeSpan(uint64_t time) {
   if (openSpan == NoFrame)
     return;
-  frames[openSpan].end = time;
+  at(openSpan).end = time;
   openSpan = NoFrame;
 }
 
@@ -501,10 +517,10 @@ void SegmentBuilder::closeSegment(uint64_t time, bool gapFollows) {
   fact.endStack.clear();
   for (const OpenFrame &open : stack) {
     fact.endStack.push_back(open.frame);
-    frames[open.frame].open = true;
+    at(open.frame).open = true;
   }
   popTo(0, time);
-  putInPreOrder();
+  placeOuterChains();
   Segment &segment = model.segments.back();
   segment.end = time;
   // Exactly sized (the model is most of the memory a snapshot keeps), with
@@ -536,46 +552,37 @@ void SegmentBuilder::finishGap(uint64_t time) {
   segment.end = std::max(segment.end, time);
 }
 
-/// Renumbers the creation-order frames into pre-order (children by
-/// creation, which is by begin time); needed only after inferParent.
-void SegmentBuilder::putInPreOrder() {
-  if (!reparented)
+/// Puts the outer chains in front of the creation-order frames, the latest
+/// chain first (each is the parent of everything before it), and turns every
+/// frame id into its final index: one pass, in place.
+void SegmentBuilder::placeOuterChains() {
+  uint32_t outer = uint32_t(outerFrames.size());
+  if (outer == 0)
     return;
-  size_t count = frames.size();
-  // Children of each frame, grouped by parent (counting sort, stable).
-  std::vector<uint32_t> firstChild(count + 1, 0);
-  for (const Frame &frame : frames)
-    if (frame.parent != Frame::NoParent)
-      ++firstChild[frame.parent + 1];
-  for (size_t i = 0; i < count; ++i)
-    firstChild[i + 1] += firstChild[i];
-  std::vector<uint32_t> children(firstChild[count]);
-  std::vector<uint32_t> fill(firstChild.begin(), firstChild.end() - 1);
-  std::vector<uint32_t> topLevel;
-  for (uint32_t i = 0; i < count; ++i) {
-    if (frames[i].parent == Frame::NoParent)
-      topLevel.push_back(i);
-    else
-      children[fill[frames[i].parent]++] = i;
+  std::vector<uint32_t> position(outer);
+  uint32_t next = 0;
+  for (size_t chain = outerChains.size(); chain-- > 0;) {
+    uint32_t end =
+        chain + 1 < outerChains.size() ? outerChains[chain + 1] : outer;
+    for (uint32_t i = outerChains[chain]; i < end; ++i)
+      position[i] = next++;
   }
-  std::vector<uint32_t> newIndex(count, NoFrame);
-  PodVector<Frame> ordered;
-  ordered.reserve(count);
-  std::vector<uint32_t> work(topLevel.rbegin(), topLevel.rend());
-  while (!work.empty()) {
-    uint32_t old = work.back();
-    work.pop_back();
-    newIndex[old] = uint32_t(ordered.size());
-    Frame frame = frames[old];
-    if (frame.parent != Frame::NoParent)
-      frame.parent = newIndex[frame.parent];
-    ordered.push_back(frame);
-    for (uint32_t c = firstChild[old + 1]; c-- > firstChild[old];)
-      work.push_back(children[c]);
+  auto finalIndex = [&](uint32_t id) {
+    if (id == Frame::NoParent)
+      return id;
+    return id & OuterTag ? position[id & ~OuterTag] : id + outer;
+  };
+  frames.shift(0, outer);
+  for (size_t i = outer; i < frames.size(); ++i)
+    frames[i].parent = finalIndex(frames[i].parent);
+  for (uint32_t i = 0; i < outer; ++i) {
+    Frame frame = outerFrames[i];
+    frame.parent = finalIndex(frame.parent);
+    frames[position[i]] = frame;
   }
-  frames = std::move(ordered);
   for (uint32_t &open : facts.back().endStack)
-    open = newIndex[open];
+    open = finalIndex(open);
+  outerFrames = {};
 }
 
 } // namespace
