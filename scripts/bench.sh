@@ -14,6 +14,7 @@
 #   4. prints one table and writes docs/performance.md (MT_BENCH_DOC).
 # Build first (./scripts/build.sh). Environment: BUILD_DIR (build),
 # MT_BENCH_ROUNDS (bench_deep rounds, 950 ~ 1 M instructions),
+# MT_BENCH_SMALL_ROUNDS (280 ~ 300 k instructions, where LLDB finishes),
 # MT_BENCH_INSNS (10000000), MT_BENCH_LLDB_TIMEOUT (seconds, 240),
 # MT_BENCH_LLDB_VMEM_GB (address-space cap for lldb, 14), MT_BENCH_DOC.
 set -euo pipefail
@@ -23,6 +24,7 @@ BUILD_DIR=${BUILD_DIR:-build}
 BIN=$BUILD_DIR/bin
 PROGRAM=$BUILD_DIR/test/inputs/bench_deep
 ROUNDS=${MT_BENCH_ROUNDS:-950}
+SMALL_ROUNDS=${MT_BENCH_SMALL_ROUNDS:-280}
 TARGET_INSNS=${MT_BENCH_INSNS:-10000000}
 LLDB_TIMEOUT=${MT_BENCH_LLDB_TIMEOUT:-240}
 LLDB_VMEM_GB=${MT_BENCH_LLDB_VMEM_GB:-14}
@@ -143,6 +145,29 @@ stages() {
 stages 10M
 stages wrap4M
 
+# inprocess BUNDLE: the same work inside one process that has its libraries
+# loaded and the bundle read (as in the plugin): best of 3 runs of each part.
+inprocess() {
+  local bundle=$1 line part wall cpu
+  echo "== 3b. in-process parts on $bundle" >&2
+  run "inprocess $bundle" /dev/null "$BIN/magic-trace-stage-bench" "$TMP/$bundle" \
+    --stage inprocess --jobs 1 -o "$TMP/$bundle.inprocess.fxt"
+  must "magic-trace-stage-bench --stage inprocess on $bundle"
+  while read -r line; do
+    read -r _ part _ wall _ cpu <<<"$line"
+    wall=$(awk -v v="$wall" 'BEGIN { printf "%.3f", v / 1000 }')
+    cpu=$(awk -v v="$cpu" 'BEGIN { printf "%.3f", v / 1000 }')
+    if [ "$part" = raw ]; then
+      BASE_WALL[in$bundle]=$wall
+      BASE_CPU[in$bundle]=$cpu
+      part="raw libipt block loop (baseline)"
+    fi
+    ROWS+=("in-process: $part|$bundle|1|$wall|$cpu||in$bundle|best of 3")
+  done < <(grep '^inprocess ' "$TMP/last.err")
+}
+inprocess 10M
+inprocess wrap4M
+
 echo "== 4. LLDB vs magic-trace-decode on the 1M bundle" >&2
 for t in 1 2; do
   run "decode -o 1M $t" "$TMP/pipeline.out" "$BIN/magic-trace-decode" \
@@ -158,11 +183,12 @@ for t in 1 2; do
   row "magic-trace-decode -o out.fxt" 1M "$t" lldb
 done
 LLDB_NOTES=()
+# lldb_run NAME COMMAND [BUNDLE GROUP]: LLDB's own decoder on a bundle.
 lldb_run() {
-  local name=$1 command=$2
+  local name=$1 command=$2 bundle=${3:-1M} group=${4:-lldb}
   run "$name" "$TMP/lldb.out" timeout "$LLDB_TIMEOUT" bash -c \
     'ulimit -v $(('"$LLDB_VMEM_GB"' * 1024 * 1024)); exec "$0" --no-lldbinit -b -o "trace load $1" -o "$2"' \
-    "$LLDB" "$TMP/1M/trace.json" "$command"
+    "$LLDB" "$TMP/$bundle/trace.json" "$command"
   local note="" why
   if [ "$STATUS" = 124 ]; then
     note="did not finish within ${LLDB_TIMEOUT} s"
@@ -174,13 +200,33 @@ lldb_run() {
     note="$(wc -l <"$TMP/lldb.out") lines of output"
   fi
   LLDB_NOTES+=("$name: $note")
-  row "$name" 1M 1 lldb "$note"
+  row "$name" "$bundle" 1 "$group" "$note"
 }
 lldb_run "lldb: thread trace dump info" "thread trace dump info"
 lldb_run "lldb: thread trace dump function-calls" "thread trace dump function-calls"
 LLDB_FC_WALL=$WALL
 LLDB_FC_RSS=$RSS
 LLDB_FC_STATUS=$STATUS
+
+# LLDB 22 crashes on the 1M bundle here; a smaller trace where it finishes
+# gives a measured ratio too.
+echo "== 4b. LLDB vs magic-trace-decode on the $SMALL_ROUNDS-round bundle" >&2
+run "emulate small" "$TMP/emulate.out" "$BIN/magic-trace-emulate" --stop stop_here \
+  --max-insns 0 -o "$TMP/small" -- "$PROGRAM" "$SMALL_ROUNDS"
+must "magic-trace-emulate ($SMALL_ROUNDS rounds)"
+SMALL_TRACE_INSNS=$(sed -n 's/^magic-trace-emulate: \([0-9]*\) instructions.*/\1/p' "$TMP/emulate.out")
+run "decode -o small" "$TMP/pipeline.out" "$BIN/magic-trace-decode" \
+  "$TMP/small" --threads 1 -o "$TMP/small.fxt"
+must "magic-trace-decode -o on the small bundle"
+BASE_WALL[lldbsmall]=$WALL
+BASE_CPU[lldbsmall]=$CPU
+SMALL_OURS_WALL=$WALL
+SMALL_OURS_RSS=$RSS
+row "magic-trace-decode -o out.fxt" small 1 lldbsmall
+lldb_run "lldb: thread trace dump function-calls" "thread trace dump function-calls" small lldbsmall
+LLDB_SMALL_WALL=$WALL
+LLDB_SMALL_RSS=$RSS
+LLDB_SMALL_STATUS=$STATUS
 
 echo "== 5. symbolizing the distinct addresses of the 1M trace" >&2
 run "addresses" "$TMP/addresses" "$BIN/magic-trace-stage-bench" "$TMP/1M" \
@@ -215,7 +261,7 @@ table() {
   for entry in "${ROWS[@]}"; do
     IFS='|' read -r name bundle threads wall cpu rss group note <<<"$entry"
     printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$bundle" \
-      "$threads" "$wall" "$cpu" "$((rss / 1024))" \
+      "$threads" "$wall" "$cpu" "$([ -n "$rss" ] && echo $((rss / 1024)) || echo -)" \
       "$(ratio "$wall" "${BASE_WALL[$group]}")" \
       "$(ratio "$cpu" "${BASE_CPU[$group]}")" "$note"
   done
@@ -235,6 +281,8 @@ find_row() { # NAME BUNDLE THREADS -> "wall cpu rss"
 read -r P_WALL P_CPU _ < <(find_row "full pipeline -> .fxt" 10M 1)
 read -r P2_WALL P2_CPU _ < <(find_row "full pipeline -> .fxt" 10M 2)
 read -r W_WALL W_CPU _ < <(find_row "full pipeline -> .fxt" wrap4M 1)
+read -r I_WALL I_CPU _ < <(find_row "in-process: pipeline" 10M 1)
+read -r IW_WALL IW_CPU _ < <(find_row "in-process: pipeline" wrap4M 1)
 read -r O_WALL _ O_RSS < <(find_row "magic-trace-decode -o out.fxt" 1M 1)
 if [ "$LLDB_FC_STATUS" = 0 ]; then
   LLDB_VERDICT="LLDB $(ratio "$LLDB_FC_WALL" "$O_WALL") slower (wall) and $(ratio "$LLDB_FC_RSS" "$O_RSS") more peak RSS than magic-trace-decode -o out.fxt (1 thread)"
@@ -242,13 +290,21 @@ else
   LLDB_VERDICT="LLDB did not complete (${LLDB_NOTES[1]}); up to that point it used ${LLDB_FC_WALL} s and $((LLDB_FC_RSS / 1024)) MiB peak RSS: at least $(ratio "$LLDB_FC_WALL" "$O_WALL") our time and $(ratio "$LLDB_FC_RSS" "$O_RSS") our memory"
 fi
 
+if [ "$LLDB_SMALL_STATUS" = 0 ]; then
+  LLDB_SMALL_VERDICT="on the small trace ($SMALL_TRACE_INSNS instructions) LLDB finished: $(ratio "$LLDB_SMALL_WALL" "$SMALL_OURS_WALL") our wall time, $(ratio "$LLDB_SMALL_RSS" "$SMALL_OURS_RSS") our peak RSS"
+else
+  LLDB_SMALL_VERDICT="on the small trace ($SMALL_TRACE_INSNS instructions) LLDB did not finish either (status $LLDB_SMALL_STATUS)"
+fi
+
 goals() {
   echo "- End-to-end <= 1.5x raw block decode (whole process, same bytes; goal met only if both are):"
   echo "  10M, 1 thread: wall $(ratio "$P_WALL" "${BASE_WALL[10M]}"), CPU $(ratio "$P_CPU" "${BASE_CPU[10M]}");"
   echo "  10M, 2 threads: wall $(ratio "$P2_WALL" "${BASE_WALL[10M]}"), CPU $(ratio "$P2_CPU" "${BASE_CPU[10M]}");"
   echo "  wrap4M, 1 thread: wall $(ratio "$W_WALL" "${BASE_WALL[wrap4M]}"), CPU $(ratio "$W_CPU" "${BASE_CPU[wrap4M]}")."
+  echo "  In-process (libraries loaded, as in the plugin): 10M $(ratio "$I_CPU" "${BASE_CPU[in10M]}"),"
+  echo "  wrap4M $(ratio "$IW_CPU" "${BASE_CPU[inwrap4M]}") CPU time of the raw loop's."
   echo "- 1M-instruction trace, >= 100x faster and >= 100x less peak memory than LLDB's"
-  echo "  \`thread trace dump function-calls\`: $LLDB_VERDICT."
+  echo "  \`thread trace dump function-calls\`: $LLDB_VERDICT; $LLDB_SMALL_VERDICT."
   echo "- Model <= 4 bytes per traced instruction: 10M ${MODEL_BPI[10M]:-?}, wrap4M ${MODEL_BPI[wrap4M]:-?}, 1M ${MODEL_BPI[1M]:-?} bytes per instruction."
 }
 
@@ -287,6 +343,8 @@ fi
   echo "  ${INSNS[10M]} instructions."
   echo "- **wrap4M**: the last 4 MiB of $WRAP_REPEAT copies, marked wrapped (starts mid-packet, as a"
   echo "  4 MiB ring that wrapped): ${INSNS[wrap4M]} instructions."
+  echo "- **small**: \`magic-trace-emulate --stop stop_here -- build/test/inputs/bench_deep $SMALL_ROUNDS\`:"
+  echo "  $SMALL_TRACE_INSNS instructions (a size LLDB's \`dump function-calls\` completes on here)."
   echo
   echo "## Results"
   echo
@@ -297,6 +355,10 @@ fi
   echo "llvm-symbolizer. \"decode\" and \"decode + symbolize\" are \`magic-trace-stage-bench\`"
   echo "(\`decodeSnapshot\`, then one \`Symbolizer::lookup\` per block); the full pipeline is"
   echo "\`magic-trace-decode BUNDLE --threads T -o out.fxt\` (decode, symbolize, model, FXT)."
+  echo "\"in-process\" rows are \`magic-trace-stage-bench --stage inprocess\`: inside one process with"
+  echo "its libraries loaded and the bundle read (as in the plugin), the best of 3 runs of the raw"
+  echo "loop, of decode, of symbolize + model (a fresh symbolizer each run, as each snapshot has), of"
+  echo "the FXT write, and of the whole pipeline; wall and CPU seconds, no RSS."
   echo "The LLDB rows run \`$LLDB --no-lldbinit -b -o 'trace load 1M/trace.json' -o COMMAND\` under"
   echo "\`timeout $LLDB_TIMEOUT\` and \`ulimit -v\` $LLDB_VMEM_GB GiB. Symbolization: the $ADDRESSES distinct"
   echo "instruction addresses of bench_deep in the 1M trace, as file addresses on stdin; the two"

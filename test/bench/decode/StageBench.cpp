@@ -1,7 +1,7 @@
 //===- StageBench.cpp - One pipeline stage as a whole process -------------===//
 //
-// magic-trace-stage-bench BUNDLE --stage raw|decode|symbolize|addresses
-//                         [--jobs T] [--module NAME]
+// magic-trace-stage-bench BUNDLE --stage raw|decode|symbolize|addresses|
+//                         inprocess [--jobs T] [--module NAME] [-o FILE]
 //
 // Runs one stage over every thread of a bundle and exits, so that
 // scripts/bench.sh can time whole processes (load included) on the same
@@ -12,12 +12,19 @@
 //   addresses  prints the distinct executed instruction addresses inside
 //              the module whose path ends with NAME, as file addresses (what
 //              llvm-symbolizer --obj takes), one a line, sorted
+//   inprocess  inside one process, as the plugin runs (libraries loaded,
+//              bundle read): the raw loop, then the full pipeline to an
+//              .fxt file (-o, default /dev/null), each --repeat times; prints
+//              the best wall and CPU milliseconds of each on stderr
 // The full pipeline to a file is magic-trace-decode BUNDLE -o FILE.
 // Prints "instructions N" (and for symbolize the lookups) on stderr.
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
 #include "magic_trace/Decoder.h"
+#include "magic_trace/FxtWriter.h"
+#include "magic_trace/ModelBuilder.h"
+#include "magic_trace/Pipeline.h"
 #include "magic_trace/Symbolizer.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -26,6 +33,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <chrono>
+#include <functional>
+
+#include <sys/resource.h>
 
 using namespace llvm;
 using namespace magic_trace;
@@ -39,6 +50,38 @@ static cl::opt<unsigned> jobs("jobs", cl::desc("Decode threads (1 = serial)"),
                               cl::init(1));
 static cl::opt<std::string>
     moduleName("module", cl::desc("With addresses: the module's file name"));
+static cl::opt<unsigned>
+    repeat("repeat", cl::desc("With inprocess: runs of each"), cl::init(3));
+static cl::opt<std::string> output("o",
+                                   cl::desc("With inprocess: the .fxt file"),
+                                   cl::init("/dev/null"));
+
+/// Process CPU time (all threads), milliseconds.
+static double cpuMs() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  auto ms = [](const timeval &t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
+/// Best wall and CPU milliseconds of `repeat` runs of `body`.
+static Error best(StringRef name, const std::function<Error()> &body) {
+  double bestWall = 1e300, bestCpu = 1e300;
+  for (unsigned i = 0; i < std::max(1u, unsigned(repeat)); ++i) {
+    auto start = std::chrono::steady_clock::now();
+    double cpuStart = cpuMs();
+    if (Error error = body())
+      return error;
+    double wall = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+    bestWall = std::min(bestWall, wall);
+    bestCpu = std::min(bestCpu, cpuMs() - cpuStart);
+  }
+  errs() << "inprocess " << name << " wall_ms " << format("%.1f", bestWall)
+         << " cpu_ms " << format("%.1f", bestCpu) << "\n";
+  return Error::success();
+}
 
 static int fail(const Twine &message) {
   WithColor::error(errs(), "magic-trace-stage-bench") << message << "\n";
@@ -64,9 +107,55 @@ int main(int argc, char **argv) {
     errs() << "instructions " << instructions << "\n";
     return 0;
   }
+  if (stage == "inprocess") {
+    Error error = best("raw", [&]() -> Error {
+      for (size_t i = 0; i < snapshot->threads.size(); ++i) {
+        Expected<uint64_t> counted = rawBlockDecodeLoop(*snapshot, i, options);
+        if (!counted)
+          return counted.takeError();
+      }
+      return Error::success();
+    });
+    // The pipeline's parts, each on the previous part's output.
+    Expected<DecodeResult> decoded = decodeSnapshot(*snapshot, options);
+    if (!decoded)
+      return fail(toString(decoded.takeError()));
+    if (!error)
+      error = best("decode", [&]() -> Error {
+        return decodeSnapshot(*snapshot, options).takeError();
+      });
+    TraceModel model;
+    if (!error)
+      error = best("symbolize+model", [&]() -> Error {
+        model = TraceModel();
+        Symbolizer symbolizer(snapshot->modules, model.strings);
+        buildTraceModel(model, *snapshot, decoded->threads, symbolizer, {});
+        return Error::success();
+      });
+    if (!error)
+      error = best("write", [&]() -> Error {
+        std::error_code ec;
+        raw_fd_ostream os(output, ec);
+        if (ec)
+          return createStringError(ec, "cannot write %s", output.c_str());
+        return writeFxt(model, os);
+      });
+    if (!error)
+      error = best("pipeline", [&]() -> Error {
+        PipelineOptions pipeline;
+        pipeline.decode = options;
+        Expected<PipelineResult> result = runPipeline(*snapshot, pipeline);
+        if (!result)
+          return result.takeError();
+        return writeTrace(*result, output, TraceFormat::Fxt);
+      });
+    if (error)
+      return fail(toString(std::move(error)));
+    return 0;
+  }
   if (stage != "decode" && stage != "symbolize" && stage != "addresses")
     return fail("unknown --stage '" + stage +
-                "' (use raw, decode, symbolize or addresses)");
+                "' (use raw, decode, symbolize, addresses or inprocess)");
 
   Expected<DecodeResult> decoded = decodeSnapshot(*snapshot, options);
   if (!decoded)
