@@ -302,7 +302,8 @@ takeSnapshot(lldb::SBDebugger &debugger, Session &session,
     snapshot.stop = captureStop(process, session, triggeredTid);
 
   PipelineOptions options;
-  llvm::Expected<PipelineResult> result = runPipeline(snapshot, options);
+  llvm::Expected<PipelineResult> result =
+      runPipeline(snapshot, options, session.symbols.get());
   if (!result)
     return result.takeError();
   record->result = std::move(*result);

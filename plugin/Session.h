@@ -101,6 +101,9 @@ struct Session {
 
   // Kept after detach, for save and report.
   std::vector<std::unique_ptr<SnapshotRecord>> snapshots;
+  /// Symbol tables and DWARF read by earlier snapshots, reused by the next
+  /// (keyed by build-id, or path, size and time: a rebuilt file is re-read).
+  std::unique_ptr<SymbolCache> symbols = std::make_unique<SymbolCache>();
 
   /// Whether `tid` is to be traced.
   bool traces(uint64_t tid) const;

@@ -9,6 +9,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace magic_trace {
 namespace {
@@ -57,7 +58,8 @@ const ThreadSummary *PipelineResult::mainThread() const {
 }
 
 llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
-                                           const PipelineOptions &options) {
+                                           const PipelineOptions &options,
+                                           SymbolCache *cache) {
   llvm::Expected<DecodeResult> decoded =
       decodeSnapshot(snapshot, options.decode);
   if (!decoded)
@@ -70,21 +72,29 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
     if (!module.problem.empty())
       result.moduleProblems.push_back(module.path + ": " + module.problem);
 
-  Symbolizer symbolizer(snapshot.modules, result.model.strings);
+  // Strings go to the cache's table when there is one (its object files
+  // hold ids in it); the model takes a copy at the end.
+  StringTable &strings = cache ? cache->strings() : result.model.strings;
+  std::optional<Symbolizer> symbolizer;
+  if (cache)
+    symbolizer.emplace(snapshot.modules, *cache);
+  else
+    symbolizer.emplace(snapshot.modules, strings);
   auto lookup = [&](uint64_t address) -> const SymbolRange & {
-    return symbolizer.lookup(address);
+    return symbolizer->lookup(address);
   };
   for (const ThreadDecode &decode : decoded->threads) {
     const ThreadStop *stop = findStop(snapshot, decode.tid);
-    ThreadModel thread =
-        buildThreadModel(decode, lookup, stop, result.model.strings,
-                         options.model, &result.modelStats);
+    ThreadModel thread = buildThreadModel(decode, lookup, stop, strings,
+                                          options.model, &result.modelStats);
     thread.tid = decode.tid;
     result.threads.push_back(
         summarize(thread, stop, traceBytes(snapshot, decode.tid)));
     result.model.threads.push_back(std::move(thread));
   }
-  for (std::string &problem : symbolizer.moduleProblems())
+  if (cache)
+    result.model.strings = cache->strings().clone();
+  for (std::string &problem : symbolizer->moduleProblems())
     if (std::find(result.moduleProblems.begin(), result.moduleProblems.end(),
                   problem) == result.moduleProblems.end())
       result.moduleProblems.push_back(std::move(problem));

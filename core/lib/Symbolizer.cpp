@@ -782,10 +782,19 @@ struct Mapping {
 
 } // namespace
 
+using ObjectMap = std::map<std::string, std::unique_ptr<ObjectInfo>>;
+
+struct SymbolCache::Objects {
+  ObjectMap map;
+};
+
 class Symbolizer::Impl {
 public:
-  Impl(std::vector<Module> moduleList, StringTable &strings, Options options)
-      : modules(std::move(moduleList)), strings(strings), options(options) {
+  /// With `shared` null the symbolizer keeps its own object files.
+  Impl(std::vector<Module> moduleList, StringTable &strings, Options options,
+       ObjectMap *shared = nullptr)
+      : modules(std::move(moduleList)), strings(strings), options(options),
+        objects(shared ? *shared : ownObjects), cached(shared != nullptr) {
     for (size_t index = 0; index < modules.size(); ++index)
       addModule(index);
     std::sort(
@@ -882,12 +891,21 @@ private:
   ObjectInfo *objectFor(const Module &module) {
     std::string key = module.buildId.empty() ? "path:" + module.fileToRead()
                                              : "id:" + module.buildId;
+    if (cached && module.buildId.empty()) {
+      // Across snapshots a path may name a rebuilt file.
+      sys::fs::file_status status;
+      if (!sys::fs::status(module.fileToRead(), status))
+        key += ":" + std::to_string(status.getSize()) + ":" +
+               std::to_string(
+                   status.getLastModificationTime().time_since_epoch().count());
+    }
     auto found = objects.find(key);
-    if (found != objects.end())
+    // A file that could not be used may have been fixed since.
+    if (found != objects.end() && (found->second->usable() || !cached))
       return found->second.get();
     auto object = std::make_unique<ObjectInfo>(module, options, strings);
     ObjectInfo *result = object.get();
-    objects.emplace(key, std::move(object));
+    objects[key] = std::move(object);
     return result;
   }
 
@@ -958,7 +976,9 @@ private:
   std::vector<Module> modules;
   StringTable &strings;
   Options options;
-  std::map<std::string, std::unique_ptr<ObjectInfo>> objects;
+  ObjectMap ownObjects;
+  ObjectMap &objects; ///< ownObjects or a SymbolCache's.
+  bool cached;
   std::vector<Mapping> mappings;  ///< Sorted by begin.
   std::deque<SymbolRange> stored; ///< Stable addresses for returned refs.
   std::map<uint64_t, const SymbolRange *> byBegin;
@@ -973,6 +993,17 @@ Symbolizer::Symbolizer(std::vector<Module> modules, StringTable &strings,
 
 Symbolizer::Symbolizer(std::vector<Module> modules, StringTable &strings)
     : Symbolizer(std::move(modules), strings, Options()) {}
+
+Symbolizer::Symbolizer(std::vector<Module> modules, SymbolCache &cache)
+    : impl(std::make_unique<Impl>(std::move(modules), cache.table,
+                                  cache.options, &cache.objects->map)) {}
+
+SymbolCache::SymbolCache(Symbolizer::Options options)
+    : options(options), objects(std::make_unique<Objects>()) {}
+
+SymbolCache::~SymbolCache() = default;
+
+size_t SymbolCache::objectCount() const { return objects->map.size(); }
 
 Symbolizer::~Symbolizer() = default;
 

@@ -12,6 +12,7 @@
 #include "llvm/DebugInfo/Symbolize/Symbolize.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -256,6 +257,65 @@ TEST(SymbolizerTest, HotLoopCostsOneComputationPerDistinctRange) {
   EXPECT_LT(seen.size(), size); // Fewer ranges than bytes: real ranges.
   // hotLoop -> Accum<long>::add or sumSquares -> square: inlining is there.
   EXPECT_GE(deepest, 3u);
+}
+
+TEST(SymbolizerTest, CacheServesLaterSymbolizersWithoutRecomputing) {
+  ElfFacts facts = readElf(Program);
+  uint64_t size = 0;
+  uint64_t hotLoop = facts.symbolAddress("_ZN6shapes7hotLoopEi", &size);
+  ASSERT_NE(hotLoop, 0u);
+  // The reference: a symbolizer with its own table and files.
+  StringTable strings;
+  Symbolizer alone({atFileAddresses(Program)}, strings);
+  SymbolCache cache;
+  for (int snapshot = 0; snapshot < 3; ++snapshot) {
+    Symbolizer symbolizer({atFileAddresses(Program)}, cache);
+    for (uint64_t address = hotLoop; address < hotLoop + size; ++address)
+      EXPECT_EQ(ourChain(symbolizer.lookup(address), cache.strings()),
+                ourChain(alone.lookup(address), strings))
+          << "snapshot " << snapshot << " address 0x" << std::hex << address;
+    if (snapshot == 0)
+      EXPECT_GT(symbolizer.stats().distinctRanges, 0u);
+    else
+      EXPECT_EQ(symbolizer.stats().distinctRanges, 0u)
+          << "snapshot " << snapshot << " recomputed cached ranges";
+  }
+  EXPECT_EQ(cache.objectCount(), 1u);
+}
+
+TEST(SymbolizerTest, CacheRereadsAFileRebuiltAtTheSamePath) {
+  // No build-id in the module: the cache must notice the new file.
+  llvm::SmallString<128> path;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("mt-rebuilt", "", path));
+  auto install = [&](const std::string &from) {
+    ASSERT_FALSE(llvm::sys::fs::copy_file(from, path));
+  };
+  auto moduleAt = [&]() {
+    Module module = atFileAddresses(std::string(path));
+    module.buildId.clear();
+    return module;
+  };
+  SymbolCache cache;
+  install(NoDebug);
+  ElfFacts before = readElf(std::string(path));
+  uint64_t hotLoop = before.symbolAddress("_ZN6shapes7hotLoopEi");
+  ASSERT_NE(hotLoop, 0u);
+  {
+    Symbolizer symbolizer({moduleAt()}, cache);
+    EXPECT_EQ(names(symbolizer.lookup(hotLoop), cache.strings()),
+              std::vector<std::string>{"shapes::hotLoop(int)"});
+  }
+  install(InputsDir + "emu_calls");
+  ElfFacts after = readElf(std::string(path));
+  uint64_t fib = after.symbolAddress("_Z3fibi");
+  ASSERT_NE(fib, 0u);
+  {
+    Symbolizer symbolizer({moduleAt()}, cache);
+    EXPECT_EQ(names(symbolizer.lookup(fib), cache.strings()),
+              std::vector<std::string>{"fib(int)"});
+  }
+  EXPECT_EQ(cache.objectCount(), 2u);
+  llvm::sys::fs::remove(path);
 }
 
 TEST(SymbolizerTest, ChainsAreOutermostFirstAndDemangled) {

@@ -12,6 +12,7 @@
 #include "magic_trace/Decoder.h"
 #include "magic_trace/ModelBuilder.h"
 #include "magic_trace/Snapshot.h"
+#include "magic_trace/Symbolizer.h"
 #include "magic_trace/TraceModel.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -55,9 +56,12 @@ struct PipelineResult {
 
 /// Decodes, symbolizes and models every thread of `snapshot`. Fails only when
 /// the decoder cannot run at all (see decodeSnapshot); bad trace data and
-/// missing modules become marked gaps and moduleProblems.
+/// missing modules become marked gaps and moduleProblems. With `cache`, the
+/// object files it holds are reused and what this snapshot reads is added
+/// (the model gets a copy of the cache's strings).
 llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
-                                           const PipelineOptions &options);
+                                           const PipelineOptions &options,
+                                           SymbolCache *cache = nullptr);
 
 enum class TraceFormat { Fxt, ChromeJson, Folded, Text };
 

@@ -36,6 +36,14 @@ public:
   }
 
   llvm::StringRef get(StringId id) const { return strings[id]; }
+
+  /// A separate table with the same strings under the same ids.
+  StringTable clone() const {
+    StringTable copy;
+    for (size_t id = 1; id < strings.size(); ++id)
+      copy.intern(strings[id]);
+    return copy;
+  }
   size_t size() const { return strings.size(); }
 
 private:

@@ -50,6 +50,8 @@ struct SymbolizerStats {
   uint64_t distinctRanges = 0; ///< Ranges computed (DWARF/symtab queries).
 };
 
+class SymbolCache;
+
 class Symbolizer {
 public:
   struct Options {
@@ -62,6 +64,9 @@ public:
   Symbolizer(std::vector<Module> modules, StringTable &strings,
              Options options);
   Symbolizer(std::vector<Module> modules, StringTable &strings);
+  /// Reuses (and adds to) `cache`'s object files; strings are interned in
+  /// cache.strings(). The cache must outlive the symbolizer.
+  Symbolizer(std::vector<Module> modules, SymbolCache &cache);
   ~Symbolizer();
 
   /// The range containing runtime `address`. Never fails: unknown code gets a
@@ -83,6 +88,31 @@ public:
 private:
   class Impl;
   std::unique_ptr<Impl> impl;
+};
+
+/// Object files (symbol tables, DWARF, the ranges computed so far) kept
+/// across symbolizers, with the string table their names live in. A debugger
+/// session keeps one, so that each snapshot after the first reuses what the
+/// earlier ones read. Files are keyed by build-id, or by path, size and
+/// modification time when they have none, so a rebuilt file is read again;
+/// files that could not be used are retried by the next symbolizer.
+class SymbolCache {
+public:
+  explicit SymbolCache(Symbolizer::Options options = Symbolizer::Options());
+  ~SymbolCache();
+  SymbolCache(const SymbolCache &) = delete;
+  SymbolCache &operator=(const SymbolCache &) = delete;
+
+  StringTable &strings() { return table; }
+  /// Object files held.
+  size_t objectCount() const;
+
+private:
+  friend class Symbolizer;
+  struct Objects;
+  Symbolizer::Options options;
+  StringTable table;
+  std::unique_ptr<Objects> objects;
 };
 
 } // namespace magic_trace

@@ -14,8 +14,10 @@
 //              llvm-symbolizer --obj takes), one a line, sorted
 //   inprocess  inside one process, as the plugin runs (libraries loaded,
 //              bundle read): the raw loop, then the full pipeline to an
-//              .fxt file (-o, default /dev/null), each --repeat times; prints
-//              the best wall and CPU milliseconds of each on stderr
+//              .fxt file (-o, default /dev/null), each --repeat times, and
+//              the pipeline again with a SymbolCache kept across runs (as a
+//              session's later snapshots); prints the best wall and CPU
+//              milliseconds of each on stderr
 // The full pipeline to a file is magic-trace-decode BUNDLE -o FILE.
 // Prints "instructions N" (and for symbolize the lookups) on stderr.
 //
@@ -145,6 +147,19 @@ int main(int argc, char **argv) {
         PipelineOptions pipeline;
         pipeline.decode = options;
         Expected<PipelineResult> result = runPipeline(*snapshot, pipeline);
+        if (!result)
+          return result.takeError();
+        return writeTrace(*result, output, TraceFormat::Fxt);
+      });
+    // As each snapshot after the first in a debugger session: the symbol
+    // cache holds what earlier snapshots read (the best run is a warm one).
+    SymbolCache cache;
+    if (!error)
+      error = best("pipeline, warm symbol cache", [&]() -> Error {
+        PipelineOptions pipeline;
+        pipeline.decode = options;
+        Expected<PipelineResult> result =
+            runPipeline(*snapshot, pipeline, &cache);
         if (!result)
           return result.takeError();
         return writeTrace(*result, output, TraceFormat::Fxt);
