@@ -9,7 +9,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 namespace magic_trace {
 namespace {
@@ -42,6 +45,74 @@ ThreadSummary summarize(const ThreadModel &thread, const ThreadStop *stop,
     summary.endNs = thread.segments.back().end;
   }
   return summary;
+}
+
+void addStats(ModelStats &total, const ModelStats &part) {
+  total.segments += part.segments;
+  total.frames += part.frames;
+  total.inferredFrames += part.inferredFrames;
+  total.gaps += part.gaps;
+  total.stitchedJoins += part.stitchedJoins;
+  total.stitchRefused += part.stitchRefused;
+  total.anchoredFrames += part.anchoredFrames;
+  total.anchorAdded += part.anchorAdded;
+  total.anchorInner += part.anchorInner;
+  total.anchorConflicts += part.anchorConflicts;
+  total.modelBytes += part.modelBytes;
+}
+
+/// Builds each thread's model, on up to `jobs` threads (0: one per core)
+/// when several threads were traced. Workers share the symbolizer and the
+/// string table under one lock, and each keeps its own table of the ranges
+/// the symbolizer returned (immutable, at stable addresses), so most lookups
+/// take no lock.
+std::vector<ThreadModel>
+buildModels(const Snapshot &snapshot, const std::vector<ThreadDecode> &decodes,
+            Symbolizer &symbolizer, StringTable &strings, unsigned jobs,
+            const ModelOptions &options, ModelStats &stats) {
+  std::vector<ThreadModel> models(decodes.size());
+  if (jobs == 0)
+    jobs = std::max(1u, std::thread::hardware_concurrency());
+  size_t workers = std::min<size_t>(jobs, decodes.size());
+  if (workers <= 1) {
+    auto lookup = [&](uint64_t address) -> const SymbolRange & {
+      return symbolizer.lookup(address);
+    };
+    for (size_t i = 0; i < decodes.size(); ++i)
+      models[i] = buildThreadModel(decodes[i], lookup,
+                                   findStop(snapshot, decodes[i].tid), strings,
+                                   options, &stats);
+    return models;
+  }
+  std::mutex lock;
+  std::atomic<size_t> next{0};
+  std::vector<ModelStats> partStats(decodes.size());
+  auto work = [&] {
+    constexpr unsigned Bits = 12;
+    std::vector<const SymbolRange *> recent(size_t(1) << Bits, nullptr);
+    auto lookup = [&](uint64_t address) -> const SymbolRange & {
+      const SymbolRange *&slot =
+          recent[(address * 0x9e3779b97f4a7c15ull) >> (64 - Bits)];
+      if (slot && slot->begin <= address && address < slot->end)
+        return *slot;
+      std::lock_guard<std::mutex> hold(lock);
+      slot = &symbolizer.lookup(address);
+      return *slot;
+    };
+    for (size_t i; (i = next++) < decodes.size();)
+      models[i] = buildThreadModel(decodes[i], lookup,
+                                   findStop(snapshot, decodes[i].tid), strings,
+                                   options, &partStats[i], &lock);
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < workers; ++i)
+    threads.emplace_back(work);
+  work();
+  for (std::thread &thread : threads)
+    thread.join();
+  for (const ModelStats &part : partStats)
+    addStats(stats, part);
+  return models;
 }
 
 } // namespace
@@ -80,16 +151,15 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
     symbolizer.emplace(snapshot.modules, *cache);
   else
     symbolizer.emplace(snapshot.modules, strings);
-  auto lookup = [&](uint64_t address) -> const SymbolRange & {
-    return symbolizer->lookup(address);
-  };
-  for (const ThreadDecode &decode : decoded->threads) {
-    const ThreadStop *stop = findStop(snapshot, decode.tid);
-    ThreadModel thread = buildThreadModel(decode, lookup, stop, strings,
-                                          options.model, &result.modelStats);
+  std::vector<ThreadModel> models =
+      buildModels(snapshot, decoded->threads, *symbolizer, strings,
+                  options.decode.threads, options.model, result.modelStats);
+  for (size_t i = 0; i < models.size(); ++i) {
+    const ThreadDecode &decode = decoded->threads[i];
+    ThreadModel &thread = models[i];
     thread.tid = decode.tid;
-    result.threads.push_back(
-        summarize(thread, stop, traceBytes(snapshot, decode.tid)));
+    result.threads.push_back(summarize(thread, findStop(snapshot, decode.tid),
+                                       traceBytes(snapshot, decode.tid)));
     result.model.threads.push_back(std::move(thread));
   }
   if (cache)

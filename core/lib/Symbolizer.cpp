@@ -927,6 +927,7 @@ private:
     if (!mapping->object) {
       ++stats.distinctRanges;
       range.frames.push_back(unknownFrame(range.begin, module.path));
+      range.unknown = true;
       return range;
     }
     uint64_t fileAddress = mapping->fileBegin + (address - mapping->begin);
@@ -942,8 +943,10 @@ private:
     if (file.functionEntry != 0)
       range.functionEntry =
           file.functionEntry - mapping->fileBegin + mapping->begin;
-    if (range.frames.empty())
+    if (range.frames.empty()) {
       range.frames.push_back(unknownFrame(range.begin, module.path));
+      range.unknown = true;
+    }
     return range;
   }
 
@@ -962,6 +965,7 @@ private:
     if (next != mappings.end())
       range.end = std::min(range.end, next->begin);
     range.frames.push_back(unknownFrame(range.begin, ""));
+    range.unknown = true;
     return range;
   }
 

@@ -48,6 +48,7 @@ public:
       }
     }
     unknown.frames.push_back({strings.intern("[unknown]"), 0, 0, false});
+    unknown.unknown = true;
   }
 
   const SymbolRange &lookup(uint64_t address) {

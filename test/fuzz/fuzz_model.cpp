@@ -48,6 +48,7 @@ public:
     outer.function = strings.intern((known ? "f" : "[unknown] ") +
                                     std::to_string(function >> 8));
     range.frames.push_back(outer);
+    range.unknown = !known;
     if (known && inlined) {
       SymbolFrame inner;
       inner.function = strings.intern("inl" + std::to_string(function >> 8));

@@ -65,6 +65,7 @@ public:
     SymbolFrame frame;
     frame.function = strings.intern("[unknown]");
     range.frames.push_back(frame);
+    range.unknown = true;
     return range;
   }
 

@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
 
 namespace magic_trace {
 
@@ -59,10 +60,14 @@ using SymbolLookup = llvm::function_ref<const SymbolRange &(uint64_t)>;
 /// ids live in `strings` (the symbolizer shares the table); the builder also
 /// interns "[syscall]" etc. there. `stop` is this thread's stack at the
 /// snapshot, or null. Never fails: anomalies become marked spans and gaps.
+/// Several threads may be built at once when `lookup` is safe to call from
+/// several threads and `stringsLock` is given: the builder holds it while it
+/// interns into `strings` (lookup must hold it too when it interns).
 ThreadModel buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
                              const ThreadStop *stop, StringTable &strings,
                              const ModelOptions &options,
-                             ModelStats *stats = nullptr);
+                             ModelStats *stats = nullptr,
+                             std::mutex *stringsLock = nullptr);
 
 /// Bytes the model of one thread occupies (structs plus heap storage).
 size_t threadModelBytes(const ThreadModel &model);

@@ -42,6 +42,8 @@ struct SymbolRange {
   StringId module = 0;             ///< Module path.
   std::vector<SymbolFrame> frames; ///< Outermost (physical) first.
   bool fromDebugInfo = false;      ///< False: symbol table or unknown.
+  /// No symbol covers the range: its one frame is "[unknown @ ...]".
+  bool unknown = false;
 };
 
 struct SymbolizerStats {

@@ -82,12 +82,12 @@ class SegmentBuilder {
 public:
   SegmentBuilder(ThreadModel &model, std::vector<SegmentFacts> &facts,
                  const ThreadDecode &decode, SymbolLookup lookup,
-                 StringTable &strings)
+                 StringTable &strings, std::mutex *stringsLock)
       : model(model), facts(facts), decode(decode), lookup(lookup),
-        strings(strings) {
-    syscallName = strings.intern("[syscall]");
-    untracedName = strings.intern("[untraced]");
-    overflowName = strings.intern("[overflow]");
+        strings(strings), stringsLock(stringsLock) {
+    syscallName = intern("[syscall]");
+    untracedName = intern("[untraced]");
+    overflowName = intern("[overflow]");
   }
 
   void run();
@@ -136,7 +136,15 @@ private:
   std::vector<SegmentFacts> &facts;
   const ThreadDecode &decode;
   SymbolLookup lookup;
+  StringId intern(llvm::StringRef text) {
+    if (!stringsLock)
+      return strings.intern(text);
+    std::lock_guard<std::mutex> hold(*stringsLock);
+    return strings.intern(text);
+  }
+
   StringTable &strings;
+  std::mutex *stringsLock;
   StringId syscallName = 0, untracedName = 0, overflowName = 0;
 
   // The open segment (frames in creation order), if any.
@@ -276,7 +284,7 @@ void SegmentBuilder::onLoss(const TraceItem &item) {
     if (item.detail < decode.errors.size())
       message = decode.errors[item.detail].message;
     reason = ("decode error: " + message).str();
-    name = strings.intern("[" + reason + "]");
+    name = intern("[" + reason + "]");
   }
   if (inSegment) {
     closeSegment(lastTime, /*gapFollows=*/true);
@@ -383,7 +391,7 @@ uint32_t SegmentBuilder::newFrame(Frame frame, bool outer) {
 void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
                                   bool inferred, bool outer) {
   Frame frame;
-  frame.site = model.sites.intern(siteForRange(range, 0, strings));
+  frame.site = model.sites.intern(siteForRange(range, 0));
   frame.begin = frame.end = time;
   frame.inferred = inferred;
   inferredCount += inferred;
@@ -399,7 +407,7 @@ void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
                                  uint64_t time, bool inferred, bool outer) {
   for (size_t level = from; level < range.frames.size(); ++level) {
     Frame frame;
-    frame.site = model.sites.intern(siteForRange(range, level, strings));
+    frame.site = model.sites.intern(siteForRange(range, level));
     frame.begin = frame.end = time;
     frame.inferred = inferred;
     inferredCount += inferred;
@@ -587,8 +595,7 @@ void SegmentBuilder::placeOuterChains() {
 
 } // namespace
 
-FrameSite model::siteForRange(const SymbolRange &range, size_t level,
-                              const StringTable &strings) {
+FrameSite model::siteForRange(const SymbolRange &range, size_t level) {
   const SymbolFrame &symbol = range.frames[level];
   FrameSite site;
   site.name = symbol.function;
@@ -600,9 +607,7 @@ FrameSite model::siteForRange(const SymbolRange &range, size_t level,
     return site;
   }
   site.address = range.functionEntry ? range.functionEntry : range.begin;
-  bool unknown = range.functionEntry == 0 && !range.fromDebugInfo &&
-                 strings.get(symbol.function).starts_with("[unknown");
-  site.kind = unknown ? FrameKind::Unknown : FrameKind::Physical;
+  site.kind = range.unknown ? FrameKind::Unknown : FrameKind::Physical;
   return site;
 }
 
@@ -619,12 +624,13 @@ size_t magic_trace::threadModelBytes(const ThreadModel &model) {
 ThreadModel
 magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
                               const ThreadStop *stop, StringTable &strings,
-                              const ModelOptions &options, ModelStats *stats) {
+                              const ModelOptions &options, ModelStats *stats,
+                              std::mutex *stringsLock) {
   ThreadModel model;
   model.tid = decode.tid;
   model.instructions = decode.instructions;
   std::vector<SegmentFacts> facts;
-  SegmentBuilder(model, facts, decode, lookup, strings).run();
+  SegmentBuilder(model, facts, decode, lookup, strings, stringsLock).run();
 
   ModelStats local;
   ModelStats &counters = stats ? *stats : local;
@@ -634,7 +640,7 @@ magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
     stitchSegments(model, facts, counters);
   if (options.anchor && stop && !stop->frames.empty() &&
       !model.segments.empty())
-    anchorToStop(model, facts, *stop, lookup, strings, counters);
+    anchorToStop(model, facts, *stop, lookup, counters);
 
   // Stitching and anchoring may have grown a segment past its size.
   for (Segment &segment : model.segments)

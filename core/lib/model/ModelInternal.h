@@ -40,8 +40,7 @@ struct SegmentFacts {
 
 /// What chain level `level` of `range` is (0: the physical function, kind
 /// Unknown when no symbol covers it).
-FrameSite siteForRange(const SymbolRange &range, size_t level,
-                       const StringTable &strings);
+FrameSite siteForRange(const SymbolRange &range, size_t level);
 
 /// Replaces the first `strip` frames of `segment` (a chain of single-child
 /// ancestors of everything else) by `roots` (a chain, outermost first, whose
@@ -58,7 +57,7 @@ void stitchSegments(ThreadModel &model, std::vector<SegmentFacts> &facts,
 /// correction backward through stitched segments (docs/model.md).
 void anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
                   const ThreadStop &stop, SymbolLookup lookup,
-                  const StringTable &strings, ModelStats &stats);
+                  ModelStats &stats);
 
 } // namespace model
 } // namespace magic_trace

@@ -172,7 +172,7 @@ namespace {
 /// The debugger's stack at the stop, outermost first, with inlined frames
 /// expanded from the symbolizer's chains.
 std::vector<Frame> stopStack(const ThreadStop &stop, SymbolLookup lookup,
-                             const StringTable &strings, SiteTable &sites) {
+                             SiteTable &sites) {
   std::vector<Frame> stack;
   for (size_t i = stop.frames.size(); i-- > 0;) {
     // LLDB reports an inlined frame with its concrete frame's PC: skip the
@@ -184,7 +184,7 @@ std::vector<Frame> stopStack(const ThreadStop &stop, SymbolLookup lookup,
     const SymbolRange &range = lookup(address);
     for (size_t level = 0; level < range.frames.size(); ++level) {
       Frame frame;
-      frame.site = sites.intern(siteForRange(range, level, strings));
+      frame.site = sites.intern(siteForRange(range, level));
       frame.inferred = true;
       frame.anchored = true;
       stack.push_back(frame);
@@ -240,8 +240,8 @@ StopAlignment alignToStop(const SiteTable &sites, const Segment &segment,
 
 void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
                          const ThreadStop &stop, SymbolLookup lookup,
-                         const StringTable &strings, ModelStats &stats) {
-  std::vector<Frame> truth = stopStack(stop, lookup, strings, model.sites);
+                         ModelStats &stats) {
+  std::vector<Frame> truth = stopStack(stop, lookup, model.sites);
   size_t last = model.segments.size() - 1;
   Segment &segment = model.segments[last];
   SegmentFacts &fact = facts[last];
