@@ -103,6 +103,14 @@ public:
     std::memset(cursor + text.size(), 0, padded - text.size());
     cursor += padded;
   }
+  /// Where the next word goes, for copyFrom.
+  size_t mark() const { return size_t(cursor - start); }
+  /// The words written since `from` (a mark in the current record).
+  void copyFrom(size_t from, llvm::SmallVectorImpl<uint64_t> &out) const {
+    out.clear();
+    for (const char *at = start + from; at < cursor; at += 8)
+      out.push_back(llvm::support::endian::read64le(at));
+  }
   /// Called after each record so a record is never split across flushes.
   void endRecord() {
     if (size_t(cursor - start) >= FlushBytes)
@@ -214,11 +222,31 @@ public:
     sink.endRecord();
   }
 
+  /// True if a reference to `slot` still names string `id` (slot 0, the
+  /// empty string, always does): no string record is needed to use it.
+  bool owns(uint16_t slot, StringId id) const {
+    return slot == 0 || owner[slot] == id;
+  }
+
+  /// Writes `words` (a whole event record captured by event()) with its
+  /// timestamp (word 1) and, for a complete event, end time (last word).
+  void replay(llvm::ArrayRef<uint64_t> words, uint64_t timestamp,
+              uint64_t endTime) {
+    for (size_t i = 0; i < words.size(); ++i)
+      sink.word(i == 1                  ? timestamp
+                : i + 1 == words.size() ? endTime
+                                        : words[i]);
+    sink.endRecord();
+  }
+
   /// An event record on an indexed thread; `endTime` is written for
-  /// duration-complete events only.
+  /// duration-complete events only. With `captured`, its words are copied
+  /// there (for replay).
   void event(uint64_t eventType, uint8_t threadSlot, StrRef category,
              StrRef name, uint64_t timestamp, llvm::ArrayRef<Arg> args,
-             uint64_t endTime = 0) {
+             uint64_t endTime = 0,
+             llvm::SmallVectorImpl<uint64_t> *captured = nullptr) {
+    size_t start = sink.mark();
     bool complete = eventType == DurationCompleteEvent;
     size_t words = 2 + category.words() + name.words() + argWords(args) +
                    (complete ? 1 : 0);
@@ -233,6 +261,8 @@ public:
     writeArgs(args);
     if (complete)
       sink.word(endTime);
+    if (captured)
+      sink.copyFrom(start, *captured);
     sink.endRecord();
   }
 
@@ -323,6 +353,7 @@ private:
     Arg process{KoidArg, argProcess, model.pid, {}};
     enc.kernelObject(ThreadObject, thread.tid,
                      FxtEncoder::inlineString(thread.name, storage), process);
+    records.assign(thread.sites.size(), CachedRecord());
     for (size_t s = 0; s < thread.segments.size(); ++s)
       writeSegment(thread, thread.segments[s], s, slot);
   }
@@ -340,26 +371,50 @@ private:
                 segment.begin, args);
     }
     for (const Frame &frame : segment.frames)
-      writeFrame(thread.sites[frame.site], frame, slot);
+      writeFrame(thread.sites[frame.site], frame, slot, records[frame.site]);
   }
 
-  void writeFrame(const FrameSite &site, const Frame &frame, uint8_t slot) {
+  /// A site's last event record, written again with new times while the
+  /// string slots it refers to still hold its strings.
+  struct CachedRecord {
+    llvm::SmallVector<uint64_t, 8> words;
+    uint16_t nameSlot = 0, fileSlot = 0;
+    StringId fileId = 0;
+  };
+
+  void writeFrame(const FrameSite &site, const Frame &frame, uint8_t slot,
+                  CachedRecord &cached) {
+    if (!cached.words.empty() && enc.owns(cached.nameSlot, site.name) &&
+        enc.owns(cached.fileSlot, cached.fileId)) {
+      enc.replay(cached.words, frame.begin, frame.end);
+      if (site.kind == FrameKind::DecodeError)
+        enc.event(InstantEvent, slot, category, {cached.nameSlot, {}},
+                  frame.begin, {});
+      return;
+    }
     StrRef name = enc.string(site.name);
+    StrRef file;
     llvm::SmallVector<Arg, 4> args;
     bool code = site.kind == FrameKind::Physical ||
                 site.kind == FrameKind::Inlined ||
                 site.kind == FrameKind::Unknown;
     if (site.address != 0)
       args.push_back({PointerArg, argAddress, site.address, {}});
-    if (site.file != 0 && !model.strings.get(site.file).empty())
-      args.push_back({StringArg, argFile, 0, enc.string(site.file)});
+    bool hasFile = site.file != 0 && !model.strings.get(site.file).empty();
+    if (hasFile) {
+      file = enc.string(site.file);
+      args.push_back({StringArg, argFile, 0, file});
+    }
     if (site.line != 0)
       args.push_back({UInt32Arg, argLine, site.line, {}});
     if (code)
       args.push_back(
           {BoolArg, argInlined, site.kind == FrameKind::Inlined, {}});
     enc.event(DurationCompleteEvent, slot, category, name, frame.begin, args,
-              frame.end);
+              frame.end, &cached.words);
+    cached.nameSlot = name.ref;
+    cached.fileSlot = file.ref;
+    cached.fileId = hasFile ? site.file : 0;
     // Errors also show as instants, so they stand out in the timeline.
     if (site.kind == FrameKind::DecodeError)
       enc.event(InstantEvent, slot, category, name, frame.begin, {});
@@ -370,6 +425,7 @@ private:
   const FxtOptions &options;
   StrRef category, argAddress, argFile, argLine, argInlined, argProcess,
       argReason, gapName, stitchedGapName;
+  std::vector<CachedRecord> records; ///< Per site of the thread written.
 };
 
 llvm::Error noZlibError() {

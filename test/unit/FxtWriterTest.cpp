@@ -313,6 +313,51 @@ TEST(FxtWriter, MoreStringsThanTheTableHoldsRebindSlots) {
   EXPECT_EQ(trace->events[count].name, "fn0");
 }
 
+TEST(FxtWriter, RepeatedSitesStayCorrectWhenTheirStringsAreEvicted) {
+  // The writer replays a site's last record while its name and file are
+  // still bound; here the sites come back after 40,000 other strings evicted
+  // them, and again right after (replayed).
+  ModelBuilder b;
+  Segment &seg = ModelBuilder::segment(b.thread(1), 0, 1000000);
+  uint64_t time = 0;
+  auto repeated = [&](int round) {
+    for (int k = 0; k < 3; ++k) {
+      Frame &f = b.frame(seg, "hot" + std::to_string(k), time, time + 1);
+      b.place(f, 0x1000 + k, "hot.c", 10 + k);
+      time += 2;
+    }
+  };
+  for (int round = 0; round < 3; ++round) {
+    repeated(round);
+    repeated(round);
+    for (int i = 0; i < 20000; ++i) {
+      Frame &f =
+          b.frame(seg, "cold" + std::to_string(round) + "_" + std::to_string(i),
+                  time, time + 1);
+      b.place(f, 0, "cold" + std::to_string(i) + ".c", 1);
+      time += 2;
+    }
+  }
+  seg.end = time;
+  std::string bytes = writeToString(b.model);
+  auto trace = readFxt(asBytes(bytes));
+  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+  const ThreadModel &thread = b.model.threads[0];
+  ASSERT_EQ(trace->events.size(), seg.frames.size());
+  for (size_t i = 0; i < seg.frames.size(); ++i) {
+    const FrameSite &site = thread.sites[seg.frames[i].site];
+    const FxtEvent &e = trace->events[i];
+    ASSERT_EQ(e.name, b.model.strings.get(site.name)) << "event " << i;
+    ASSERT_EQ(e.timestamp, seg.frames[i].begin) << "event " << i;
+    ASSERT_EQ(e.endTimestamp, seg.frames[i].end) << "event " << i;
+    ASSERT_NE(e.arg("file"), nullptr) << "event " << i;
+    ASSERT_EQ(e.arg("file")->text, b.model.strings.get(site.file))
+        << "event " << i;
+    ASSERT_NE(e.arg("line"), nullptr) << "event " << i;
+    ASSERT_EQ(e.arg("line")->value, site.line) << "event " << i;
+  }
+}
+
 TEST(FxtWriter, HugeNameIsTruncatedToTheStringLimit) {
   // magic-trace issue #286: an 805 KB symbol name crashed its writer. Put a
   // 3-byte UTF-8 character across the cut point to check it is not split.
