@@ -57,20 +57,36 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 
 # Seeds: one emulated run of emu_calls gives PT bytes (decoder) and a bundle
-# (trace.json + NUL + magic-trace.json for the bundle loader).
+# (trace.json + NUL + magic-trace.json for the bundle loader). Two more runs
+# with a PSB every 256 bytes give the decoder buffers of several PSBs (the
+# parallel pieces), one with every return a TIP, overflows and TSC timing.
 seed_dir="$BUILD/seed-bundle"
-if [ ! -f "$seed_dir/trace.json" ]; then
-  "$BUILD/bin/magic-trace-emulate" --stop stop_here --buffer-size 4096 \
-    -o "$seed_dir" -- "$BUILD/test/inputs/emu_calls" >/dev/null
-fi
+emulate_seed() {
+  local dir=$1
+  shift
+  if [ ! -f "$dir/trace.json" ]; then
+    "$BUILD/bin/magic-trace-emulate" --buffer-size 4096 "$@" -o "$dir" \
+      -- "$BUILD/test/inputs/emu_calls" >/dev/null
+  fi
+}
+emulate_seed "$seed_dir" --stop stop_here
+emulate_seed "$BUILD/seed-psb256" --psb-period 256 --max-insns 3000
+emulate_seed "$BUILD/seed-psb256-ovf" --psb-period 256 --max-insns 3000 \
+  --noretcomp --inject-overflow-every 500 --timer-resolution low
 mkdir -p "$BUILD/corpus/decoder" "$BUILD/corpus/bundle" \
   "$BUILD/corpus/model" "$BUILD/corpus/fxt-writer"
-cp "$seed_dir"/threads/*.intelpt_trace "$BUILD/corpus/decoder/" 2>/dev/null || true
+for dir in "$seed_dir" "$BUILD/seed-psb256" "$BUILD/seed-psb256-ovf"; do
+  for trace in "$dir"/threads/*.intelpt_trace; do
+    if [ -f "$trace" ]; then
+      cp "$trace" "$BUILD/corpus/decoder/seed-$(basename "$dir")"
+    fi
+  done
+done
 { cat "$seed_dir/trace.json"; printf '\0'; cat "$seed_dir/magic-trace.json"; } \
   > "$BUILD/corpus/bundle/seed-emu-calls"
 
 # Largest input per target: a few KiB of PT reach every decoder path (the
-# seeds are a few hundred bytes; PSBs come every few hundred bytes), the
+# seeds are 160-700 bytes with 1-3 PSBs), the
 # model's item stream is at most 255 items of 5 bytes plus the stop, the FXT
 # writer pads long names itself, and the bundle seed is 8 KiB of JSON.
 max_len() {
