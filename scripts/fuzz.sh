@@ -78,7 +78,7 @@ mkdir -p "$BUILD/corpus/decoder" "$BUILD/corpus/bundle" \
 for dir in "$seed_dir" "$BUILD/seed-psb256" "$BUILD/seed-psb256-ovf"; do
   for trace in "$dir"/threads/*.intelpt_trace; do
     if [ -f "$trace" ]; then
-      cp "$trace" "$BUILD/corpus/decoder/seed-$(basename "$dir")"
+      cp "$trace" "$BUILD/corpus/decoder/$(basename "$dir")"
     fi
   done
 done
