@@ -1,6 +1,7 @@
 // Fuzzes the FXT writer: the input drives a model (thread count, names of any
 // length and bytes, frame shapes); whatever the writer accepts must read back
 // through the spec-based reader without a single error.
+#include "FuzzSupport.h"
 #include "FxtReader.h"
 #include "magic_trace/FxtWriter.h"
 #include "magic_trace/TraceModel.h"
@@ -12,31 +13,10 @@
 
 using namespace magic_trace;
 
-namespace {
-
-/// Reads bytes off the fuzzer input; zeros once it runs out.
-struct InputStream {
-  const uint8_t *data;
-  size_t size;
-  uint8_t byte() {
-    if (!size)
-      return 0;
-    --size;
-    return *data++;
-  }
-  uint16_t u16() { return uint16_t(byte() | (byte() << 8)); }
-  std::string text() {
-    size_t length = byte();
-    if (length == 255)
-      length = 32000 + u16(); // Past FXT's string limit.
-    std::string value;
-    for (size_t i = 0; i < length; ++i)
-      value.push_back(char(size ? byte() : 'x'));
-    return value;
-  }
-};
-
-} // namespace
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  keepFreedMemory();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   InputStream in{data, size};

@@ -2,6 +2,7 @@
 // returns, jumps, enable/disable, overflows, errors) over fake symbols and an
 // arbitrary stop context. Oracle: the model always satisfies validateModel
 // (every begin has an end, children nest in parents, segments are ordered).
+#include "FuzzSupport.h"
 #include "magic_trace/ModelBuilder.h"
 #include "magic_trace/TraceModel.h"
 
@@ -13,17 +14,6 @@
 using namespace magic_trace;
 
 namespace {
-
-struct InputStream {
-  const uint8_t *data;
-  size_t size;
-  uint8_t byte() {
-    if (!size)
-      return 0;
-    --size;
-    return *data++;
-  }
-};
 
 /// Fake symbols: 16 functions of 0x100 bytes at 0x1000..0x2000, the middle
 /// of each an inlined callee; everything else is unknown, 0x100 at a time.
@@ -73,6 +63,11 @@ uint64_t address(InputStream &in) {
 }
 
 } // namespace
+
+extern "C" int LLVMFuzzerInitialize(int *, char ***) {
+  keepFreedMemory();
+  return 0;
+}
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   InputStream in{data, size};
