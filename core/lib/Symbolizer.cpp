@@ -42,6 +42,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/StringSaver.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -49,6 +50,8 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <unordered_map>
+#include <unordered_set>
 
 using namespace llvm;
 
@@ -94,6 +97,12 @@ struct LoadSegmentHeader {
   uint64_t fileSize = 0;
 };
 
+std::string hex(uint64_t value) {
+  std::string text;
+  raw_string_ostream(text) << format_hex(value, 0);
+  return text;
+}
+
 /// One symbol of .symtab (or .dynsym when there is no .symtab).
 struct TableSymbol {
   uint64_t address = 0;
@@ -121,6 +130,8 @@ public:
   void build(const object::ObjectFile &object) {
     for (const auto &[symbol, size] : object::computeSymbolSizes(object))
       addSymbol(symbol, size);
+    if (const auto *elf = dyn_cast<object::ELF64LEObjectFile>(&object))
+      addPltStubs(elf->getELFFile());
     // Sorted by (address, size), stable: std::stable_sort warns with this
     // libstdc++, so the table index breaks ties instead.
     std::sort(symbols.begin(), symbols.end(),
@@ -207,8 +218,149 @@ private:
     symbols.push_back(added);
   }
 
+  /// PLT stubs have no symbols (llvm-symbolizer names them after the
+  /// symbol before them, usually `_init`). Names them as objdump does,
+  /// "<target>@plt": an x86-64 stub of .plt, .plt.sec or .plt.got is an
+  /// indirect jump through a GOT slot, and the slot's dynamic relocation
+  /// names the target. An IRELATIVE slot (glibc calling its own IFUNCs) is
+  /// named after the IFUNC whose resolver is the addend. What is left of a
+  /// PLT section (PLT0, IBT's lazy-binding stubs) is named after it.
+  void addPltStubs(const object::ELFFile<object::ELF64LE> &elf) {
+    if (elf.getHeader().e_machine != ELF::EM_X86_64)
+      return;
+    auto sections = elf.sections();
+    if (!sections) {
+      consumeError(sections.takeError());
+      return;
+    }
+    std::unordered_map<uint64_t, std::string> slotTargets = pltSlotTargets(elf);
+    if (slotTargets.empty())
+      return;
+    std::unordered_set<uint64_t> taken;
+    for (const TableSymbol &symbol : symbols)
+      taken.insert(symbol.address);
+    auto add = [&](uint64_t address, uint64_t size, StringRef name) {
+      if (taken.insert(address).second)
+        symbols.push_back(
+            {address, size, saver.save(name), symbols.size(), {}, 0});
+    };
+    for (const auto &section : *sections) {
+      Expected<StringRef> name = elf.getSectionName(section);
+      if (!name) {
+        consumeError(name.takeError());
+        continue;
+      }
+      if ((*name != ".plt" && *name != ".plt.sec" && *name != ".plt.got") ||
+          section.sh_type != ELF::SHT_PROGBITS)
+        continue;
+      Expected<ArrayRef<uint8_t>> bytes = elf.getSectionContents(section);
+      if (!bytes) {
+        consumeError(bytes.takeError());
+        continue;
+      }
+      uint64_t stride = section.sh_entsize;
+      if (stride < 8 || stride > 64)
+        stride = 16;
+      for (uint64_t offset = 0; offset + stride <= bytes->size();
+           offset += stride) {
+        std::optional<uint64_t> slot =
+            pltJumpSlot(bytes->slice(offset, stride), section.sh_addr + offset);
+        if (!slot)
+          continue;
+        auto target = slotTargets.find(*slot);
+        if (target != slotTargets.end())
+          add(section.sh_addr + offset, stride, target->second + "@plt");
+      }
+      add(section.sh_addr, section.sh_size, *name);
+    }
+  }
+
+  /// The GOT slot a PLT stub jumps through: `jmp *disp(%rip)`, after an
+  /// optional endbr64 and an optional bnd prefix, at the stub's start.
+  static std::optional<uint64_t> pltJumpSlot(ArrayRef<uint8_t> stub,
+                                             uint64_t address) {
+    static constexpr uint8_t EndBr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+    size_t at = 0;
+    if (stub.size() >= 4 && stub.take_front(4) == ArrayRef(EndBr64))
+      at = 4;
+    if (at < stub.size() && stub[at] == 0xf2) // bnd
+      ++at;
+    if (at + 6 > stub.size() || stub[at] != 0xff || stub[at + 1] != 0x25)
+      return std::nullopt;
+    int32_t displacement =
+        support::endian::read32le(stub.data() + at + 2); // rel32
+    return address + at + 6 + int64_t(displacement);
+  }
+
+  /// GOT slot -> the name of what its dynamic relocation binds it to.
+  static std::unordered_map<uint64_t, std::string>
+  pltSlotTargets(const object::ELFFile<object::ELF64LE> &elf) {
+    std::unordered_map<uint64_t, std::string> targets;
+    auto sections = elf.sections();
+    if (!sections) {
+      consumeError(sections.takeError());
+      return targets;
+    }
+    for (const auto &section : *sections) {
+      if (section.sh_type != ELF::SHT_RELA || section.sh_link == 0)
+        continue;
+      auto relas = elf.relas(section);
+      auto symbolSection = elf.getSection(section.sh_link);
+      if (!relas || !symbolSection) {
+        consumeError(relas.takeError());
+        consumeError(symbolSection.takeError());
+        continue;
+      }
+      auto tableSymbols = elf.symbols(*symbolSection);
+      auto names = elf.getStringTableForSymtab(**symbolSection);
+      if (!tableSymbols || !names) {
+        consumeError(tableSymbols.takeError());
+        consumeError(names.takeError());
+        continue;
+      }
+      auto nameOf = [&](const object::ELF64LE::Sym &symbol) -> StringRef {
+        Expected<StringRef> name = symbol.getName(*names);
+        if (!name) {
+          consumeError(name.takeError());
+          return {};
+        }
+        return *name;
+      };
+      // IFUNC symbols by resolver address, read at the first IRELATIVE.
+      std::unordered_map<uint64_t, StringRef> resolvers;
+      bool resolversRead = false;
+      for (const auto &rela : *relas) {
+        uint32_t type = rela.getType(/*IsMips64EL=*/false);
+        uint32_t index = rela.getSymbol(/*IsMips64EL=*/false);
+        StringRef name;
+        if (type == ELF::R_X86_64_JUMP_SLOT || type == ELF::R_X86_64_GLOB_DAT) {
+          if (index != 0 && index < tableSymbols->size())
+            name = nameOf((*tableSymbols)[index]);
+        } else if (type == ELF::R_X86_64_IRELATIVE) {
+          if (!resolversRead)
+            for (const auto &symbol : *tableSymbols)
+              if (symbol.getType() == ELF::STT_GNU_IFUNC)
+                resolvers.try_emplace(symbol.st_value, nameOf(symbol));
+          resolversRead = true;
+          auto resolver = resolvers.find(rela.r_addend);
+          if (resolver != resolvers.end())
+            name = resolver->second;
+          if (name.empty()) {
+            targets[rela.r_offset] = "*ABS*+" + hex(rela.r_addend);
+            continue;
+          }
+        }
+        if (!name.empty())
+          targets[rela.r_offset] = name.str();
+      }
+    }
+    return targets;
+  }
+
   std::vector<TableSymbol> symbols;
   std::vector<std::pair<uint32_t, StringRef>> fileSymbols; ///< By index.
+  BumpPtrAllocator names;
+  UniqueStringSaver saver{names};
 };
 
 /// A chain computed for a range of file addresses. Unknown ranges have no
@@ -220,12 +372,6 @@ struct FileRange {
   std::vector<SymbolFrame> frames;
   bool fromDebugInfo = false;
 };
-
-std::string hex(uint64_t value) {
-  std::string text;
-  raw_string_ostream(text) << format_hex(value, 0);
-  return text;
-}
 
 std::string lowerHex(ArrayRef<uint8_t> bytes) {
   std::string text;
@@ -751,7 +897,12 @@ private:
   }
 
   StringId internName(StringRef name) {
-    return strings.intern(demangle ? llvm::demangle(name) : name.str());
+    if (!demangle)
+      return strings.intern(name);
+    // A PLT stub's name is its target's, demangled, with objdump's suffix.
+    if (name.consume_back("@plt"))
+      return strings.intern(llvm::demangle(name) + "@plt");
+    return strings.intern(llvm::demangle(name));
   }
 
   StringTable &strings;

@@ -4,12 +4,18 @@
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Demangle/Demangle.h"
+#include "llvm/MC/MCInstrAnalysis.h"
+#include "llvm/MC/MCInstrInfo.h"
+#include "llvm/MC/MCSubtargetInfo.h"
+#include "llvm/MC/TargetRegistry.h"
 #include "llvm/Object/BuildID.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/TargetSelect.h"
 
 #include <algorithm>
+#include <map>
 
 using namespace llvm;
 using namespace magic_trace;
@@ -38,11 +44,111 @@ uint64_t preferredBase(const object::ObjectFile &file) {
   return lowest == UINT64_MAX ? 0 : lowest & ~(PageSize - 1);
 }
 
+/// PLT stubs as objdump names them: "<target>@plt", each ending where the
+/// next symbol starts. LLVM's PLT reader (MCInstrAnalysis::findPltEntries,
+/// the one llvm-objdump uses; magic-trace's symbolizer has its own) finds
+/// each stub's GOT slot; the slot's dynamic relocation names the target, or
+/// for an IRELATIVE slot the IFUNC whose resolver is the addend. A PLT
+/// section's start with no stub there (PLT0, IBT's lazy-binding stubs) is
+/// named after the section.
+void addPltStubs(const object::ELFObjectFileBase &elf, uint64_t bias,
+                 std::vector<RefFunction> &out) {
+  static const bool initialized = [] {
+    InitializeAllTargetInfos();
+    InitializeAllTargetMCs();
+    return true;
+  }();
+  (void)initialized;
+  Triple triple = elf.makeTriple();
+  std::string error;
+  const Target *target = TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return;
+  std::unique_ptr<MCSubtargetInfo> subtarget(
+      target->createMCSubtargetInfo(triple, "", ""));
+  std::unique_ptr<MCInstrInfo> instructions(target->createMCInstrInfo());
+  if (!subtarget || !instructions)
+    return;
+  std::unique_ptr<MCInstrAnalysis> analysis(
+      target->createMCInstrAnalysis(instructions.get()));
+  if (!analysis)
+    return;
+
+  auto nameOf = [](const object::SymbolRef &symbol) -> std::string {
+    Expected<StringRef> name = symbol.getName();
+    if (!name) {
+      consumeError(name.takeError());
+      return {};
+    }
+    return name->str();
+  };
+  std::map<uint64_t, std::string> resolvers; // IFUNC symbols by value.
+  for (const object::ELFSymbolRef &symbol : elf.getDynamicSymbolIterators()) {
+    if (symbol.getELFType() != ELF::STT_GNU_IFUNC)
+      continue;
+    if (Expected<uint64_t> value = symbol.getValue())
+      resolvers.emplace(*value, nameOf(symbol));
+    else
+      consumeError(value.takeError());
+  }
+  std::map<uint64_t, std::string> slotTargets;
+  for (const object::SectionRef &section : elf.dynamic_relocation_sections())
+    for (const object::RelocationRef &relocation : section.relocations()) {
+      std::string name;
+      uint64_t type = relocation.getType();
+      if (type == ELF::R_X86_64_JUMP_SLOT || type == ELF::R_X86_64_GLOB_DAT) {
+        object::symbol_iterator symbol = relocation.getSymbol();
+        if (symbol != elf.symbol_end())
+          name = nameOf(*symbol);
+      } else if (type == ELF::R_X86_64_IRELATIVE) {
+        Expected<int64_t> addend =
+            object::ELFRelocationRef(relocation).getAddend();
+        if (!addend) {
+          consumeError(addend.takeError());
+          continue;
+        }
+        auto resolver = resolvers.find(uint64_t(*addend));
+        if (resolver != resolvers.end())
+          name = resolver->second;
+      }
+      if (!name.empty())
+        slotTargets[relocation.getOffset()] = name;
+    }
+
+  for (const object::SectionRef &section : elf.sections()) {
+    Expected<StringRef> name = section.getName();
+    Expected<StringRef> contents = section.getContents();
+    if (!name || !contents) {
+      if (!name)
+        consumeError(name.takeError());
+      if (!contents)
+        consumeError(contents.takeError());
+      continue;
+    }
+    if (*name != ".plt" && *name != ".plt.sec" && *name != ".plt.got")
+      continue;
+    bool stubAtStart = false;
+    for (auto [stub, slot] : analysis->findPltEntries(
+             section.getAddress(), arrayRefFromStringRef(*contents),
+             *subtarget)) {
+      auto found = slotTargets.find(slot);
+      if (found == slotTargets.end())
+        continue;
+      stubAtStart |= stub == section.getAddress();
+      std::string stubName = demangle(found->second) + "@plt";
+      out.push_back({stub + bias, 0, stubName, {stubName}, false});
+    }
+    if (!stubAtStart && !contents->empty())
+      out.push_back(
+          {section.getAddress() + bias, 0, name->str(), {name->str()}, false});
+  }
+}
+
 /// The module's code symbols, named the way llvm-symbolizer (and so the
 /// user) names code: FUNC, IFUNC and untyped symbols of .symtab, or of
 /// .dynsym when there is no .symtab; one per address (the largest); a symbol
-/// of size 0 covers everything up to the next one (so PLT stubs after a
-/// size-0 _init are "_init"), the last one up to the end of its section.
+/// of size 0 covers everything up to the next one, the last one up to the
+/// end of its section; and the PLT stubs (addPltStubs).
 void addSymbols(const Module &module, std::vector<RefFunction> &out) {
   auto binary = object::ObjectFile::createObjectFile(module.fileToRead());
   if (!binary) {
@@ -106,6 +212,9 @@ void addSymbols(const Module &module, std::vector<RefFunction> &out) {
     table = elf->getDynamicSymbolIterators();
   for (const object::SymbolRef &symbol : table)
     add(object::ELFSymbolRef(symbol));
+  // The loaded file has the PLT (a debug file's copy is empty).
+  addPltStubs(*cast<object::ELFObjectFileBase>(binary->getBinary()), bias,
+              symbols);
 
   std::sort(symbols.begin(), symbols.end(),
             [](const RefFunction &a, const RefFunction &b) {
