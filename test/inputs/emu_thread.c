@@ -21,7 +21,9 @@ __attribute__((noinline)) int late_start(int n) { return work(n); }
 static void *worker(void *arg) {
   int *out = arg;
   *out = work(20);
-  usleep(50000);
+  // Time for main, single-stepped meanwhile, to reach pthread_join: 50 ms
+  // was once too little with four busy processes on two cores.
+  usleep(250000);
   *out += late_start(3);
   return 0;
 }
