@@ -18,6 +18,8 @@
 
 #include "gtest/gtest.h"
 
+#include <cstddef>
+#include <cstring>
 #include <dlfcn.h>
 #include <fstream>
 #include <random>
@@ -506,9 +508,11 @@ void writeBytes(const std::string &path, llvm::StringRef bytes) {
   out.write(bytes.data(), bytes.size());
 }
 
-/// Symbolizes every byte of the original .text against a damaged copy: each
-/// answer must be a range containing its address with at least one frame.
-void expectSaneAnswers(const std::string &path, const ElfFacts &facts) {
+/// Symbolizes every byte of the original .text (and of [alsoBegin,
+/// alsoEnd), e.g. the PLT) against a damaged copy: each answer must be a
+/// range containing its address with at least one frame.
+void expectSaneAnswers(const std::string &path, const ElfFacts &facts,
+                       uint64_t alsoBegin = 0, uint64_t alsoEnd = 0) {
   Module module;
   module.path = path;
   module.loadAddress = 0;
@@ -516,12 +520,16 @@ void expectSaneAnswers(const std::string &path, const ElfFacts &facts) {
     module.segments.push_back(load); // PIE: runtime == file addresses.
   StringTable strings;
   Symbolizer symbolizer({module}, strings);
-  for (uint64_t address = facts.textBegin; address < facts.textEnd; ++address) {
-    const SymbolRange &range = symbolizer.lookup(address);
-    ASSERT_LE(range.begin, address) << path;
-    ASSERT_GT(range.end, address) << path;
-    ASSERT_FALSE(range.frames.empty()) << path;
-  }
+  auto sweep = [&](uint64_t begin, uint64_t end) {
+    for (uint64_t address = begin; address < end; ++address) {
+      const SymbolRange &range = symbolizer.lookup(address);
+      ASSERT_LE(range.begin, address) << path;
+      ASSERT_GT(range.end, address) << path;
+      ASSERT_FALSE(range.frames.empty()) << path;
+    }
+  };
+  sweep(facts.textBegin, facts.textEnd);
+  sweep(alsoBegin, alsoEnd);
 }
 
 TEST(SymbolizerTest, TruncatedAndCorruptedFilesNeverCrash) {
@@ -559,6 +567,74 @@ TEST(SymbolizerTest, TruncatedAndCorruptedFilesNeverCrash) {
       writeBytes(damaged, bytes);
       expectSaneAnswers(damaged, facts);
     }
+  }
+  std::remove(damaged.c_str());
+}
+
+/// PLT stub names come from the PLT's bytes, the dynamic relocations and
+/// the dynamic symbol table: damage to any of them, or to their section
+/// headers' links, offsets and sizes, leaves every answer sane.
+TEST(SymbolizerTest, DamagedPltInputsNeverCrash) {
+  ElfFacts facts = readElf(Program);
+  std::string original = readBytes(Program);
+  auto binary =
+      llvm::cantFail(llvm::object::ObjectFile::createObjectFile(Program));
+  auto *elf = llvm::cast<llvm::object::ELF64LEObjectFile>(binary.getBinary());
+  const auto &file = elf->getELFFile();
+  uint64_t pltBegin = UINT64_MAX, pltEnd = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> contents; // offset, size
+  std::vector<uint64_t> headers; // file offsets of their section headers
+  uint64_t index = 0;
+  for (const auto &section : llvm::cantFail(file.sections())) {
+    llvm::StringRef name = llvm::cantFail(file.getSectionName(section));
+    bool plt = name.starts_with(".plt");
+    if (plt) {
+      pltBegin = std::min<uint64_t>(pltBegin, section.sh_addr);
+      pltEnd = std::max<uint64_t>(pltEnd, section.sh_addr + section.sh_size);
+    }
+    if (plt || name.starts_with(".rela") || name == ".dynsym" ||
+        name == ".dynstr") {
+      contents.push_back({section.sh_offset, section.sh_size});
+      headers.push_back(file.getHeader().e_shoff +
+                        index * file.getHeader().e_shentsize);
+    }
+    ++index;
+  }
+  ASSERT_LT(pltBegin, pltEnd) << "sym_inline has no PLT";
+  {
+    StringTable strings;
+    Symbolizer symbolizer({atFileAddresses(Program)}, strings);
+    EXPECT_NE(names(symbolizer.lookup(pltEnd - 1), strings)[0].find("@plt"),
+              std::string::npos)
+        << "the last PLT stub is named after its target";
+  }
+  std::string damaged = ::testing::TempDir() + "sym_inline.badplt";
+  for (unsigned seed = 1; seed <= 8; ++seed) {
+    std::mt19937 random(seed);
+    for (const auto &[offset, size] : contents) {
+      std::string bytes = original;
+      for (int i = 0; i < 16 && size > 0; ++i)
+        bytes[offset + random() % size] = char(random());
+      writeBytes(damaged, bytes);
+      expectSaneAnswers(damaged, facts, pltBegin, pltEnd);
+    }
+    // sh_link, sh_offset and sh_size of one header at a time: small values
+    // (another section), huge ones, and random ones.
+    using Header = llvm::object::ELF64LE::Shdr;
+    for (uint64_t header : headers)
+      for (size_t field :
+           {offsetof(Header, sh_link), offsetof(Header, sh_offset),
+            offsetof(Header, sh_size)}) {
+        std::string bytes = original;
+        uint64_t value = seed % 3 == 0 ? random() % 64
+                         : seed % 3 == 1
+                             ? UINT64_MAX - random() % 64
+                             : (uint64_t(random()) << 32) | random();
+        size_t width = field == offsetof(Header, sh_link) ? 4 : 8;
+        memcpy(&bytes[header + field], &value, width);
+        writeBytes(damaged, bytes);
+        expectSaneAnswers(damaged, facts, pltBegin, pltEnd);
+      }
   }
   std::remove(damaged.c_str());
 }
