@@ -3,7 +3,8 @@
 # one run, on the same bytes (docs/performance.md explains every row):
 #   1. emulates test/inputs/bench_deep (deep recursion, inlined code, virtual
 #      and tail calls) for ~1 M instructions -> a natural bundle ("1M");
-#   2. repeats its PT into a >= 10 M-instruction bundle ("10M") and a wrapped
+#   2. repeats its PT into a >= 10 M-instruction bundle ("10M"), the same as
+#      two threads ("10Mx2", for the parallel thread models) and a wrapped
 #      4 MiB ring ("wrap4M") with magic-trace-decode-bench --save;
 #   3. times whole processes with /usr/bin/time (wall, user+sys CPU, peak
 #      RSS): the raw libipt block-decoder loop (the baseline) vs our decode,
@@ -105,6 +106,9 @@ REPEAT=$(((TARGET_INSNS + SMALL_INSNS - 1) / SMALL_INSNS))
 run "save 10M" "$TMP/save.out" "$BIN/magic-trace-decode-bench" "$TMP/1M" \
   --repeat "$REPEAT" --save "$TMP/10M"
 must "magic-trace-decode-bench --save"
+run "save 10Mx2" /dev/null "$BIN/magic-trace-decode-bench" "$TMP/1M" \
+  --repeat "$REPEAT" --save "$TMP/10Mx2" --thread-copies 2
+must "magic-trace-decode-bench --save --thread-copies 2"
 SMALL_BYTES=$(sed -n 's/.*(\([0-9]*\) x \([0-9]*\)).*/\2/p' "$TMP/save.out")
 [ -n "$SMALL_BYTES" ] || die "cannot read the PT size from: $(cat "$TMP/save.out")"
 WRAP_REPEAT=$((WRAP_BYTES / SMALL_BYTES + 2))
@@ -143,6 +147,7 @@ stages() {
   done
 }
 stages 10M
+stages 10Mx2
 stages wrap4M
 
 # inprocess BUNDLE: the same work inside one process that has its libraries
@@ -283,6 +288,8 @@ find_row() { # NAME BUNDLE THREADS -> "wall cpu rss"
 read -r P_WALL P_CPU _ < <(find_row "full pipeline -> .fxt" 10M 1)
 read -r P2_WALL P2_CPU _ < <(find_row "full pipeline -> .fxt" 10M 2)
 read -r W_WALL W_CPU _ < <(find_row "full pipeline -> .fxt" wrap4M 1)
+read -r X_WALL X_CPU _ < <(find_row "full pipeline -> .fxt" 10Mx2 1)
+read -r X2_WALL X2_CPU _ < <(find_row "full pipeline -> .fxt" 10Mx2 2)
 read -r I_WALL I_CPU _ < <(find_row "in-process: pipeline" 10M 1)
 read -r IW_WALL IW_CPU _ < <(find_row "in-process: pipeline" wrap4M 1)
 read -r _ IC_CPU _ < <(find_row "in-process: pipeline, warm symbol cache" 10M 1)
@@ -304,7 +311,9 @@ goals() {
   echo "- End-to-end <= 1.5x raw block decode (whole process, same bytes; goal met only if both are):"
   echo "  10M, 1 thread: wall $(ratio "$P_WALL" "${BASE_WALL[10M]}"), CPU $(ratio "$P_CPU" "${BASE_CPU[10M]}");"
   echo "  10M, 2 threads: wall $(ratio "$P2_WALL" "${BASE_WALL[10M]}"), CPU $(ratio "$P2_CPU" "${BASE_CPU[10M]}");"
-  echo "  wrap4M, 1 thread: wall $(ratio "$W_WALL" "${BASE_WALL[wrap4M]}"), CPU $(ratio "$W_CPU" "${BASE_CPU[wrap4M]}")."
+  echo "  wrap4M, 1 thread: wall $(ratio "$W_WALL" "${BASE_WALL[wrap4M]}"), CPU $(ratio "$W_CPU" "${BASE_CPU[wrap4M]}");"
+  echo "  10Mx2 (two traced threads; the raw loop decodes them one after the other), 1 thread:"
+  echo "  wall $(ratio "$X_WALL" "${BASE_WALL[10Mx2]}"), CPU $(ratio "$X_CPU" "${BASE_CPU[10Mx2]}"); 2 threads: wall $(ratio "$X2_WALL" "${BASE_WALL[10Mx2]}"), CPU $(ratio "$X2_CPU" "${BASE_CPU[10Mx2]}")."
   echo "  In-process (libraries loaded, as in the plugin): 10M $(ratio "$I_CPU" "${BASE_CPU[in10M]}"),"
   echo "  wrap4M $(ratio "$IW_CPU" "${BASE_CPU[inwrap4M]}") CPU time of the raw loop's; with a warm symbol cache (a"
   echo "  session's later snapshots) 10M $(ratio "$IC_CPU" "${BASE_CPU[in10M]}"), wrap4M $(ratio "$ICW_CPU" "${BASE_CPU[inwrap4M]}")."
@@ -346,6 +355,9 @@ fi
   echo "- **10M**: that PT repeated $REPEAT times (\`magic-trace-decode-bench --repeat $REPEAT --save\`;"
   echo "  each copy starts with PSB+ and ends with TIP.PGD, so the result is one valid stream):"
   echo "  ${INSNS[10M]} instructions."
+  echo "- **10Mx2**: the 10M trace as two threads (\`--thread-copies 2\`; only the first has a stop"
+  echo "  context): ${INSNS[10Mx2]} instructions. The raw loop decodes the threads one after the other;"
+  echo "  the pipeline with 2 threads decodes and builds both threads' models in parallel."
   echo "- **wrap4M**: the last 4 MiB of $WRAP_REPEAT copies, marked wrapped (starts mid-packet, as a"
   echo "  4 MiB ring that wrapped): ${INSNS[wrap4M]} instructions."
   echo "- **small**: \`magic-trace-emulate --stop stop_here -- build/test/inputs/bench_deep $SMALL_ROUNDS\`:"

@@ -1,7 +1,7 @@
 //===- DecodeBench.cpp - Decoder throughput against raw libipt ------------===//
 //
 // magic-trace-decode-bench BUNDLE [--repeat N] [--jobs T]
-//                          [--save DIR [--wrap-bytes B]]
+//                          [--save DIR [--wrap-bytes B] [--thread-copies K]]
 //
 // Builds a large trace from an emulator bundle by repeating the biggest
 // thread's PT stream N times (a bundle whose ring did not wrap starts with
@@ -16,7 +16,9 @@
 // --save DIR writes the repeated trace as a bundle instead (for timing whole
 // processes on it, scripts/bench.sh); with --wrap-bytes B it keeps only the
 // last B bytes, marked wrapped: what a ring of B bytes holds after it
-// wrapped, starting mid-packet.
+// wrapped, starting mid-packet; with --thread-copies K the bundle holds K
+// threads (tids tid, tid+1, ...), each with that trace: a multi-threaded
+// trace of real code, for the pipeline's parallel thread models.
 // docs/decoder.md has the numbers measured on the team's machine.
 //
 //===----------------------------------------------------------------------===//
@@ -38,6 +40,10 @@ using namespace magic_trace;
 
 static cl::opt<std::string> input(cl::Positional, cl::Required,
                                   cl::desc("BUNDLE_DIR_OR_JSON"));
+static cl::opt<unsigned> threadCopies(
+    "thread-copies",
+    cl::desc("With --save: threads in the bundle, each with the trace"),
+    cl::init(1));
 static cl::opt<unsigned> repeat("repeat", cl::desc("Copies of the stream"),
                                 cl::init(20));
 static cl::opt<unsigned>
@@ -120,12 +126,24 @@ int main(int argc, char **argv) {
                         saved.bytes.end() - static_cast<ptrdiff_t>(wrapBytes));
       saved.wrapped = true;
     }
+    if (threadCopies == 0)
+      return fail("--thread-copies must be at least 1");
+    size_t savedBytes = saved.bytes.size();
+    bool savedWrapped = saved.wrapped;
+    for (unsigned i = 1; i < threadCopies; ++i) {
+      ThreadTrace copy = snapshot.threads.front();
+      copy.tid += i;
+      snapshot.threads.push_back(std::move(copy));
+    }
     // Only the last copy's stop context is true; the last bytes end there.
+    // The other threads have none (as threads the debugger did not stop).
     if (Error error = writeBundle(snapshot, saveDir))
       return fail(toString(std::move(error)));
-    outs() << "saved " << saved.bytes.size() << " bytes of PT (" << repeat
-           << " x " << originalBytes << (saved.wrapped ? ", wrapped" : "")
-           << ") -> " << saveDir << "\n";
+    outs() << "saved " << savedBytes << " bytes of PT (" << repeat << " x "
+           << originalBytes << (savedWrapped ? ", wrapped" : "") << ")";
+    if (threadCopies > 1)
+      outs() << " in each of " << threadCopies << " threads";
+    outs() << " -> " << saveDir << "\n";
     return 0;
   }
 
