@@ -88,11 +88,16 @@ llvm::Expected<unsigned> parseCount(llvm::StringRef text,
   return value;
 }
 
-llvm::Error noArguments(const ParsedArgs &args, llvm::StringRef command) {
-  if (args.positional.empty())
-    return llvm::Error::success();
+/// Parses a command that takes options only: a positional argument is an
+/// error.
+llvm::Expected<ParsedArgs> parseOptionsOnly(const char *const *argv,
+                                            llvm::ArrayRef<OptionSpec> specs,
+                                            llvm::StringRef command) {
+  llvm::Expected<ParsedArgs> args = parseArgs(argv, specs, command);
+  if (!args || args->positional.empty())
+    return args;
   return error("unexpected argument '%s' (see 'help magic-trace %s')",
-               args.positional.front().c_str(), command.str().c_str());
+               args->positional.front().c_str(), command.str().c_str());
 }
 
 /// The session, which must be recording a live process.
@@ -135,11 +140,9 @@ public:
   bool DoExecute(lldb::SBDebugger debugger, char **command,
                  lldb::SBCommandReturnObject &result) override {
     llvm::Expected<ParsedArgs> args =
-        parseArgs(command, attachOptions, "attach");
+        parseOptionsOnly(command, attachOptions, "attach");
     if (!args)
       return failCommand(result, args.takeError());
-    if (llvm::Error err = noArguments(*args, "attach"))
-      return failCommand(result, std::move(err));
     Session &session = sessionFor(debugger);
     lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
     if (!process.IsValid() || process.GetState() == lldb::eStateExited ||
@@ -291,11 +294,9 @@ public:
   bool DoExecute(lldb::SBDebugger debugger, char **command,
                  lldb::SBCommandReturnObject &result) override {
     llvm::Expected<ParsedArgs> args =
-        parseArgs(command, statusOptions, "status");
+        parseOptionsOnly(command, statusOptions, "status");
     if (!args)
       return failCommand(result, args.takeError());
-    if (llvm::Error err = noArguments(*args, "status"))
-      return failCommand(result, std::move(err));
     Session &session = sessionFor(debugger);
     if (args->has("json"))
       return succeed(result, jsonText(session.statusJson()));
@@ -342,11 +343,9 @@ class DetachCommand : public lldb::SBCommandPluginInterface {
 public:
   bool DoExecute(lldb::SBDebugger debugger, char **command,
                  lldb::SBCommandReturnObject &result) override {
-    llvm::Expected<ParsedArgs> args = parseArgs(command, {}, "detach");
+    llvm::Expected<ParsedArgs> args = parseOptionsOnly(command, {}, "detach");
     if (!args)
       return failCommand(result, args.takeError());
-    if (llvm::Error err = noArguments(*args, "detach"))
-      return failCommand(result, std::move(err));
     llvm::Expected<Session *> session = attachedSession(debugger);
     if (!session)
       return failCommand(result, session.takeError());
@@ -468,11 +467,9 @@ public:
   bool DoExecute(lldb::SBDebugger debugger, char **command,
                  lldb::SBCommandReturnObject &result) override {
     llvm::Expected<ParsedArgs> args =
-        parseArgs(command, continueOptions, "continue");
+        parseOptionsOnly(command, continueOptions, "continue");
     if (!args)
       return failCommand(result, args.takeError());
-    if (llvm::Error err = noArguments(*args, "continue"))
-      return failCommand(result, std::move(err));
     llvm::Expected<Session *> session = attachedSession(debugger);
     if (!session)
       return failCommand(result, session.takeError());
@@ -505,11 +502,9 @@ public:
   bool DoExecute(lldb::SBDebugger debugger, char **command,
                  lldb::SBCommandReturnObject &result) override {
     llvm::Expected<ParsedArgs> args =
-        parseArgs(command, snapshotOptions, "snapshot");
+        parseOptionsOnly(command, snapshotOptions, "snapshot");
     if (!args)
       return failCommand(result, args.takeError());
-    if (llvm::Error err = noArguments(*args, "snapshot"))
-      return failCommand(result, std::move(err));
     llvm::Expected<Session *> session = attachedSession(debugger);
     if (!session)
       return failCommand(result, session.takeError());
@@ -673,11 +668,10 @@ class SaveCommand : public lldb::SBCommandPluginInterface {
 public:
   bool DoExecute(lldb::SBDebugger debugger, char **command,
                  lldb::SBCommandReturnObject &result) override {
-    llvm::Expected<ParsedArgs> args = parseArgs(command, saveOptions, "save");
+    llvm::Expected<ParsedArgs> args =
+        parseOptionsOnly(command, saveOptions, "save");
     if (!args)
       return failCommand(result, args.takeError());
-    if (llvm::Error err = noArguments(*args, "save"))
-      return failCommand(result, std::move(err));
     if (!args->has("output"))
       return failCommand(result, error("save needs -o FILE (see 'help "
                                        "magic-trace save')"));
@@ -744,11 +738,9 @@ public:
   bool DoExecute(lldb::SBDebugger debugger, char **command,
                  lldb::SBCommandReturnObject &result) override {
     llvm::Expected<ParsedArgs> args =
-        parseArgs(command, reportOptions, "report");
+        parseOptionsOnly(command, reportOptions, "report");
     if (!args)
       return failCommand(result, args.takeError());
-    if (llvm::Error err = noArguments(*args, "report"))
-      return failCommand(result, std::move(err));
     unsigned number = 0;
     if (args->has("snapshot")) {
       llvm::Expected<unsigned> parsed =
