@@ -532,6 +532,16 @@ void expectSaneAnswers(const std::string &path, const ElfFacts &facts,
   sweep(alsoBegin, alsoEnd);
 }
 
+/// `original` with `count` random bytes written at random places of
+/// [offset, offset + size).
+std::string scribble(const std::string &original, uint64_t offset,
+                     uint64_t size, int count, std::mt19937 &random) {
+  std::string bytes = original;
+  for (int i = 0; i < count && size > 0; ++i)
+    bytes[offset + random() % size] = char(random());
+  return bytes;
+}
+
 TEST(SymbolizerTest, TruncatedAndCorruptedFilesNeverCrash) {
   ElfFacts facts = readElf(Program);
   std::string original = readBytes(Program);
@@ -561,10 +571,7 @@ TEST(SymbolizerTest, TruncatedAndCorruptedFilesNeverCrash) {
   for (unsigned seed = 1; seed <= 6; ++seed) {
     std::mt19937 random(seed);
     for (const auto &[offset, size] : debugSections) {
-      std::string bytes = original;
-      for (int i = 0; i < 64 && size > 0; ++i)
-        bytes[offset + random() % size] = char(random());
-      writeBytes(damaged, bytes);
+      writeBytes(damaged, scribble(original, offset, size, 64, random));
       expectSaneAnswers(damaged, facts);
     }
   }
@@ -612,10 +619,7 @@ TEST(SymbolizerTest, DamagedPltInputsNeverCrash) {
   for (unsigned seed = 1; seed <= 8; ++seed) {
     std::mt19937 random(seed);
     for (const auto &[offset, size] : contents) {
-      std::string bytes = original;
-      for (int i = 0; i < 16 && size > 0; ++i)
-        bytes[offset + random() % size] = char(random());
-      writeBytes(damaged, bytes);
+      writeBytes(damaged, scribble(original, offset, size, 16, random));
       expectSaneAnswers(damaged, facts, pltBegin, pltEnd);
     }
     // sh_link, sh_offset and sh_size of one header at a time: small values
