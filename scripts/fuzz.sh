@@ -11,6 +11,8 @@
 #     is given).
 #   FUZZ_RUNS: stop each target after this many executions (e.g. 10000000).
 #   FUZZ_JOBS: targets run at the same time (default 1).
+#   FUZZ_PROCESSES: processes per target on its one corpus (default 1); with
+#     FUZZ_RUNS each runs its share, and the executions are summed.
 #   FUZZ_BUILD_DIR: override the build directory.
 # Corpora live in $BUILD/corpus/ and grow across runs; logs in
 # $BUILD/fuzz-<target>.log. Usage: scripts/fuzz.sh [TARGET...]
@@ -24,6 +26,7 @@ if [ -z "$SECONDS_PER_TARGET" ] && [ -z "$RUNS" ]; then
   SECONDS_PER_TARGET=600
 fi
 JOBS=${FUZZ_JOBS:-1}
+PROCESSES=${FUZZ_PROCESSES:-1}
 fuzz_targets=(fuzz-bundle fuzz-fxt-writer fuzz-model fuzz-decoder)
 case "$MODE" in
 asan)
@@ -101,26 +104,57 @@ max_len() {
 
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export UBSAN_OPTIONS=print_stacktrace=1
+# fuzz_process TARGET LOG RUNS: one libFuzzer process on the target's corpus.
+fuzz_process() {
+  local target=$1 log=$2 runs=$3
+  local limits=()
+  [ -n "$SECONDS_PER_TARGET" ] && limits+=(-max_total_time="$SECONDS_PER_TARGET")
+  [ -n "$runs" ] && limits+=(-runs="$runs")
+  "$BUILD/bin/fuzz-$target" "${limits[@]}" -max_len="$(max_len "$target")" \
+    -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 \
+    -artifact_prefix="$BUILD/crash-$target-" \
+    "$BUILD/corpus/$target" >"$log" 2>&1
+}
+
 run_target() {
   local target=$1
   local log="$BUILD/fuzz-$target.log"
-  local limits=()
-  [ -n "$SECONDS_PER_TARGET" ] && limits+=(-max_total_time="$SECONDS_PER_TARGET")
-  [ -n "$RUNS" ] && limits+=(-runs="$RUNS")
-  echo "fuzz-$target ($MODE): ${limits[*]}"
-  if ! "$BUILD/bin/fuzz-$target" "${limits[@]}" -max_len="$(max_len "$target")" \
-      -rss_limit_mb=4096 -timeout=20 -print_final_stats=1 \
-      -artifact_prefix="$BUILD/crash-$target-" \
-      "$BUILD/corpus/$target" >"$log" 2>&1; then
-    tail -30 "$log"
+  local share=$RUNS
+  if [ -n "$RUNS" ] && [ "$PROCESSES" -gt 1 ]; then
+    share=$(((RUNS + PROCESSES - 1) / PROCESSES))
+  fi
+  local what="${SECONDS_PER_TARGET:+-max_total_time=$SECONDS_PER_TARGET }${RUNS:+-runs=$RUNS}"
+  if [ "$PROCESSES" -gt 1 ]; then
+    what+=" in $PROCESSES processes"
+  fi
+  echo "fuzz-$target ($MODE): $what"
+  local logs=() pids=() status=0 i
+  for ((i = 1; i <= PROCESSES; i++)); do
+    if [ "$PROCESSES" -gt 1 ]; then
+      log="$BUILD/fuzz-$target.$i.log"
+    fi
+    logs+=("$log")
+    fuzz_process "$target" "$log" "$share" &
+    pids+=($!)
+  done
+  for i in "${!pids[@]}"; do
+    if ! wait "${pids[$i]}"; then
+      tail -30 "${logs[$i]}"
+      status=1
+    fi
+  done
+  if [ "$status" != 0 ]; then
     echo "error: fuzz-$target found a failure (reproduce: $BUILD/bin/fuzz-$target $BUILD/crash-$target-*)" >&2
     return 1
   fi
-  local runs rate done_line
-  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
-  rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')
-  done_line=$(grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*/[0-9]*[a-zA-Z]*' "$log" | tail -1 || true)
-  echo "fuzz-$target: $runs executions ($rate/s; $done_line), no failure"
+  local runs=0 rates="" done_line="" one
+  for log in "${logs[@]}"; do
+    one=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo 0)
+    runs=$((runs + one))
+    rates+="${rates:+ + }$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo '?')/s"
+    done_line=$(grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*/[0-9]*[a-zA-Z]*' "$log" | tail -1 || true)
+  done
+  echo "fuzz-$target: $runs executions ($rates; $done_line), no failure"
 }
 
 failed=0
