@@ -21,6 +21,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <mutex>
+#include <set>
 
 namespace magic_trace::plugin {
 namespace {
@@ -39,6 +41,30 @@ std::string buildIdOf(lldb::SBModule &module) {
     if (*c != '-')
       id += char(llvm::toLower(*c));
   return id;
+}
+
+/// Files this plugin wrote to the temp directory (copies of the vdso), which
+/// snapshots read until the debugger exits: removed when it exits. (Not on
+/// signals: LLVM's signal handlers would take over the debugger's Ctrl-C.)
+class TemporaryFiles {
+public:
+  void add(const std::string &path) {
+    std::lock_guard<std::mutex> hold(lock);
+    paths.insert(path);
+  }
+  ~TemporaryFiles() {
+    for (const std::string &path : paths)
+      llvm::sys::fs::remove(path);
+  }
+
+private:
+  std::mutex lock;
+  std::set<std::string> paths;
+};
+
+TemporaryFiles &temporaryFiles() {
+  static TemporaryFiles files;
+  return files;
 }
 
 /// A module with no file on disk (the vdso) is copied out of the process so
@@ -71,6 +97,7 @@ void copyFromMemory(lldb::SBProcess &process, Module &module, uint64_t pid) {
   llvm::raw_fd_ostream os(path, ec);
   if (ec)
     return;
+  temporaryFiles().add(path.str().str());
   os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
   os.close();
   if (!os.has_error())
