@@ -1,8 +1,8 @@
 //===- FxtReader.cpp - Validating Fuchsia trace reader for tests ----------===//
 //
 // Written from the spec text, section by section; it shares no code or
-// constants with core/lib/FxtWriter.cpp on purpose, so that a misreading of
-// the spec in one is caught by the other.
+// constants with core/lib/write/FxtWriter.cpp on purpose, so that a misreading
+// of the spec in one is caught by the other.
 //
 //===----------------------------------------------------------------------===//
 #include "FxtReader.h"

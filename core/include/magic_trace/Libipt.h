@@ -1,8 +1,8 @@
 //===- Libipt.h - Facts about the libipt library we link ---------*- C++
 //-*-===//
 //
-// libipt (intel-pt.h) is included only under core/lib/pt/; the rest of the
-// core sees it through small headers like this one.
+// libipt (intel-pt.h) is included only under core/lib/decode/ (and the packet
+// writer); the rest of the core sees it through small headers like this one.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_LIBIPT_H

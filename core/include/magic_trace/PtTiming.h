@@ -2,7 +2,8 @@
 //
 // The values a libipt decoder must put in its pt_config to turn MTC and CYC
 // packets into time (mtc_freq, nom_freq, cpuid_0x15_eax/ebx). Kept free of
-// intel-pt.h so any layer can see it; core/lib/pt/ copies it into pt_config.
+// intel-pt.h so any layer can see it; core/lib/decode/ copies it into
+// pt_config.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PTTIMING_H

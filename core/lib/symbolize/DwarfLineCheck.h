@@ -5,7 +5,7 @@
 // llvm-symbolizer-22 and llvm-dwarfdump-22 crash on the same files), and a
 // crash in the symbolizer takes the debugger down with it. The symbolizer
 // runs this bounds check first and, when it fails, does not hand the file's
-// DWARF to LLVM. Internal to core/lib; includes no DebugInfo header.
+// DWARF to LLVM. Internal to core/lib/symbolize/; includes no DebugInfo header.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_LIB_DWARFLINECHECK_H

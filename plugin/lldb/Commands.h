@@ -12,8 +12,12 @@ namespace magic_trace::plugin {
 
 /// Adds each subcommand to the `magic-trace` multiword command.
 void registerDoctorCommand(lldb::SBCommand &root);
-/// attach, status, detach, continue, snapshot, snapshot-on, save, report.
-void registerTraceCommands(lldb::SBCommand &root);
+/// attach, status, detach, continue (RecordingCommands.cpp).
+void registerRecordingCommands(lldb::SBCommand &root);
+/// snapshot, snapshot-on (SnapshotCommands.cpp).
+void registerSnapshotCommands(lldb::SBCommand &root);
+/// save, report (ViewCommands.cpp).
+void registerViewCommands(lldb::SBCommand &root);
 
 /// Reports `error` on `result` as LLDB's commands do: "error: <message>" and
 /// eReturnStatusFailed. Returns false, the value DoExecute must return.

@@ -1,8 +1,8 @@
 //===- Image.h - Module list -> libipt image --------------------*- C++ -*-===//
 //
-// Internal to core/lib/pt/. Builds one libipt image from a Snapshot's module
-// list through a process-wide pt_image_section_cache (so a file section is
-// mapped once however many snapshots or decode threads use it), and hands
+// Internal to core/lib/decode/. Builds one libipt image from a Snapshot's
+// module list through a process-wide pt_image_section_cache (so a file section
+// is mapped once however many snapshots or decode threads use it), and hands
 // each decode thread its own copy (pt_image keeps an LRU list and is not
 // thread-safe; the section cache is).
 //

@@ -17,7 +17,9 @@ bool lldb::PluginInitialize(lldb::SBDebugger debugger) {
   if (!root.IsValid())
     return false;
   magic_trace::plugin::registerDoctorCommand(root);
-  magic_trace::plugin::registerTraceCommands(root);
+  magic_trace::plugin::registerRecordingCommands(root);
+  magic_trace::plugin::registerSnapshotCommands(root);
+  magic_trace::plugin::registerViewCommands(root);
   return true;
 }
 

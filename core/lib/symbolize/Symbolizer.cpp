@@ -1,0 +1,292 @@
+//===- Symbolizer.cpp - Addresses to inline-aware frames, cached ----------===//
+//
+// A lookup goes runtime address -> mapping (a loaded segment of a module) ->
+// file address -> chain. The chains and their file-address ranges come from
+// ObjectInfo (ObjectInfo.h); this file is the cache in runtime addresses:
+// per loaded mapping, a direct-mapped table of recent ranges in front of a
+// tree, and SymbolCache's object files shared across snapshots.
+//
+//===----------------------------------------------------------------------===//
+
+#include "magic_trace/Symbolizer.h"
+
+#include "ObjectInfo.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <array>
+#include <deque>
+#include <map>
+
+using namespace llvm;
+
+namespace magic_trace {
+namespace {
+
+/// A stretch of runtime addresses mapped linearly onto file addresses.
+struct Mapping {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+  uint64_t fileBegin = 0;       ///< File address of `begin`.
+  size_t module = 0;            ///< Index into the module list.
+  ObjectInfo *object = nullptr; ///< Null when the module is unusable.
+};
+
+} // namespace
+
+using ObjectMap = std::map<std::string, std::unique_ptr<ObjectInfo>>;
+
+struct SymbolCache::Objects {
+  ObjectMap map;
+};
+
+class Symbolizer::Impl {
+public:
+  /// With `shared` null the symbolizer keeps its own object files.
+  Impl(std::vector<Module> moduleList, StringTable &strings, Options options,
+       ObjectMap *shared = nullptr)
+      : modules(std::move(moduleList)), strings(strings), options(options),
+        objects(shared ? *shared : ownObjects), cached(shared != nullptr) {
+    for (size_t index = 0; index < modules.size(); ++index)
+      addModule(index);
+    std::sort(
+        mappings.begin(), mappings.end(),
+        [](const Mapping &a, const Mapping &b) { return a.begin < b.begin; });
+  }
+
+  const SymbolRange &lookup(uint64_t address) {
+    ++stats.lookups;
+    if (last && last->begin <= address && address < last->end) {
+      ++stats.hits;
+      return *last;
+    }
+    // Block addresses repeat (loops, calls to the same functions): a small
+    // direct-mapped table answers most lookups without the tree.
+    const SymbolRange *&recent =
+        recentRanges[(address * 0x9e3779b97f4a7c15ull) >> (64 - RecentBits)];
+    if (recent && recent->begin <= address && address < recent->end) {
+      ++stats.hits;
+      last = recent;
+      return *last;
+    }
+    auto next = byBegin.upper_bound(address);
+    if (next != byBegin.begin() && address < std::prev(next)->second->end) {
+      ++stats.hits;
+      last = recent = std::prev(next)->second;
+      return *last;
+    }
+    SymbolRange range = place(address);
+    // Keep runtime ranges disjoint whatever the module list says.
+    if (next != byBegin.end())
+      range.end = std::min(range.end, next->first);
+    if (next != byBegin.begin())
+      range.begin = std::max(range.begin, std::prev(next)->second->end);
+    stored.push_back(std::move(range));
+    last = recent = &stored.back();
+    byBegin.emplace_hint(next, last->begin, last);
+    return *last;
+  }
+
+  SymbolizerStats stats;
+  std::vector<std::string> problems;
+
+private:
+  void addModule(size_t index) {
+    const Module &module = modules[index];
+    ObjectInfo *object = objectFor(module);
+    if (!object->usable())
+      problems.push_back(object->problemText());
+    for (const std::string &warning : object->warningTexts())
+      if (std::find(problems.begin(), problems.end(), warning) ==
+          problems.end())
+        problems.push_back(warning);
+    ObjectInfo *usable = object->usable() ? object : nullptr;
+    const auto &loads = object->loadHeaders();
+    if (!module.segments.empty()) {
+      for (const LoadedSegment &segment : module.segments)
+        addSegment(index, usable, loads, segment);
+      return;
+    }
+    // No segments: the loader placed the PT_LOADs at one bias from the
+    // lowest one, page-aligned, which is at the module's load address.
+    uint64_t bias = module.loadAddress - preferredBase(loads);
+    for (const LoadSegmentHeader &load : loads)
+      if (load.memSize != 0)
+        mappings.push_back({load.vaddr + bias, load.vaddr + bias + load.memSize,
+                            load.vaddr, index, usable});
+  }
+
+  /// A debugger-reported segment: its file offset says which PT_LOAD (and so
+  /// which file addresses) it shows.
+  void addSegment(size_t index, ObjectInfo *object,
+                  const std::vector<LoadSegmentHeader> &loads,
+                  const LoadedSegment &segment) {
+    if (segment.size == 0)
+      return;
+    Mapping mapping{segment.address, segment.address + segment.size, 0, index,
+                    nullptr};
+    for (const LoadSegmentHeader &load : loads) {
+      if (load.offset <= segment.fileOffset &&
+          segment.fileOffset <
+              load.offset + std::max(load.fileSize, uint64_t(1))) {
+        mapping.fileBegin = load.vaddr + (segment.fileOffset - load.offset);
+        mapping.end =
+            std::min(mapping.end, mapping.begin + (load.vaddr + load.memSize -
+                                                   mapping.fileBegin));
+        mapping.object = object;
+        break;
+      }
+    }
+    mappings.push_back(mapping);
+  }
+
+  ObjectInfo *objectFor(const Module &module) {
+    std::string key = module.buildId.empty() ? "path:" + module.fileToRead()
+                                             : "id:" + module.buildId;
+    if (cached && module.buildId.empty()) {
+      // Across snapshots a path may name a rebuilt file.
+      sys::fs::file_status status;
+      if (!sys::fs::status(module.fileToRead(), status))
+        key += ":" + std::to_string(status.getSize()) + ":" +
+               std::to_string(
+                   status.getLastModificationTime().time_since_epoch().count());
+    }
+    auto found = objects.find(key);
+    // A file that could not be used may have been fixed since.
+    if (found != objects.end() && (found->second->usable() || !cached))
+      return found->second.get();
+    auto object = std::make_unique<ObjectInfo>(module, options, strings);
+    ObjectInfo *result = object.get();
+    objects[key] = std::move(object);
+    return result;
+  }
+
+  /// Computes the runtime range of `address` (a cache miss here).
+  SymbolRange place(uint64_t address) {
+    auto next = std::upper_bound(
+        mappings.begin(), mappings.end(), address,
+        [](uint64_t a, const Mapping &m) { return a < m.begin; });
+    const Mapping *mapping = nullptr;
+    if (next != mappings.begin() && address < std::prev(next)->end)
+      mapping = &*std::prev(next);
+    if (!mapping)
+      return placeUnmapped(address, next);
+    const Module &module = modules[mapping->module];
+    SymbolRange range;
+    range.module = strings.intern(module.path);
+    range.begin = mapping->begin;
+    range.end = mapping->end;
+    if (!mapping->object) {
+      ++stats.distinctRanges;
+      range.frames.push_back(unknownFrame(range.begin, module.path));
+      range.unknown = true;
+      return range;
+    }
+    uint64_t fileAddress = mapping->fileBegin + (address - mapping->begin);
+    const FileRange &file = mapping->object->rangeFor(fileAddress, stats);
+    // Clip in file addresses, where the mapping is [fileBegin, +size).
+    uint64_t size = mapping->end - mapping->begin;
+    uint64_t fileBegin = std::max(file.interval.begin, mapping->fileBegin);
+    uint64_t fileEnd = std::min(file.interval.end, mapping->fileBegin + size);
+    range.begin = mapping->begin + (fileBegin - mapping->fileBegin);
+    range.end = mapping->begin + (fileEnd - mapping->fileBegin);
+    range.fromDebugInfo = file.fromDebugInfo;
+    range.frames = file.frames;
+    if (file.functionEntry != 0)
+      range.functionEntry =
+          file.functionEntry - mapping->fileBegin + mapping->begin;
+    if (range.frames.empty()) {
+      range.frames.push_back(unknownFrame(range.begin, module.path));
+      range.unknown = true;
+    }
+    return range;
+  }
+
+  /// Code no module covers (JIT, or a module without an extent): one range
+  /// per page, within the gap between mappings.
+  SymbolRange placeUnmapped(uint64_t address,
+                            std::vector<Mapping>::const_iterator next) {
+    ++stats.distinctRanges;
+    SymbolRange range;
+    range.begin = address & ~(LoaderPageSize - 1);
+    range.end = range.begin + LoaderPageSize;
+    if (range.end < range.begin)
+      range.end = NoEnd;
+    if (next != mappings.begin() && std::prev(next)->end <= address)
+      range.begin = std::max(range.begin, std::prev(next)->end);
+    if (next != mappings.end())
+      range.end = std::min(range.end, next->begin);
+    range.frames.push_back(unknownFrame(range.begin, ""));
+    range.unknown = true;
+    return range;
+  }
+
+  SymbolFrame unknownFrame(uint64_t address, StringRef modulePath) {
+    std::string name = "[unknown @ " + hex(address);
+    if (!modulePath.empty())
+      name += " (" + sys::path::filename(modulePath).str() + ")";
+    name += "]";
+    return {strings.intern(name), 0, 0, false};
+  }
+
+  std::vector<Module> modules;
+  StringTable &strings;
+  Options options;
+  ObjectMap ownObjects;
+  ObjectMap &objects; ///< ownObjects or a SymbolCache's.
+  bool cached;
+  std::vector<Mapping> mappings;  ///< Sorted by begin.
+  std::deque<SymbolRange> stored; ///< Stable addresses for returned refs.
+  std::map<uint64_t, const SymbolRange *> byBegin;
+  const SymbolRange *last = nullptr;
+  static constexpr unsigned RecentBits = 12;
+  std::array<const SymbolRange *, 1u << RecentBits> recentRanges = {};
+};
+
+Symbolizer::Symbolizer(std::vector<Module> modules, StringTable &strings,
+                       Options options)
+    : impl(std::make_unique<Impl>(std::move(modules), strings, options)) {}
+
+Symbolizer::Symbolizer(std::vector<Module> modules, StringTable &strings)
+    : Symbolizer(std::move(modules), strings, Options()) {}
+
+Symbolizer::Symbolizer(std::vector<Module> modules, SymbolCache &cache)
+    : impl(std::make_unique<Impl>(std::move(modules), cache.table,
+                                  cache.options, &cache.objects->map)) {}
+
+SymbolCache::SymbolCache(Symbolizer::Options options)
+    : options(options), objects(std::make_unique<Objects>()) {}
+
+SymbolCache::~SymbolCache() = default;
+
+size_t SymbolCache::objectCount() const { return objects->map.size(); }
+
+Symbolizer::~Symbolizer() = default;
+
+const SymbolRange &Symbolizer::lookup(uint64_t address) {
+  return impl->lookup(address);
+}
+
+const SymbolizerStats &Symbolizer::stats() const { return impl->stats; }
+
+std::vector<std::string> Symbolizer::moduleProblems() const {
+  return impl->problems;
+}
+
+Expected<uint64_t> Symbolizer::preferredLoadAddress(StringRef path) {
+  Expected<object::OwningBinary<object::ObjectFile>> binary =
+      object::ObjectFile::createObjectFile(path);
+  if (!binary)
+    return createStringError("cannot read " + path + ": " +
+                             toString(binary.takeError()) +
+                             " (check the path)");
+  Expected<std::vector<LoadSegmentHeader>> loads =
+      readLoadHeaders(*binary->getBinary());
+  if (!loads)
+    return createStringError(path + ": " + toString(loads.takeError()) +
+                             " (only ELF files can be symbolized)");
+  return preferredBase(*loads);
+}
+
+} // namespace magic_trace

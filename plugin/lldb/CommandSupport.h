@@ -1,0 +1,63 @@
+//===- CommandSupport.h - What every magic-trace command uses --*- C++ -*-===//
+//
+// Error text, option values (sizes, counts), the attached session, progress
+// lines and help registration, shared by the command groups.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PLUGIN_COMMANDSUPPORT_H
+#define MAGIC_TRACE_PLUGIN_COMMANDSUPPORT_H
+
+#include "CommandArgs.h"
+
+#include "lldb/API/SBCommandInterpreter.h"
+#include "lldb/API/SBCommandReturnObject.h"
+#include "lldb/API/SBDebugger.h"
+
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <string>
+
+namespace magic_trace::plugin {
+
+struct Session;
+
+inline llvm::Error error(const char *format) {
+  return llvm::createStringError("%s", format);
+}
+template <typename... Ts> llvm::Error error(const char *format, Ts... values) {
+  return llvm::createStringError(format, values...);
+}
+
+/// Appends `text` (if any) and reports success; returns true for DoExecute.
+bool succeed(lldb::SBCommandReturnObject &result, llvm::StringRef text);
+
+std::string jsonText(const llvm::json::Value &value);
+
+/// "4M", "64KiB", "1G", "65536" -> bytes (a power of two, at least 4K).
+llvm::Expected<uint64_t> parseSize(llvm::StringRef text);
+
+/// A count option's value; `what` names it in the error.
+llvm::Expected<unsigned> parseCount(llvm::StringRef text, llvm::StringRef what);
+
+/// Parses a command that takes options only: a positional argument is an
+/// error.
+llvm::Expected<ParsedArgs> parseOptionsOnly(const char *const *argv,
+                                            llvm::ArrayRef<OptionSpec> specs,
+                                            llvm::StringRef command);
+
+/// The session, which must be recording a live process.
+llvm::Expected<Session *> attachedSession(lldb::SBDebugger &debugger);
+
+/// Prints a line now (progress during a long command).
+void printNow(lldb::SBDebugger &debugger, llvm::StringRef line);
+
+/// Adds `name` under `root`: the first paragraph of `help` is the brief
+/// help, the rest the long help.
+void addCommand(lldb::SBCommand &root, const char *name,
+                lldb::SBCommandPluginInterface *impl, const std::string &help,
+                const char *syntax);
+
+} // namespace magic_trace::plugin
+
+#endif

@@ -1,0 +1,434 @@
+//===- RecordingCommands.cpp - attach, status, detach, continue --------===//
+//
+// The recording commands: start and stop recording, show it, and run the
+// process traced. Each parses its options with CommandArgs, turns SB
+// objects into core types (Session.h) and reports failures with failCommand.
+//
+//===----------------------------------------------------------------------===//
+#include "CommandArgs.h"
+#include "CommandSupport.h"
+#include "Commands.h"
+#include "EmulateStepper.h"
+#include "PerfBackend.h"
+#include "Session.h"
+
+#include "magic_trace/MachineFacts.h"
+#include "magic_trace/VirtualClock.h"
+
+#include "lldb/API/SBBreakpoint.h"
+#include "lldb/API/SBProcess.h"
+#include "lldb/API/SBTarget.h"
+#include "lldb/API/SBThread.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+namespace magic_trace::plugin {
+namespace {
+
+// --- attach --------------------------------------------------------------
+
+const OptionSpec attachOptions[] = {
+    {'b', "backend", true, "auto|perf|emulate",
+     "Recording backend (default auto: perf where Intel PT exists, else "
+     "emulate)."},
+    {'s', "snapshot-size", true, "SIZE",
+     "Ring buffer per thread, a power of two (default 4M)."},
+    {'t', "timer-resolution", true, "low|normal|high",
+     "Timing packets: TSC only, +MTC/CYC, +every return as TIP."},
+    {'T', "threads", true, "all|current|TID,...",
+     "Threads to trace (default all)."},
+};
+
+class AttachCommand : public lldb::SBCommandPluginInterface {
+public:
+  bool DoExecute(lldb::SBDebugger debugger, char **command,
+                 lldb::SBCommandReturnObject &result) override {
+    llvm::Expected<ParsedArgs> args =
+        parseOptionsOnly(command, attachOptions, "attach");
+    if (!args)
+      return failCommand(result, args.takeError());
+    Session &session = sessionFor(debugger);
+    lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
+    if (!process.IsValid() || process.GetState() == lldb::eStateExited ||
+        process.GetState() == lldb::eStateInvalid)
+      return failCommand(result,
+                         error("no process to trace (start one first, e.g. "
+                               "'b main' and 'run')"));
+    if (session.attached && session.pid == process.GetProcessID() &&
+        !session.exited)
+      return failCommand(
+          result, error("magic-trace is already attached to process %llu "
+                        "(run 'magic-trace detach' first)",
+                        (unsigned long long)session.pid));
+    if (process.GetState() != lldb::eStateStopped)
+      return failCommand(result,
+                         error("the process is running (stop it first with "
+                               "'process interrupt')"));
+
+    std::string backend = args->get("backend", "auto");
+    std::string note;
+    if (backend == "auto") {
+      MachineFacts facts = probeMachine();
+      bool perfWorks = facts.backends.size() > 0 && facts.backends[0].available;
+      note = perfWorks ? " (auto: Intel PT is present)"
+                       : " (auto: " + facts.backends[0].reason + ")";
+      backend = perfWorks ? "perf" : "emulate";
+    } else if (backend != "emulate" && backend != "perf") {
+      return failCommand(result,
+                         error("unknown backend '%s' (use auto, perf or "
+                               "emulate)",
+                               backend.c_str()));
+    }
+
+    PacketWriter::Options writerOptions;
+    if (args->has("snapshot-size")) {
+      llvm::Expected<uint64_t> size = parseSize(args->get("snapshot-size", ""));
+      if (!size)
+        return failCommand(result, size.takeError());
+      writerOptions.bufferSize = *size;
+    }
+    std::string timer = args->get("timer-resolution", "normal");
+    if (timer == "low")
+      writerOptions.timer = TimerResolution::Low;
+    else if (timer == "normal")
+      writerOptions.timer = TimerResolution::Normal;
+    else if (timer == "high") {
+      writerOptions.timer = TimerResolution::High;
+      writerOptions.noRetComp = true;
+    } else
+      return failCommand(result, error("unknown timer resolution '%s' (use "
+                                       "low, normal or high)",
+                                       timer.c_str()));
+
+    bool allThreads = true;
+    std::vector<uint64_t> filter;
+    std::string threads = args->get("threads", "all");
+    if (threads == "current") {
+      allThreads = false;
+      filter.push_back(process.GetSelectedThread().GetThreadID());
+    } else if (threads != "all") {
+      allThreads = false;
+      llvm::SmallVector<llvm::StringRef> parts;
+      llvm::StringRef(threads).split(parts, ',');
+      for (llvm::StringRef part : parts) {
+        uint64_t tid = 0;
+        if (part.trim().getAsInteger(0, tid) ||
+            !process.GetThreadByID(tid).IsValid())
+          return failCommand(result,
+                             error("no thread '%s' in the process (see 'thread "
+                                   "list'; use all, current or TIDs)",
+                                   part.str().c_str()));
+        filter.push_back(tid);
+      }
+    }
+
+    std::vector<std::string> perfNotes;
+    std::unique_ptr<PerfRecorder> perfRecorder;
+    if (backend == "perf") {
+      // Start the hardware first: on failure the session stays as it was.
+      Session trial;
+      trial.allThreads = allThreads;
+      trial.threadFilter = filter;
+      if (llvm::Error err = startPerf(trial, process, writerOptions.timer,
+                                      writerOptions.bufferSize, perfNotes))
+        return failCommand(result, std::move(err));
+      perfRecorder = std::move(trial.perf);
+    }
+
+    llvm::Expected<std::unique_ptr<InsnClassifier>> classifier =
+        InsnClassifier::create();
+    if (!classifier)
+      return failCommand(result, classifier.takeError());
+
+    // A new recording; snapshots of earlier ones stay for save/report.
+    session.attached = true;
+    session.exited = false;
+    session.pid = process.GetProcessID();
+    session.backend = backend;
+    session.writerOptions = writerOptions;
+    session.timerName = timer;
+    session.allThreads = allThreads;
+    session.threadFilter = filter;
+    session.recorders.clear();
+    session.triggers.clear();
+    session.stats = {};
+    session.classifier = std::move(*classifier);
+    session.perf = std::move(perfRecorder);
+    // The emulator's packets come from a virtual CPU without errata; the
+    // perf backend's from this machine's CPU, whose errata libipt applies.
+    session.cpu = session.perf ? probeMachine().cpu : emulatorCpu();
+    lldb::SBTarget target = debugger.GetSelectedTarget();
+    session.lastModules = captureModules(target);
+    for (uint32_t i = 0; i < process.GetNumThreads() && !session.perf; ++i) {
+      uint64_t tid = process.GetThreadAtIndex(i).GetThreadID();
+      if (!session.traces(tid))
+        continue;
+      llvm::Expected<ThreadRecorder *> recorder = session.recorder(tid);
+      if (!recorder) {
+        session.attached = false;
+        return failCommand(result, recorder.takeError());
+      }
+    }
+
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << "magic-trace: recording process " << session.pid << " with backend "
+       << backend << note << ", " << (writerOptions.bufferSize >> 10)
+       << " KiB per thread, timer " << timer << ", threads " << threads << "\n";
+    for (const std::string &perfNote : perfNotes)
+      os << "note: " << perfNote << "\n";
+    if (session.perf)
+      os << "magic-trace: the hardware records while the process runs; "
+            "'magic-trace continue' or 'continue' both trace";
+    else
+      os << "warning: under the emulate backend only 'magic-trace continue' "
+            "records; a plain 'continue' runs untraced (shown as [untraced])";
+    return succeed(result, text);
+  }
+};
+
+// --- status --------------------------------------------------------------
+
+const OptionSpec statusOptions[] = {
+    {'j', "json", false, nullptr, "Print the status as one JSON object."},
+};
+
+class StatusCommand : public lldb::SBCommandPluginInterface {
+public:
+  bool DoExecute(lldb::SBDebugger debugger, char **command,
+                 lldb::SBCommandReturnObject &result) override {
+    llvm::Expected<ParsedArgs> args =
+        parseOptionsOnly(command, statusOptions, "status");
+    if (!args)
+      return failCommand(result, args.takeError());
+    Session &session = sessionFor(debugger);
+    if (args->has("json"))
+      return succeed(result, jsonText(session.statusJson()));
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (!session.attached)
+      os << "magic-trace: not attached\n";
+    else
+      os << "magic-trace: recording process " << session.pid << " ("
+         << session.backend << ", " << (session.writerOptions.bufferSize >> 10)
+         << " KiB per thread, timer " << session.timerName << ")"
+         << (session.exited ? ", process exited" : "") << "\n";
+    for (const auto &[tid, recorder] : session.recorders)
+      os << "  thread " << tid << ": " << recorder.writer->instructions()
+         << " instructions, " << recorder.writer->buffer().written()
+         << " bytes of PT"
+         << (recorder.writer->buffer().wrapped() ? " (ring wrapped)" : "")
+         << (recorder.gone ? ", exited" : "") << "\n";
+    if (session.perf)
+      for (uint64_t tid : session.perf->threadIds())
+        os << "  thread " << tid << ": Intel PT ring of "
+           << (session.perf->bufferSize(tid) >> 10) << " KiB\n";
+    for (const Trigger &trigger : session.triggers)
+      os << "  trigger: breakpoint " << trigger.breakpoint << " ("
+         << trigger.description << "), " << trigger.hits << " hits"
+         << (trigger.count ? ", count " + std::to_string(trigger.count) : "")
+         << (trigger.continueAfter ? ", continue" : "") << ", -> "
+         << trigger.pattern << (trigger.active() ? "" : " (done)") << "\n";
+    if (session.stats.seconds > 0)
+      os << "  stepper: " << session.stats.instructions << " instructions in "
+         << llvm::format("%.2f", session.stats.seconds) << " s ("
+         << llvm::format("%.0f",
+                         session.stats.instructions / session.stats.seconds)
+         << " instructions/s)\n";
+    for (const auto &record : session.snapshots)
+      os << "  " << snapshotLine(*record) << "\n";
+    return succeed(result, llvm::StringRef(text).rtrim());
+  }
+};
+
+// --- detach --------------------------------------------------------------
+
+class DetachCommand : public lldb::SBCommandPluginInterface {
+public:
+  bool DoExecute(lldb::SBDebugger debugger, char **command,
+                 lldb::SBCommandReturnObject &result) override {
+    llvm::Expected<ParsedArgs> args = parseOptionsOnly(command, {}, "detach");
+    if (!args)
+      return failCommand(result, args.takeError());
+    llvm::Expected<Session *> session = attachedSession(debugger);
+    if (!session)
+      return failCommand(result, session.takeError());
+    lldb::SBTarget target = debugger.GetSelectedTarget();
+    for (const Trigger &trigger : (*session)->triggers)
+      if (trigger.ownsBreakpoint)
+        target.BreakpointDelete(trigger.breakpoint);
+    (*session)->triggers.clear();
+    (*session)->recorders.clear();
+    (*session)->perf.reset(); // Closes the perf events and unmaps the rings.
+    (*session)->attached = false;
+    return succeed(result, "magic-trace: stopped recording process " +
+                               std::to_string((*session)->pid) +
+                               " (snapshots stay available to save and "
+                               "report)");
+  }
+};
+
+// --- continue ------------------------------------------------------------
+
+Trigger *findTrigger(Session &session, lldb::break_id_t breakpoint) {
+  for (Trigger &trigger : session.triggers)
+    if (trigger.breakpoint == breakpoint)
+      return &trigger;
+  return nullptr;
+}
+
+/// Runs traced until a stop that is not a trigger with --continue, taking
+/// snapshots on the way. Lines go to `os`.
+llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
+                           llvm::raw_ostream &os, bool json) {
+  lldb::SBTarget target = debugger.GetSelectedTarget();
+  auto progress = [&](uint64_t instructions, double seconds) {
+    printNow(debugger, "magic-trace: " + std::to_string(instructions) +
+                           " instructions traced in " +
+                           std::to_string(int(seconds)) +
+                           " s (Ctrl-C stops)...");
+  };
+  uint64_t before = session.stats.instructions;
+  while (true) {
+    llvm::Expected<StepOutcome> outcome =
+        session.perf ? runPerf(debugger, session)
+                     : runTraced(debugger, session, progress);
+    if (!outcome)
+      return outcome.takeError();
+    if (outcome->kind == StepOutcome::Breakpoint) {
+      Trigger *trigger = findTrigger(session, outcome->breakpoint);
+      if (!trigger || !trigger->active()) {
+        os << "magic-trace: thread " << outcome->tid
+           << " stopped at breakpoint " << outcome->breakpoint << " at "
+           << llvm::format_hex(outcome->pc, 0) << "\n";
+        break;
+      }
+      ++trigger->hits;
+      std::string path =
+          expandPattern(trigger->pattern, session.snapshots.size() + 1);
+      llvm::Expected<SnapshotRecord *> record = takeSnapshot(
+          debugger, session, outcome->tid,
+          "breakpoint " + std::to_string(trigger->breakpoint), path);
+      if (!record)
+        return record.takeError();
+      os << snapshotLine(**record) << "\n";
+      if (json)
+        os << jsonText(snapshotJson(**record)) << "\n";
+      if (!trigger->active())
+        target.FindBreakpointByID(trigger->breakpoint).SetEnabled(false);
+      if (trigger->continueAfter)
+        continue;
+      break;
+    }
+    if (outcome->kind == StepOutcome::Exited) {
+      os << "magic-trace: process exited with status " << outcome->exitStatus
+         << "\n";
+      for (Trigger &trigger : session.triggers) {
+        if (trigger.hits != 0)
+          continue;
+        // The buffer still holds the end of the run: keep it.
+        std::string path =
+            expandPattern(trigger.pattern, session.snapshots.size() + 1);
+        llvm::Expected<SnapshotRecord *> record =
+            takeSnapshot(debugger, session, 0, "exit", path);
+        if (!record)
+          return record.takeError();
+        os << "magic-trace: the process exited before breakpoint "
+           << trigger.breakpoint << " (" << trigger.description
+           << ") was hit; snapshot at exit\n";
+        os << snapshotLine(**record) << "\n";
+        if (json)
+          os << jsonText(snapshotJson(**record)) << "\n";
+        break;
+      }
+      break;
+    }
+    if (outcome->kind == StepOutcome::Interrupted) {
+      os << "magic-trace: interrupted\n";
+      break;
+    }
+    os << "magic-trace: thread " << outcome->tid
+       << " stopped: " << outcome->description << "\n";
+    break;
+  }
+  uint64_t traced = session.stats.instructions - before;
+  os << "magic-trace: traced " << traced << " instructions ("
+     << llvm::format("%.0f",
+                     session.stats.seconds > 0
+                         ? session.stats.instructions / session.stats.seconds
+                         : 0.0)
+     << " instructions/s)";
+  return llvm::Error::success();
+}
+
+const OptionSpec continueOptions[] = {
+    {'j', "json", false, nullptr,
+     "Also print each snapshot as one JSON object."},
+};
+
+class ContinueCommand : public lldb::SBCommandPluginInterface {
+public:
+  bool DoExecute(lldb::SBDebugger debugger, char **command,
+                 lldb::SBCommandReturnObject &result) override {
+    llvm::Expected<ParsedArgs> args =
+        parseOptionsOnly(command, continueOptions, "continue");
+    if (!args)
+      return failCommand(result, args.takeError());
+    llvm::Expected<Session *> session = attachedSession(debugger);
+    if (!session)
+      return failCommand(result, session.takeError());
+    if ((*session)->exited)
+      return failCommand(result, error("the process has exited (save or "
+                                       "report its snapshots, or launch it "
+                                       "again and attach)"));
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (llvm::Error err =
+            continueTraced(debugger, **session, os, args->has("json"))) {
+      result.Printf("%s", text.c_str());
+      return failCommand(result, std::move(err));
+    }
+    return succeed(result, text);
+  }
+};
+
+} // namespace
+
+void registerRecordingCommands(lldb::SBCommand &root) {
+  addCommand(
+      root, "attach", new AttachCommand(),
+      "Start recording the current process (stopped, e.g. at a breakpoint "
+      "in main). The emulate backend records only while "
+      "'magic-trace continue' runs.\n\nExample:\n  (lldb) b main\n  (lldb) "
+      "run\n  (lldb) magic-trace attach --snapshot-size 1M\n" +
+          describeOptions(attachOptions),
+      "magic-trace attach [--backend auto|perf|emulate] [--snapshot-size "
+      "SIZE] [--timer-resolution low|normal|high] [--threads "
+      "all|current|TID,...]");
+  addCommand(
+      root, "status", new StatusCommand(),
+      "Show the recording: backend, threads and bytes recorded, triggers, "
+      "snapshots, stepping speed.\n\nExample:\n  (lldb) magic-trace status "
+      "--json\n" +
+          describeOptions(statusOptions),
+      "magic-trace status [--json]");
+  addCommand(
+      root, "detach", new DetachCommand(),
+      "Stop recording (and delete the breakpoints snapshot-on created). "
+      "Snapshots stay "
+      "available to 'save' and 'report'.\n\nExample:\n  (lldb) magic-trace "
+      "detach\n",
+      "magic-trace detach");
+  addCommand(
+      root, "continue", new ContinueCommand(),
+      "Resume the process traced: with the emulate backend, step every "
+      "thread, writing Intel PT, until a breakpoint, a snapshot trigger, "
+      "exit, or Ctrl-C. Triggers take their snapshots on the way.\n\n"
+      "Example:\n  (lldb) magic-trace snapshot-on -n handle_order\n  (lldb) "
+      "magic-trace continue\n" +
+          describeOptions(continueOptions),
+      "magic-trace continue [--json]");
+}
+
+} // namespace magic_trace::plugin
