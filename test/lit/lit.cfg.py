@@ -28,6 +28,11 @@ config.substitutions.append(("%plugin", plugin))
 config.substitutions.append(("%inputs", config.mt_inputs_dir))
 config.substitutions.append(("%srcroot", config.mt_src_root))
 config.substitutions.append(("%python", "python3"))
+# Intel PT recorded on real CPUs (../shared/realpt beside the checkout, as CI
+# lays it out; MT_REALPT overrides). Tests that use it fail without it.
+realpt = os.environ.get("MT_REALPT",
+                        os.path.join(config.mt_src_root, "..", "shared", "realpt"))
+config.substitutions.append(("%realpt", os.path.abspath(realpt)))
 
 # Features describing this machine's truth, for tests whose expectation
 # depends on the hardware (REQUIRES: intel-pt / no-intel-pt).

@@ -1,6 +1,7 @@
-//===- InsnClassifier.h - x86-64 instruction length and class ---*- C++ -*-===//
+//===- InsnClassifier.h - x86 instruction length and class ------*- C++ -*-===//
 //
-// Decodes one x86-64 instruction with LLVM's MC disassembler and says how it
+// Decodes one x86 instruction (64-bit by default; 32- and 16-bit code for
+// compatibility mode) with LLVM's MC disassembler and says how it
 // transfers control (BranchClass), its length, and the target of a relative
 // branch. The emulator uses it to know which PT packets an instruction needs.
 // It handles everything in glibc: AVX-512 (EVEX, opmask), endbr64, rep
@@ -39,12 +40,14 @@ struct ClassifiedInsn {
 /// Everything else (including REP string instructions) is Other.
 class InsnClassifier {
 public:
-  /// Builds the X86 disassembler. Fails only if LLVM lacks the X86 target.
-  static llvm::Expected<std::unique_ptr<InsnClassifier>> create();
+  /// Builds the X86 disassembler for code of `mode`. Fails only if LLVM
+  /// lacks the X86 target.
+  static llvm::Expected<std::unique_ptr<InsnClassifier>>
+  create(ExecMode mode = ExecMode::Bits64);
 
   /// Decodes the instruction at `ip` from `bytes` (up to 15 bytes; fewer is
   /// fine when the instruction fits). Fails, naming `ip`, when the bytes are
-  /// not a valid 64-bit instruction or are cut short.
+  /// not a valid instruction of its mode or are cut short.
   llvm::Expected<ClassifiedInsn> classify(llvm::ArrayRef<uint8_t> bytes,
                                           uint64_t ip) const;
 

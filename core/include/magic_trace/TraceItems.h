@@ -30,6 +30,13 @@ enum class BranchClass : uint8_t {
   Unknown,      ///< Could not be classified.
 };
 
+/// The processor's execution mode for code (Intel SDM Vol. 3C, "MODE.Exec"):
+/// 64-bit, or compatibility mode with 32- or 16-bit default operand size.
+enum class ExecMode : uint8_t { Bits64 = 0, Bits32 = 1, Bits16 = 2 };
+
+/// "64-bit", "32-bit", "16-bit".
+const char *execModeName(ExecMode mode);
+
 enum class ItemKind : uint8_t {
   Block,    ///< Instructions [ip .. lastIp], insnCount of them.
   Enable,   ///< Tracing (re)starts at ip (TIP.PGE).
@@ -47,7 +54,8 @@ struct TraceItem {
   uint32_t detail = 0; ///< Block: instruction count; Error: error index.
   ItemKind kind = ItemKind::Block;
   BranchClass lastClass = BranchClass::Other; ///< Block: its last instruction.
-  uint16_t reserved = 0;
+  ExecMode mode = ExecMode::Bits64;           ///< Block: its code's mode.
+  uint8_t reserved = 0;
 };
 static_assert(sizeof(TraceItem) == 32, "TraceItem must stay compact");
 

@@ -54,6 +54,8 @@ pt_config makeConfig(ArrayRef<uint8_t> bytes, const CpuIdentity &cpu,
   pt_config_init(&config);
   config.begin = const_cast<uint8_t *>(bytes.data());
   config.end = const_cast<uint8_t *>(bytes.data() + bytes.size());
+  // checkCpu() has accepted `cpu`: an Intel CPU, or "none" (no errata, on
+  // the user's word).
   if (cpu.vendor == "GenuineIntel") {
     config.cpu.vendor = pcv_intel;
     config.cpu.family = static_cast<uint16_t>(cpu.family);
@@ -71,22 +73,62 @@ pt_config makeConfig(ArrayRef<uint8_t> bytes, const CpuIdentity &cpu,
   return config;
 }
 
-/// Offsets of every PSB packet, in order.
-std::vector<uint64_t> findPsbs(const pt_config &config) {
-  std::vector<uint64_t> psbs;
+/// Every PSB packet of a buffer, in order, and where a decode synced at
+/// each one starts (docs/decoder.md, "PSB pieces").
+struct PsbTable {
+  std::vector<uint64_t> offsets;
+  /// Per PSB: its PSB+ holds a FUP, i.e. tracing is on there and a sync
+  /// starts at the FUP's address. Without one, tracing is off and a sync
+  /// starts disabled.
+  std::vector<bool> tracing;
+  /// Per PSB: a decode that crossed it can stop exactly where a sync at it
+  /// starts, so a piece may start there. True when tracing is off, or when
+  /// the PSB+ also holds MODE.Exec, the status update libipt binds to the
+  /// FUP's address (and ends the block at).
+  std::vector<bool> joinable;
+};
+
+/// Reads the PSB+ at the packet decoder's position (a PSB) up to its
+/// PSBEND. Returns (has FUP, has MODE.Exec).
+std::pair<bool, bool> readPsbPlus(pt_packet_decoder *packets) {
+  bool fup = false, execMode = false;
+  pt_packet packet;
+  // The PSB itself, then the header packets; anything else ends the PSB+
+  // (a damaged one: libipt resyncs past it).
+  for (int count = 0; count < 64; ++count) {
+    if (pt_pkt_next(packets, &packet, sizeof(packet)) < 0)
+      break;
+    if (packet.type == ppt_psbend || (count > 0 && packet.type == ppt_psb))
+      break;
+    if (packet.type == ppt_fup)
+      fup = true;
+    else if (packet.type == ppt_mode && packet.payload.mode.leaf == pt_mol_exec)
+      execMode = true;
+  }
+  return {fup, execMode};
+}
+
+PsbTable findPsbs(const pt_config &config) {
+  PsbTable table;
   std::unique_ptr<pt_packet_decoder, PacketDecoderDeleter> packets(
       pt_pkt_alloc_decoder(&config));
   if (!packets)
-    return psbs;
+    return table;
   while (pt_pkt_sync_forward(packets.get()) >= 0) {
     uint64_t offset = 0;
     if (pt_pkt_get_sync_offset(packets.get(), &offset) < 0)
       break;
-    if (!psbs.empty() && offset <= psbs.back())
+    if (!table.offsets.empty() && offset <= table.offsets.back())
       break;
-    psbs.push_back(offset);
+    auto [fup, execMode] = readPsbPlus(packets.get());
+    table.offsets.push_back(offset);
+    table.tracing.push_back(fup);
+    table.joinable.push_back(!fup || execMode);
+    // Search on from right after this PSB, whatever the PSB+ held.
+    if (pt_pkt_sync_set(packets.get(), offset) < 0)
+      break;
   }
-  return psbs;
+  return table;
 }
 
 /// What one run of the decode loop produced. Error items' detail indexes
@@ -115,6 +157,19 @@ BranchClass classFromLibipt(pt_insn_class iclass) {
   }
 }
 
+/// libipt's mode of a block. Unknown (no MODE.Exec yet) is what the
+/// decoder assumed: 64-bit.
+ExecMode execModeOf(pt_exec_mode mode) {
+  switch (mode) {
+  case ptem_32bit:
+    return ExecMode::Bits32;
+  case ptem_16bit:
+    return ExecMode::Bits16;
+  default:
+    return ExecMode::Bits64;
+  }
+}
+
 constexpr uint64_t kMaxTailInstructions = 1 << 20;
 
 /// Asks for transparent huge pages under a large reserved item buffer:
@@ -136,10 +191,9 @@ void adviseHugePages(std::vector<TraceItem> &items) {
 class PieceDecoder {
 public:
   static Expected<std::unique_ptr<PieceDecoder>>
-  create(const pt_config &config, const PtImage &image,
-         ArrayRef<uint64_t> psbs) {
+  create(const pt_config &config, const PtImage &image, const PsbTable &table) {
     std::unique_ptr<PieceDecoder> result(
-        new PieceDecoder(image, psbs, uint64_t(config.end - config.begin)));
+        new PieceDecoder(image, table, uint64_t(config.end - config.begin)));
     auto copy = image.copy();
     if (!copy)
       return copy.takeError();
@@ -149,10 +203,11 @@ public:
       return createStringError("libipt could not allocate a block decoder");
     if (pt_blk_set_image(result->decoder.get(), result->imageCopy.get()) < 0)
       return createStringError("libipt rejected the image");
-    auto classifier = InsnClassifier::create();
+    // Classifiers for 32- and 16-bit code are made when such code shows up.
+    auto classifier = InsnClassifier::create(ExecMode::Bits64);
     if (!classifier)
       return classifier.takeError();
-    result->classifier = std::move(*classifier);
+    result->classifiers[size_t(ExecMode::Bits64)] = std::move(*classifier);
     return std::move(result);
   }
 
@@ -178,6 +233,12 @@ public:
         return piece;
       }
       int status = pt_blk_sync_set(decoder.get(), psbs[index]);
+      // A PSB+ the end of the buffer cuts short holds no control flow:
+      // the trace ends there, as a continuous decode's would.
+      if (status == -pte_eos) {
+        ++index;
+        continue;
+      }
       if (status < 0) {
         addError(piece, psbs[index], status, 0);
         ++index;
@@ -193,9 +254,9 @@ public:
   }
 
 private:
-  PieceDecoder(const PtImage &image, ArrayRef<uint64_t> psbs,
-               uint64_t bufferSize)
-      : image(image), psbs(psbs), bufferSize(bufferSize) {}
+  PieceDecoder(const PtImage &image, const PsbTable &table, uint64_t bufferSize)
+      : image(image), table(table), psbs(table.offsets),
+        bufferSize(bufferSize) {}
 
   /// Index of the last PSB at or before `offset`.
   size_t psbIndexAt(uint64_t offset) const {
@@ -236,11 +297,29 @@ private:
     piece.items.push_back(item);
   }
 
-  BranchClass classifyLast(const pt_block &block) {
+  /// The classifier for code of `mode`, made on first use; null if LLVM
+  /// cannot decode that mode.
+  const InsnClassifier *classifierFor(ExecMode mode) {
+    std::unique_ptr<InsnClassifier> &slot = classifiers[size_t(mode)];
+    if (!slot) {
+      auto created = InsnClassifier::create(mode);
+      if (!created) {
+        consumeError(created.takeError());
+        return nullptr;
+      }
+      slot = std::move(*created);
+    }
+    return slot.get();
+  }
+
+  BranchClass classifyLast(const pt_block &block, ExecMode mode) {
     BranchClass known = classFromLibipt(block.iclass);
     if (known != BranchClass::Unknown)
       return known;
-    auto cached = classes.find(block.end_ip);
+    // The same address in two modes is two instructions; the cache is for
+    // the common case, 64-bit code.
+    bool cacheable = mode == ExecMode::Bits64;
+    auto cached = cacheable ? classes.find(block.end_ip) : classes.end();
     if (cached != classes.end())
       return cached->second;
     uint8_t bytes[16] = {};
@@ -252,13 +331,17 @@ private:
       size = image.read(block.end_ip, block.isid, bytes, 15);
     }
     BranchClass result = BranchClass::Unknown;
+    const InsnClassifier *classifier = classifierFor(mode);
+    if (!classifier)
+      return result;
     auto insn =
         classifier->classify(ArrayRef<uint8_t>(bytes, size), block.end_ip);
     if (insn)
       result = insn->branch;
     else
       consumeError(insn.takeError());
-    classes[block.end_ip] = result;
+    if (cacheable)
+      classes[block.end_ip] = result;
     return result;
   }
 
@@ -288,6 +371,30 @@ private:
     }
   }
 
+  /// The PSB whose PSB+ holds status update `event`, if the decode stands
+  /// exactly where a sync at that PSB would start and it is not the PSB
+  /// this run synced at. The invariant (docs/decoder.md, "PSB pieces"): a
+  /// run stops only at a PSB whose PSB+ it has just crossed, at the point a
+  /// sync there starts, so the run from there repeats nothing and skips
+  /// nothing.
+  ///  - Which PSB: libipt delivers a PSB+'s status updates while its query
+  ///    decoder sits at that PSB+'s PSBEND, so the offset names it, for
+  ///    every update of the group, whatever their order.
+  ///  - Where: with tracing off there (no FUP) nothing runs between the
+  ///    PSB+ and the next TIP.PGE, so any of its updates will do. With
+  ///    tracing on, a sync starts at the FUP's address, and the one update
+  ///    bound to it is MODE.Exec: updates before it (PIP, VMCS, CBR) come
+  ///    while earlier instructions are still to run, updates after it come
+  ///    at the same address but are not needed.
+  std::optional<size_t> crossedPsb(const pt_event &event, size_t syncedIndex) {
+    size_t index = psbIndexAt(currentOffset());
+    if (index <= syncedIndex || !table.joinable[index])
+      return std::nullopt;
+    if (table.tracing[index] && event.type != ptev_exec_mode)
+      return std::nullopt;
+    return index;
+  }
+
   /// Decodes after a successful sync at PSB `syncedIndex`. Returns the PSB
   /// index to resync at (after an error, or at the next PSB crossed), or
   /// nullopt at the end of the trace or at a handoff (piece.handoff says
@@ -295,9 +402,6 @@ private:
   std::optional<size_t> run(Piece &piece, int status, size_t syncedIndex,
                             size_t boundary) {
     uint64_t lastIp = 0;
-    // Status updates of one PSB+ seen so far, and that PSB's index.
-    bool psbGroupOpen = false;
-    size_t psbGroupIndex = 0;
     // After the last packet libipt still follows code that needs no trace;
     // on garbage that can be an endless direct-jump loop.
     uint64_t tailInstructions = 0;
@@ -308,29 +412,18 @@ private:
         if (status < 0)
           break;
         if (event.status_update) {
-          // A PSB+ was crossed. Its first status update comes while libipt
-          // still sits at the PSBEND (more updates are queued), so the
-          // offset names the PSB. The MODE.Exec update comes last and binds
-          // to the FUP address, where libipt has ended the block: if the PSB
-          // starts another piece, stop exactly there.
-          if (!psbGroupOpen) {
-            psbGroupOpen = true;
-            psbGroupIndex = psbIndexAt(currentOffset());
-          }
-          if (event.type != ptev_exec_mode)
+          std::optional<size_t> crossed = crossedPsb(event, syncedIndex);
+          if (!crossed)
             continue;
-          psbGroupOpen = false;
-          if (psbGroupIndex >= boundary) {
-            piece.handoff = psbGroupIndex;
+          if (*crossed >= boundary) {
+            piece.handoff = *crossed;
             return std::nullopt;
           }
           // Every PSB segment is decoded from its own PSB's state, serial
           // or not: libipt's time calibration (MTC/CYC) would otherwise
           // carry over from the previous segment, and a piece that starts
           // here cannot know it. So resync here, as a piece would.
-          if (psbGroupIndex > syncedIndex)
-            return psbGroupIndex;
-          continue;
+          return *crossed;
         }
         addLibiptEvent(piece, event);
       }
@@ -345,7 +438,8 @@ private:
           item.lastIp = block.end_ip;
           item.detail = block.ninsn;
           item.timeNs = tsc;
-          item.lastClass = classifyLast(block);
+          item.mode = execModeOf(block.mode);
+          item.lastClass = classifyLast(block, item.mode);
           piece.items.push_back(item);
           lastIp = block.end_ip;
         }
@@ -378,11 +472,13 @@ private:
   }
 
   const PtImage &image;
+  const PsbTable &table;
   ArrayRef<uint64_t> psbs;
   uint64_t bufferSize;
   PtImageHandle imageCopy;
   BlockDecoderHandle decoder;
-  std::unique_ptr<InsnClassifier> classifier;
+  /// By ExecMode; null until code of that mode is decoded.
+  std::unique_ptr<InsnClassifier> classifiers[3];
   DenseMap<uint64_t, BranchClass> classes;
 };
 
@@ -412,6 +508,7 @@ void joinBlocks(std::vector<TraceItem> &items) {
     if (out > 0 && item.kind == ItemKind::Block &&
         items[out - 1].kind == ItemKind::Block &&
         items[out - 1].lastClass == BranchClass::Other &&
+        items[out - 1].mode == item.mode &&
         uint64_t(items[out - 1].detail) + item.detail <= UINT32_MAX) {
       TraceItem &previous = items[out - 1];
       previous.detail += item.detail;
@@ -469,9 +566,10 @@ unsigned decodeThreads(const DecodeOptions &options) {
 
 /// PSB indices where parallel pieces start: about four pieces per decode
 /// thread, none smaller than options.minChunkBytes.
-std::vector<size_t> pieceStarts(ArrayRef<uint64_t> psbs, uint64_t bufferSize,
+std::vector<size_t> pieceStarts(const PsbTable &table, uint64_t bufferSize,
                                 unsigned threads,
                                 const DecodeOptions &options) {
+  ArrayRef<uint64_t> psbs = table.offsets;
   std::vector<size_t> starts;
   if (psbs.empty())
     return starts;
@@ -480,8 +578,9 @@ std::vector<size_t> pieceStarts(ArrayRef<uint64_t> psbs, uint64_t bufferSize,
     return starts;
   uint64_t target =
       std::max<uint64_t>(options.minChunkBytes, bufferSize / (threads * 4));
+  // Only where a run that crossed the PSB stops (PsbTable::joinable).
   for (size_t i = 1; i < psbs.size(); ++i)
-    if (psbs[i] - psbs[starts.back()] >= target)
+    if (table.joinable[i] && psbs[i] - psbs[starts.back()] >= target)
       starts.push_back(i);
   return starts;
 }
@@ -496,7 +595,8 @@ Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
   if (trace.bytes.empty())
     return out;
   pt_config config = makeConfig(trace.bytes, snapshot.cpu, snapshot.timing);
-  std::vector<uint64_t> psbs = findPsbs(config);
+  PsbTable table = findPsbs(config);
+  ArrayRef<uint64_t> psbs = table.offsets;
   stats.psbs += psbs.size();
   if (psbs.empty()) {
     out.items.push_back({0, 0, 0, 0, ItemKind::Error});
@@ -510,7 +610,7 @@ Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
 
   unsigned threads = decodeThreads(options);
   std::vector<size_t> starts =
-      pieceStarts(psbs, trace.bytes.size(), threads, options);
+      pieceStarts(table, trace.bytes.size(), threads, options);
   std::vector<Piece> pieces(starts.size());
   std::vector<Error> failures;
   auto boundaryAfter = [&](size_t start) {
@@ -522,7 +622,7 @@ Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
   std::atomic<size_t> nextPiece{0};
   std::mutex failureLock;
   auto worker = [&] {
-    auto decoder = PieceDecoder::create(config, image, psbs);
+    auto decoder = PieceDecoder::create(config, image, table);
     if (!decoder) {
       std::lock_guard<std::mutex> lock(failureLock);
       failures.push_back(decoder.takeError());
@@ -561,7 +661,7 @@ Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
       piece = &pieces[start - starts.begin()];
     } else {
       if (!stragglers) {
-        auto decoder = PieceDecoder::create(config, image, psbs);
+        auto decoder = PieceDecoder::create(config, image, table);
         if (!decoder)
           return decoder.takeError();
         stragglers = std::move(*decoder);
@@ -588,6 +688,8 @@ Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
 
 Expected<DecodeResult> decodeSnapshot(const Snapshot &snapshot,
                                       const DecodeOptions &options) {
+  if (Error error = checkCpu(snapshot.cpu))
+    return std::move(error);
   DecodeResult result;
   auto image =
       PtImage::build(snapshot.modules, options.readMemory, result.modules);
@@ -617,25 +719,32 @@ expandInstructions(const Snapshot &snapshot, const ThreadDecode &decode,
   auto image = PtImage::build(snapshot.modules, options.readMemory, ignored);
   if (!image)
     return image.takeError();
-  auto classifier = InsnClassifier::create();
-  if (!classifier)
-    return classifier.takeError();
-  DenseMap<uint64_t, uint8_t> sizes;
+  // One classifier and one size cache per execution mode.
+  std::unique_ptr<InsnClassifier> classifiers[3];
+  DenseMap<uint64_t, uint8_t> sizes[3];
   std::vector<uint64_t> addresses;
   addresses.reserve(decode.instructions);
   for (const TraceItem &item : decode.items) {
     if (item.kind != ItemKind::Block)
       continue;
+    size_t mode = size_t(item.mode);
     uint64_t ip = item.ip;
     for (uint32_t i = 0; i < item.detail; ++i) {
       addresses.push_back(ip);
       if (i + 1 == item.detail)
         break;
-      auto &size = sizes[ip];
+      auto &size = sizes[mode][ip];
       if (!size) {
+        if (!classifiers[mode]) {
+          auto created = InsnClassifier::create(item.mode);
+          if (!created)
+            return created.takeError();
+          classifiers[mode] = std::move(*created);
+        }
         uint8_t bytes[16] = {};
         size_t got = (*image)->read(ip, 0, bytes, 15);
-        auto insn = (*classifier)->classify(ArrayRef<uint8_t>(bytes, got), ip);
+        auto insn =
+            classifiers[mode]->classify(ArrayRef<uint8_t>(bytes, got), ip);
         if (!insn)
           return insn.takeError();
         size = insn->size;

@@ -1,4 +1,4 @@
-//===- InsnClassifier.cpp - x86-64 instruction length and class -----------===//
+//===- InsnClassifier.cpp - x86 instruction length and class --------------===//
 #include "magic_trace/InsnClassifier.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -37,13 +37,27 @@ struct InsnClassifier::Impl {
   std::unique_ptr<MCDisassembler> disassembler;
   std::unique_ptr<MCInstrInfo> instrInfo;
   std::unique_ptr<MCInstrAnalysis> analysis;
+  ExecMode mode = ExecMode::Bits64;
 };
 
 InsnClassifier::InsnClassifier(std::unique_ptr<Impl> impl)
     : impl(std::move(impl)) {}
 InsnClassifier::~InsnClassifier() = default;
 
-Expected<std::unique_ptr<InsnClassifier>> InsnClassifier::create() {
+const char *execModeName(ExecMode mode) {
+  switch (mode) {
+  case ExecMode::Bits64:
+    return "64-bit";
+  case ExecMode::Bits32:
+    return "32-bit";
+  case ExecMode::Bits16:
+    return "16-bit";
+  }
+  return "unknown";
+}
+
+Expected<std::unique_ptr<InsnClassifier>>
+InsnClassifier::create(ExecMode mode) {
   static std::once_flag initialized;
   std::call_once(initialized, [] {
     LLVMInitializeX86TargetInfo();
@@ -51,7 +65,11 @@ Expected<std::unique_ptr<InsnClassifier>> InsnClassifier::create() {
     LLVMInitializeX86Disassembler();
   });
 
-  Triple triple("x86_64-unknown-linux-gnu");
+  // Compatibility-mode code is i386 code; 16-bit default operand size is
+  // LLVM's "16bit-mode" (what `.code16` selects).
+  Triple triple(mode == ExecMode::Bits64 ? "x86_64-unknown-linux-gnu"
+                                         : "i386-unknown-linux-gnu");
+  const char *features = mode == ExecMode::Bits16 ? "+16bit-mode" : "";
   std::string lookupError;
   const Target *target = TargetRegistry::lookupTarget(triple, lookupError);
   if (!target)
@@ -59,12 +77,13 @@ Expected<std::unique_ptr<InsnClassifier>> InsnClassifier::create() {
                              " (use an LLVM built with the X86 backend)");
 
   auto impl = std::make_unique<Impl>();
+  impl->mode = mode;
   impl->registers.reset(target->createMCRegInfo(triple));
   MCTargetOptions options;
   if (impl->registers)
     impl->asmInfo.reset(
         target->createMCAsmInfo(*impl->registers, triple, options));
-  impl->subtarget.reset(target->createMCSubtargetInfo(triple, "", ""));
+  impl->subtarget.reset(target->createMCSubtargetInfo(triple, "", features));
   impl->instrInfo.reset(target->createMCInstrInfo());
   if (!impl->registers || !impl->asmInfo || !impl->subtarget ||
       !impl->instrInfo)
@@ -113,8 +132,10 @@ Expected<ClassifiedInsn> InsnClassifier::classify(ArrayRef<uint8_t> bytes,
       impl->disassembler->getInstruction(inst, size, bytes, ip, nulls());
   if (status != MCDisassembler::Success || size == 0 || size > bytes.size())
     return createStringError(
-        formatv("cannot decode the x86-64 instruction at {0:x} (bytes {1}; "
+        formatv("cannot decode the {0} instruction at {1:x} (bytes {2}; "
                 "check the address and the memory read)",
+                impl->mode == ExecMode::Bits64 ? "x86-64"
+                                               : execModeName(impl->mode),
                 ip, toHex(bytes, /*LowerCase=*/true))
             .str());
 
