@@ -62,10 +62,25 @@ struct DecodeResult {
   DecodeStats stats;
 };
 
-/// Decodes every thread of `snapshot` (or only options.onlyTid). Fails only
-/// when nothing can be decoded at all (libipt cannot allocate, or onlyTid
-/// names no thread); bad trace bytes and missing modules are data in the
-/// result.
+/// The vendor of a CpuIdentity that asks for no errata at all (`--cpu none`).
+constexpr const char *kNoErrataVendor = "none";
+
+/// Succeeds when libipt can be set up for `cpu`: an Intel CPU with a family
+/// and model, or kNoErrataVendor. Otherwise "unknown cpu: ..." saying how to
+/// name one (LLDB's decoder refuses such a trace too).
+llvm::Error checkCpu(const CpuIdentity &cpu);
+
+/// libipt's errata workarounds for `cpu`, by libipt's names ("bdm70", ...).
+std::vector<std::string> cpuErrata(const CpuIdentity &cpu);
+
+/// Parses a --cpu value: "none", or VENDOR/FAMILY/MODEL/STEPPING with vendor
+/// "intel" or "GenuineIntel" ("intel/6/158/9").
+llvm::Expected<CpuIdentity> parseCpu(llvm::StringRef text);
+
+/// Decodes every thread of `snapshot` (or only options.onlyTid). Fails when
+/// nothing can be decoded at all (checkCpu rejects the CPU, libipt cannot
+/// allocate, or onlyTid names no thread); bad trace bytes and missing
+/// modules are data in the result.
 llvm::Expected<DecodeResult> decodeSnapshot(const Snapshot &snapshot,
                                             const DecodeOptions &options);
 

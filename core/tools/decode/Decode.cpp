@@ -31,7 +31,7 @@ enum class DumpKind { None, Events, Calls, Insns };
 const char *const kUsage =
     "usage: magic-trace-decode BUNDLE_DIR_OR_JSON [--dump "
     "events|calls|insns|none] [--threads N] [--tid T] [--chunk-bytes B]\n"
-    "                          [-o FILE]\n"
+    "                          [--cpu CPU] [-o FILE]\n"
     "  --dump events   one line per control-flow event (default)\n"
     "  --dump calls    only calls and returns\n"
     "  --dump insns    every executed instruction address\n"
@@ -39,6 +39,9 @@ const char *const kUsage =
     "  --threads N     decode threads (default: cores; 1 = serial)\n"
     "  --tid T         only this thread\n"
     "  --chunk-bytes B smallest piece of a buffer per decode task (65536)\n"
+    "  --cpu CPU       the CPU that recorded the trace, for libipt's errata,\n"
+    "                  instead of the bundle's cpuInfo: intel/6/158/9, or\n"
+    "                  none (no errata)\n"
     "  -o FILE         run the whole pipeline (decode, symbolize, model) and\n"
     "                  write the trace to FILE, in the format its extension\n"
     "                  names: .fxt (Perfetto), .json (Chrome), .folded, .txt\n"
@@ -50,7 +53,8 @@ struct Args {
   unsigned threads = 0;
   uint64_t tid = 0;
   uint64_t chunkBytes = 64 * 1024;
-  std::string output; ///< -o FILE; empty: print events instead.
+  std::string output;             ///< -o FILE; empty: print events instead.
+  std::optional<CpuIdentity> cpu; ///< --cpu, over the bundle's cpuInfo.
 };
 
 /// Parses the command line by hand: libLLVM.so already registers a global
@@ -79,6 +83,11 @@ Expected<Args> parseArgs(int argc, char **argv) {
     uint64_t number = 0;
     if (name == "o" || name == "output") {
       args.output = value.str();
+    } else if (name == "cpu") {
+      Expected<CpuIdentity> cpu = parseCpu(value);
+      if (!cpu)
+        return cpu.takeError();
+      args.cpu = *cpu;
     } else if (name == "dump") {
       if (value == "events")
         args.dump = DumpKind::Events;
@@ -109,6 +118,12 @@ Expected<Args> parseArgs(int argc, char **argv) {
   if (args.input.empty())
     return createStringError("no bundle given (pass BUNDLE_DIR_OR_JSON)");
   return args;
+}
+
+/// libipt's errata for `cpu`, comma-separated, or "none".
+std::string errataText(const CpuIdentity &cpu) {
+  std::vector<std::string> names = cpuErrata(cpu);
+  return names.empty() ? "none" : join(names, ",");
 }
 
 int fail(const Twine &message) {
@@ -321,6 +336,8 @@ int main(int argc, char **argv) {
   Expected<Snapshot> snapshot = loadBundle(args.input);
   if (!snapshot)
     return fail(toString(snapshot.takeError()));
+  if (args.cpu)
+    snapshot->cpu = *args.cpu;
 
   DecodeOptions options;
   options.threads = args.threads;
@@ -379,6 +396,7 @@ int main(int argc, char **argv) {
       << " (" << namer.stats().lookups << " lookups, "
       << namer.stats().distinctRanges << " ranges), decode "
       << format("%.3f", seconds * 1000) << " ms (" << args.threads
-      << " threads requested, " << result->stats.chunks << " pieces)\n";
+      << " threads requested, " << result->stats.chunks << " pieces), errata "
+      << errataText(snapshot->cpu) << "\n";
   return 0;
 }

@@ -225,6 +225,20 @@ public:
     return fail(field, "expected an integer or a decimal or hex string");
   }
 
+  /// A JSON integer, nothing else: LLDB's parser reads cpuInfo, pid and tid
+  /// as numbers and rejects "6", so a bundle we accept LLDB accepts too.
+  Expected<uint64_t> number(const json::Object &parent, StringRef key,
+                            StringRef field) const {
+    const json::Value *value = parent.get(key);
+    if (!value)
+      return fail(field, "missing");
+    if (std::optional<int64_t> number = value->getAsInteger())
+      return static_cast<uint64_t>(*number);
+    if (std::optional<uint64_t> number = value->getAsUINT64())
+      return *number;
+    return fail(field, "expected a number, as LLDB's schema has it");
+  }
+
   Expected<bool> boolean(const json::Object &parent, StringRef key,
                          StringRef field) const {
     const json::Value *value = parent.get(key);
@@ -285,9 +299,9 @@ Error readCpu(const FieldReader &reader, const json::Object &root,
   if (!cpu)
     return cpu.takeError();
   auto vendor = reader.string(**cpu, "vendor", "cpuInfo.vendor");
-  auto family = reader.integer(**cpu, "family", "cpuInfo.family");
-  auto model = reader.integer(**cpu, "model", "cpuInfo.model");
-  auto stepping = reader.integer(**cpu, "stepping", "cpuInfo.stepping");
+  auto family = reader.number(**cpu, "family", "cpuInfo.family");
+  auto model = reader.number(**cpu, "model", "cpuInfo.model");
+  auto stepping = reader.number(**cpu, "stepping", "cpuInfo.stepping");
   if (!vendor)
     return vendor.takeError();
   if (!family)
@@ -341,11 +355,16 @@ Error readThreads(const FieldReader &reader, const json::Object &process,
     auto thread = reader.object(&(**threads)[i], at);
     if (!thread)
       return thread.takeError();
-    auto tid = reader.integer(**thread, "tid", field(at, "tid"));
+    auto tid = reader.number(**thread, "tid", field(at, "tid"));
     if (!tid)
       return tid.takeError();
-    auto trace =
-        reader.optionalString(**thread, "iptTrace", field(at, "iptTrace"));
+    // LLDB 15 named the file "traceBuffer"; LLDB 16 on reads only
+    // "iptTrace" and would decode such a thread to nothing. Same meaning,
+    // so we read either (and write "iptTrace").
+    StringRef key = (*thread)->get("iptTrace") || !(*thread)->get("traceBuffer")
+                        ? "iptTrace"
+                        : "traceBuffer";
+    auto trace = reader.optionalString(**thread, key, field(at, key));
     if (!trace)
       return trace.takeError();
     ThreadTrace result;
@@ -356,10 +375,9 @@ Error readThreads(const FieldReader &reader, const json::Object &process,
           MemoryBuffer::getFile(path, /*IsText=*/false,
                                 /*RequiresNullTerminator=*/false);
       if (!bytes)
-        return reader.fail(
-            field(at, "iptTrace"),
-            formatv("cannot read {0}: {1}", path, bytes.getError().message())
-                .str());
+        return reader.fail(field(at, key), formatv("cannot read {0}: {1}", path,
+                                                   bytes.getError().message())
+                                               .str());
       StringRef data = (*bytes)->getBuffer();
       result.bytes.assign(data.begin(), data.end());
     }
@@ -687,11 +705,13 @@ Expected<Snapshot> loadBundle(StringRef dirOrJson) {
     return type.takeError();
   if (*type != "intel-pt")
     return reader.fail("type", "expected \"intel-pt\", got \"" + *type + "\"");
-  if (const json::Value *cpus = (*root)->get("cpus");
-      cpus && cpus->kind() != json::Value::Null)
-    return reader.fail("cpus", "per-cpu traces are not supported (record "
-                               "per thread, as `trace save` of a per-thread "
-                               "session does)");
+  // Per-CPU bundles: "cpus" since LLDB 16, "cores" in LLDB 15.
+  for (const char *key : {"cpus", "cores"})
+    if (const json::Value *cpus = (*root)->get(key);
+        cpus && cpus->kind() != json::Value::Null)
+      return reader.fail(key, "per-cpu traces are not supported (record "
+                              "per thread, as `trace save` of a per-thread "
+                              "session does)");
 
   Snapshot snapshot;
   if (Error error = readCpu(reader, **root, snapshot))
@@ -709,7 +729,7 @@ Expected<Snapshot> loadBundle(StringRef dirOrJson) {
   auto process = reader.object(&(**processes)[0], "processes[0]");
   if (!process)
     return process.takeError();
-  auto pid = reader.integer(**process, "pid", "processes[0].pid");
+  auto pid = reader.number(**process, "pid", "processes[0].pid");
   if (!pid)
     return pid.takeError();
   snapshot.pid = *pid;
