@@ -36,6 +36,43 @@ struct ExecutedInsn {
   uint64_t nextIp = 0; ///< Where execution actually went next.
 };
 
+/// Packet shapes real CPUs write that our default stream does not (all are
+/// valid Intel PT, Intel SDM Vol. 3C "Intel Processor Trace"); each one is a
+/// way to check that decoders follow the hardware, not our own habits.
+struct PtDialect {
+  /// PSB+ as recorded on real CPUs: TSC, TMA, MODE.Exec, FUP, then status
+  /// packets CBR, PIP and MODE.TSX after MODE.Exec (ours: CBR before it).
+  bool statusAfterModeExec = false;
+  /// A PSB+ written while tracing is off holds timing packets only (no
+  /// MODE.Exec); MODE.Exec then comes right before TIP.PGE.
+  bool psbOffTimingOnly = false;
+  /// A PAD packet after every this many packets (0: none).
+  unsigned padEvery = 0;
+  /// Long TNT packets (TNT-64, up to 47 branches) instead of TNT-8.
+  bool tnt64 = false;
+  /// The BDM70 shape: a PSB+ written while tracing is off still holds a FUP,
+  /// and TIP.PGE follows. Decodable with libipt's bdm70 workaround, so a
+  /// bundle with it claims a CPU that has the erratum (dialectCpu()).
+  bool fupInOffPsb = false;
+  /// Deferred TIPs (SDM "Deferred TIPs"): a TIP due while a TNT is being
+  /// filled waits until the TNT is sent, then follows it.
+  bool deferTips = false;
+
+  bool any() const {
+    return statusAfterModeExec || psbOffTimingOnly || padEvery || tnt64 ||
+           fupInOffPsb || deferTips;
+  }
+};
+
+/// Parses magic-trace-emulate's --dialect: a comma-separated list of
+/// status-after-mode, psb-off, pad, tnt64, bdm70, deferred-tip, or "all".
+llvm::Expected<PtDialect> parseDialect(llvm::StringRef text);
+
+/// The CPU a trace of `dialect` claims to come from: the emulator's
+/// (emulatorCpu()), or a Skylake (6/158/9) when the BDM70 shape needs
+/// libipt's workaround for it.
+CpuIdentity dialectCpu(const PtDialect &dialect);
+
 class PacketWriter {
 public:
   struct Options {
@@ -44,6 +81,7 @@ public:
     TimerResolution timer = TimerResolution::Normal;
     bool noRetComp = false;     ///< Every return as a TIP.
     uint64_t overflowEvery = 0; ///< Inject OVF every N instructions; 0 off.
+    PtDialect dialect;          ///< Hardware packet shapes to write.
   };
 
   static llvm::Expected<std::unique_ptr<PacketWriter>> create(Options options);

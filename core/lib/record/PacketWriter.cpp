@@ -9,11 +9,14 @@
 #include "magic_trace/PacketWriter.h"
 #include "magic_trace/VirtualClock.h"
 
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <intel-pt.h>
 
 #include <array>
+#include <vector>
 
 namespace magic_trace {
 
@@ -22,8 +25,12 @@ namespace {
 /// libipt's decoders keep a return stack of this many entries
 /// (pt_retstack_size); older entries are overwritten when it is full.
 constexpr size_t retStackSize = 64;
-/// Short TNT (TNT-8) holds up to 6 branch bits.
-constexpr unsigned maxTntBits = 6;
+/// Short TNT (TNT-8) holds up to 6 branch bits, long TNT (TNT-64) 47.
+constexpr unsigned maxShortTntBits = 6;
+constexpr unsigned maxLongTntBits = 47;
+/// The CR3 a PIP of the statusAfterModeExec dialect reports (user-only
+/// tracing of one process: any fixed value).
+constexpr uint64_t dialectCr3 = 0x1000;
 /// Instructions whose packets one injected overflow drops.
 constexpr uint64_t lostPerOverflow = 8;
 
@@ -111,7 +118,12 @@ private:
   uint64_t ctc() const { return tsc() / VirtualClock::tscPerCtc; }
   uint64_t mtcPeriod() const { return ctc() >> VirtualClock::timing.mtcFreq; }
 
+  unsigned maxTntBits() const {
+    return options.dialect.tnt64 ? maxLongTntBits : maxShortTntBits;
+  }
   llvm::Error emit(const pt_packet &packet);
+  llvm::Error emitPacket(const pt_packet &packet);
+  llvm::Error emitModeExec();
   llvm::Error emitType(pt_packet_type type);
   llvm::Error emitIp(pt_packet_type type, uint64_t ip);
   llvm::Error emitSuppressed(pt_packet_type type);
@@ -135,6 +147,9 @@ private:
   bool haveLastIp = false;
   uint64_t tntPayload = 0;
   unsigned tntBits = 0;
+  /// TIP targets deferred behind the TNT being filled (deferTips).
+  std::vector<uint64_t> deferredTips;
+  uint64_t packetsWritten = 0; ///< For padEvery.
   ReturnStack returns;
 
   uint64_t cycles = 0;       ///< Virtual core cycles of traced execution.
@@ -149,6 +164,45 @@ private:
 };
 
 } // namespace
+
+llvm::Expected<PtDialect> parseDialect(llvm::StringRef text) {
+  PtDialect dialect;
+  llvm::SmallVector<llvm::StringRef, 8> names;
+  text.split(names, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef name : names) {
+    bool all = name == "all";
+    if (all || name == "status-after-mode")
+      dialect.statusAfterModeExec = true;
+    if (all || name == "psb-off")
+      dialect.psbOffTimingOnly = true;
+    if (all || name == "pad")
+      dialect.padEvery = 7;
+    if (all || name == "tnt64")
+      dialect.tnt64 = true;
+    if (all || name == "bdm70")
+      dialect.fupInOffPsb = true;
+    if (all || name == "deferred-tip")
+      dialect.deferTips = true;
+    if (!all && !llvm::is_contained({"status-after-mode", "psb-off", "pad",
+                                     "tnt64", "bdm70", "deferred-tip"},
+                                    name))
+      return llvm::createStringError(
+          llvm::formatv("unknown dialect '{0}' (use status-after-mode, "
+                        "psb-off, pad, tnt64, bdm70, deferred-tip or all)",
+                        name)
+              .str());
+  }
+  return dialect;
+}
+
+CpuIdentity dialectCpu(const PtDialect &dialect) {
+  CpuIdentity cpu = emulatorCpu();
+  if (dialect.fupInOffPsb) {
+    cpu.model = 158;
+    cpu.stepping = 9;
+  }
+  return cpu;
+}
 
 PacketWriter::~PacketWriter() = default;
 
@@ -184,8 +238,20 @@ llvm::Error PacketWriterImpl::init() {
   return llvm::Error::success();
 }
 
-/// Encodes one packet into the scratch area and appends it to the ring.
+/// Appends one packet, and a PAD after every padEvery packets.
 llvm::Error PacketWriterImpl::emit(const pt_packet &packet) {
+  if (llvm::Error error = emitPacket(packet))
+    return error;
+  if (!options.dialect.padEvery ||
+      ++packetsWritten % options.dialect.padEvery != 0)
+    return llvm::Error::success();
+  pt_packet pad{};
+  pad.type = ppt_pad;
+  return emitPacket(pad);
+}
+
+/// Encodes one packet into the scratch area and appends it to the ring.
+llvm::Error PacketWriterImpl::emitPacket(const pt_packet &packet) {
   int status = pt_enc_sync_set(encoder.get(), 0);
   if (status >= 0)
     status = pt_enc_next(encoder.get(), &packet);
@@ -235,31 +301,49 @@ llvm::Error PacketWriterImpl::emitCyc() {
   return emit(packet);
 }
 
+/// Sends the TNT being filled, then the TIPs deferred behind it, in order.
 llvm::Error PacketWriterImpl::flushTnt() {
   if (!tntBits)
     return llvm::Error::success();
   if (llvm::Error error = emitCyc())
     return error;
   pt_packet packet{};
-  packet.type = ppt_tnt_8;
+  packet.type = options.dialect.tnt64 ? ppt_tnt_64 : ppt_tnt_8;
   packet.payload.tnt.bit_size = static_cast<uint8_t>(tntBits);
   packet.payload.tnt.payload = tntPayload;
   tntBits = 0;
   tntPayload = 0;
-  return emit(packet);
+  if (llvm::Error error = emit(packet))
+    return error;
+  std::vector<uint64_t> tips = std::move(deferredTips);
+  deferredTips.clear();
+  for (uint64_t target : tips)
+    if (llvm::Error error = emitIp(ppt_tip, target))
+      return error;
+  return llvm::Error::success();
 }
 
 /// The oldest branch is the most significant payload bit.
 llvm::Error PacketWriterImpl::addTnt(bool taken) {
   tntPayload = (tntPayload << 1) | (taken ? 1 : 0);
-  if (++tntBits == maxTntBits)
+  if (++tntBits == maxTntBits())
     return flushTnt();
   return llvm::Error::success();
 }
 
-/// PSB+: PSB, TSC, TMA, CBR, MODE.Exec, FUP (only while tracing), PSBEND.
-/// The decoder forgets its last IP and (when it syncs here) its return
-/// stack, so we forget ours.
+llvm::Error PacketWriterImpl::emitModeExec() {
+  pt_packet mode{};
+  mode.type = ppt_mode;
+  mode.payload.mode.leaf = pt_mol_exec;
+  mode.payload.mode.bits.exec.csl = 1;
+  mode.payload.mode.bits.exec.csd = 0;
+  return emit(mode);
+}
+
+/// PSB+: PSB, TSC, TMA, CBR, MODE.Exec, FUP (only while tracing), PSBEND;
+/// the dialect reorders it (status after MODE.Exec), leaves MODE.Exec out
+/// while tracing is off, or keeps the FUP then (BDM70). The decoder forgets
+/// its last IP and (when it syncs here) its return stack, so we forget ours.
 llvm::Error PacketWriterImpl::psb(bool withFup, uint64_t ip) {
   if (llvm::Error error = flushTnt())
     return error;
@@ -279,19 +363,45 @@ llvm::Error PacketWriterImpl::psb(bool withFup, uint64_t ip) {
   pt_packet cbr{};
   cbr.type = ppt_cbr;
   cbr.payload.cbr.ratio = VirtualClock::timing.nomFreq;
-  pt_packet mode{};
-  mode.type = ppt_mode;
-  mode.payload.mode.leaf = pt_mol_exec;
-  mode.payload.mode.bits.exec.csl = 1;
-  mode.payload.mode.bits.exec.csd = 0;
-  for (const pt_packet *packet : {&tsc, &tma, &cbr, &mode})
+  const PtDialect &dialect = options.dialect;
+  bool tracing = withFup;
+  bool modeExec = tracing || !dialect.psbOffTimingOnly;
+  for (const pt_packet *packet : {&tsc, &tma})
     if (llvm::Error error = emit(*packet))
+      return error;
+  if (!dialect.statusAfterModeExec)
+    if (llvm::Error error = emit(cbr))
+      return error;
+  if (modeExec)
+    if (llvm::Error error = emitModeExec())
       return error;
   lastMtc = mtcPeriod();
   lastCyc = cycles;
-  if (withFup)
+  if (tracing)
     if (llvm::Error error = emitIp(ppt_fup, ip))
       return error;
+  // The BDM70 FUP while tracing is off: decoders with the workaround drop
+  // it whole when TIP.PGE follows (libipt's pt_qry_header_fup), so it must
+  // not be the last IP the TIP.PGE is compressed against.
+  if (!tracing && dialect.fupInOffPsb) {
+    pt_packet stray{};
+    stray.type = ppt_fup;
+    stray.payload.ip.ipc = pt_ipc_sext_48;
+    stray.payload.ip.ip = ip;
+    if (llvm::Error error = emit(stray))
+      return error;
+  }
+  if (dialect.statusAfterModeExec) {
+    pt_packet pip{};
+    pip.type = ppt_pip;
+    pip.payload.pip.cr3 = dialectCr3;
+    pt_packet tsx{};
+    tsx.type = ppt_mode;
+    tsx.payload.mode.leaf = pt_mol_tsx;
+    for (const pt_packet *packet : {&cbr, &pip, &tsx})
+      if (llvm::Error error = emit(*packet))
+        return error;
+  }
   return emitType(ppt_psbend);
 }
 
@@ -331,8 +441,13 @@ llvm::Error PacketWriterImpl::enable(uint64_t ip) {
                       "interrupt or step a syscall first)",
                       ip)
             .str());
-  if (!started || sincePsb >= options.psbPeriod)
+  bool wrotePsb = !started || sincePsb >= options.psbPeriod;
+  if (wrotePsb)
     if (llvm::Error error = psb(/*withFup=*/false, ip))
+      return error;
+  // A timing-only PSB+ left the mode out: it binds to the TIP.PGE instead.
+  if (wrotePsb && options.dialect.psbOffTimingOnly)
+    if (llvm::Error error = emitModeExec())
       return error;
   started = true;
   enabled = true;
@@ -381,6 +496,16 @@ llvm::Error PacketWriterImpl::branchPackets(const ExecutedInsn &insn) {
       return error;
     enabled = false;
     return emitSuppressed(ppt_tip_pgd);
+  }
+  // Deferred TIP: it waits behind the TNT being filled (SDM "Deferred
+  // TIPs"); flushTnt() sends both, the TNT first. Not for a return: an
+  // uncompressed RET finds no TNT in progress, which is how a decoder tells
+  // it from a compressed one (SDM "Indirect Transfer Compression for
+  // Returns").
+  if (options.dialect.deferTips && tntBits &&
+      insn.branch != BranchClass::Return) {
+    deferredTips.push_back(insn.nextIp);
+    return llvm::Error::success();
   }
   if (llvm::Error error = flushTnt())
     return error;

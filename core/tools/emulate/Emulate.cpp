@@ -58,6 +58,12 @@ static cl::opt<uint64_t> overflowEvery(
     "inject-overflow-every",
     cl::desc("Inject an overflow (OVF, lost packets) every N instructions"),
     cl::value_desc("N"), cl::init(0), cl::cat(category));
+static cl::opt<std::string> dialectOption(
+    "dialect",
+    cl::desc("Hardware packet shapes to write too, comma-separated: "
+             "status-after-mode, psb-off, pad, tnt64, bdm70, deferred-tip, "
+             "or all (docs/emulator.md)"),
+    cl::value_desc("LIST"), cl::init(""), cl::cat(category));
 static cl::opt<std::string> outputDir("o", cl::desc("Bundle directory"),
                                       cl::value_desc("DIR"), cl::Required,
                                       cl::cat(category));
@@ -108,6 +114,10 @@ int main(int argc, char **argv) {
   options.writer.timer = timerResolution;
   options.writer.noRetComp = noRetComp;
   options.writer.overflowEvery = overflowEvery;
+  Expected<PtDialect> dialect = parseDialect(dialectOption);
+  if (!dialect)
+    return fail(toString(dialect.takeError()));
+  options.writer.dialect = *dialect;
 
   Expected<EmulateResult> result = emulateProgram(options);
   if (!result)

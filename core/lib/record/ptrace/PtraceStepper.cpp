@@ -709,8 +709,9 @@ Expected<EmulateResult> Emulator::run() {
   Snapshot &snapshot = result.snapshot;
   snapshot.pid = uint64_t(pid);
   snapshot.processName = sys::path::filename(path).str();
-  // The virtual CPU and clock of the packets (VirtualClock.h).
-  snapshot.cpu = emulatorCpu();
+  // The virtual CPU and clock of the packets (VirtualClock.h); a dialect
+  // may need a CPU with a decoder workaround (dialectCpu).
+  snapshot.cpu = dialectCpu(options.writer.dialect);
   snapshot.timing = VirtualClock::timing;
   for (auto &thread : threads) {
     if (!thread->writer)
