@@ -139,6 +139,7 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
   PipelineResult result;
   result.model.pid = snapshot.pid;
   result.model.processName = snapshot.processName;
+  result.errata = cpuErrata(snapshot.cpu);
   for (const ModuleImageStatus &module : decoded->modules)
     if (!module.problem.empty())
       result.moduleProblems.push_back(module.path + ": " + module.problem);
@@ -232,7 +233,8 @@ llvm::json::Value summaryJson(const PipelineResult &result) {
   for (const std::string &problem : result.moduleProblems)
     problems.push_back(problem);
   return llvm::json::Object{{"threads", std::move(threads)},
-                            {"moduleProblems", std::move(problems)}};
+                            {"moduleProblems", std::move(problems)},
+                            {"errata", llvm::json::Array(result.errata)}};
 }
 
 } // namespace magic_trace

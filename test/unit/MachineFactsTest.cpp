@@ -52,6 +52,27 @@ TEST(MachineFactsTest, ParsesFirstProcessorOnly) {
   EXPECT_EQ(cpu.stepping, 4u);
 }
 
+TEST(MachineFactsTest, DoctorNamesTheErrataLibiptUsesForThisCpu) {
+  // Skylake-SP (6/85): libipt's errata table (pt_cpu_errata in
+  // pt_config.c) sets bdm70, skl014, skd022 and skz84 for model 0x55.
+  FakeRoot fake;
+  fake.write("proc/cpuinfo", intelCpuinfo);
+  MachineFacts facts = probeMachine(
+      ProbeOptions{fake.root + "/proc", fake.root + "/sys", 1000u});
+  EXPECT_EQ(facts.libiptErrata,
+            (std::vector<std::string>{"bdm70", "skd022", "skl014", "skz84"}));
+  EXPECT_NE(renderFactsText(facts).find(
+                "(PT encoder and decoder; errata for this cpu: "
+                "bdm70,skd022,skl014,skz84)"),
+            std::string::npos);
+  // Not Intel: no errata.
+  FakeRoot amd;
+  amd.write("proc/cpuinfo", "vendor_id\t: AuthenticAMD\ncpu family\t: 25\n");
+  EXPECT_TRUE(
+      probeMachine(ProbeOptions{amd.root + "/proc", amd.root + "/sys", 1000u})
+          .libiptErrata.empty());
+}
+
 TEST(MachineFactsTest, EmptyCpuinfoIsUnknownVendor) {
   EXPECT_EQ(parseCpuInfo("").vendor, "unknown");
 }

@@ -41,6 +41,9 @@ struct MachineFacts {
   std::optional<int> ptraceScope; ///< Absent when Yama is not built in.
   bool isRoot = false;
   std::string libiptVersion;
+  /// libipt's errata workarounds for this CPU (cpuErrata in Decoder.h):
+  /// what a trace recorded here would be decoded with.
+  std::vector<std::string> libiptErrata;
   std::string llvmVersion;
   std::vector<BackendVerdict> backends;
 };

@@ -47,6 +47,8 @@ struct PipelineResult {
   std::vector<ThreadSummary> threads; ///< Parallel to model.threads.
   /// One line per module the decoder or the symbolizer could not use.
   std::vector<std::string> moduleProblems;
+  /// libipt's errata workarounds the decode used (the snapshot's CPU).
+  std::vector<std::string> errata;
   ModelStats modelStats;
 
   /// The triggered thread's summary, else the thread with the most

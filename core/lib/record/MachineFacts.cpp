@@ -1,7 +1,9 @@
 //===- MachineFacts.cpp - What this machine offers for tracing ------------===//
 #include "magic_trace/MachineFacts.h"
+#include "magic_trace/Decoder.h"
 #include "magic_trace/Libipt.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -171,6 +173,7 @@ MachineFacts probeMachine(const ProbeOptions &options) {
       readIntFile(options.procRoot + "/sys/kernel/yama/ptrace_scope");
   facts.isRoot = (options.euid ? *options.euid : geteuid()) == 0;
   facts.libiptVersion = libiptVersion();
+  facts.libiptErrata = cpuErrata(facts.cpu);
   facts.llvmVersion = LLVM_VERSION_STRING;
   facts.backends = judgeBackends(facts);
   return facts;
@@ -183,7 +186,11 @@ std::string renderFactsText(const MachineFacts &facts) {
   os << pmuLine(facts.intelPt) << "\n";
   os << paranoidLine(facts.perfEventParanoid, facts.isRoot) << "\n";
   os << ptraceLine(facts.ptraceScope) << "\n";
-  os << "libipt: " << facts.libiptVersion << " (PT encoder and decoder)\n";
+  os << "libipt: " << facts.libiptVersion
+     << " (PT encoder and decoder; errata for this cpu: "
+     << (facts.libiptErrata.empty() ? std::string("none")
+                                    : llvm::join(facts.libiptErrata, ","))
+     << ")\n";
   os << "llvm: " << facts.llvmVersion
      << " (disassembler, DWARF symbolizer, demangler)\n";
   for (const BackendVerdict &backend : facts.backends)
@@ -222,6 +229,7 @@ llvm::json::Value renderFactsJson(const MachineFacts &facts) {
       {"ptrace_scope", optionalInt(facts.ptraceScope)},
       {"root", facts.isRoot},
       {"libipt_version", facts.libiptVersion},
+      {"libipt_errata", llvm::json::Array(facts.libiptErrata)},
       {"llvm_version", facts.llvmVersion},
       {"backends", std::move(backends)},
   };
