@@ -252,6 +252,88 @@ TEST_F(ModelBuilderTest, ReturnIntoUnseenFrameCreatesInferredParent) {
   EXPECT_EQ(stats.inferredFrames, 3u);
 }
 
+/// A block ending in a call instruction of `size` bytes (the decoder's
+/// lastSize), so the call's return address is lastIp + size.
+TraceItem callBlock(uint64_t ip, uint64_t lastIp, uint64_t time,
+                    uint8_t size = 5) {
+  TraceItem item = block(ip, lastIp, time, BranchClass::DirectCall);
+  item.lastSize = size;
+  return item;
+}
+
+TEST_F(ModelBuilderTest, ReturnGoesToTheFrameThatPushedItsAddress) {
+  // Stripped code: the caller's code after the call symbolizes as another
+  // "function" (the next page of unknown code). The return address, not
+  // the name, says where the return goes: no inferred parent for it.
+  symbols.function("[unknown page]", 0x6000, 0x7000);
+  symbols.function("[unknown next page]", 0x7000, 0x8000);
+  add(callBlock(0x6f00, 0x6ffb, 0));
+  add(block(0x3000, 0x3020, 10, BranchClass::Return));
+  add(block(0x7000, 0x7010, 20, BranchClass::Other));
+  add(event(ItemKind::Disable, 30));
+  EXPECT_EQ(tree(), "segment 0-30\n"
+                    "[unknown page] 0-30 inferred\n"
+                    "  a 10-20\n");
+  EXPECT_EQ(stats.inferredFrames, 1u);
+}
+
+TEST_F(ModelBuilderTest, ATailCallReturnsWhereTheFrameItReplacedWould) {
+  // main calls a (returns to 0x2015), a tail-calls b, b returns to 0x2015
+  // in code named otherwise: b's frame ends, main continues.
+  symbols.function("main.cold", 0x2015, 0x2100);
+  add(callBlock(0x2000, 0x2010, 0));
+  add(block(0x3000, 0x3010, 10, BranchClass::DirectJump));
+  add(block(0x4000, 0x4010, 20, BranchClass::Return));
+  add(block(0x2015, 0x2020, 30, BranchClass::Other));
+  add(event(ItemKind::Disable, 40));
+  EXPECT_EQ(tree(), "segment 0-40\n"
+                    "main 0-40 inferred\n"
+                    "  a 10-20\n"
+                    "  b 20-30\n");
+}
+
+TEST_F(ModelBuilderTest, ReturnAddressOfADeeperFrameEndsTheFramesAbove) {
+  // main -> a -> b; b returns straight to main's return address (a return
+  // that skips a frame, as a longjmp-like return does).
+  add(callBlock(0x2000, 0x2010, 0));
+  add(callBlock(0x3000, 0x3010, 10));
+  add(block(0x4000, 0x4010, 20, BranchClass::Return));
+  add(block(0x2015, 0x2020, 30, BranchClass::Other));
+  add(event(ItemKind::Disable, 40));
+  EXPECT_EQ(tree(), "segment 0-40\n"
+                    "main 0-40 inferred\n"
+                    "  a 10-30\n"
+                    "    b 20-30\n");
+}
+
+TEST_F(ModelBuilderTest, ReturnToALandingPadUnwindsToItsFunction) {
+  // C++ unwinding: the unwinder's last return goes to a landing pad in
+  // main, not an address any call pushed: unwind to main.
+  add(callBlock(0x2000, 0x2010, 0));
+  add(callBlock(0x3000, 0x3010, 10));
+  add(block(0x4000, 0x4010, 20, BranchClass::Return));
+  add(block(0x2080, 0x2090, 30, BranchClass::Other));
+  add(event(ItemKind::Disable, 40));
+  EXPECT_EQ(tree(), "segment 0-40\n"
+                    "main 0-40 inferred\n"
+                    "  a 10-30\n"
+                    "    b 20-30\n");
+}
+
+TEST_F(ModelBuilderTest, ACallToTheNextInstructionPushesNoReturnAddress) {
+  // main: call next (the PIC idiom), then call a, which returns to 0x2015.
+  // The zero-length call's frame is never a return target.
+  add(callBlock(0x2000, 0x2004, 0, 5)); // call 0x2009, the next insn
+  add(callBlock(0x2009, 0x2010, 10));   // call a, returns to 0x2015
+  add(block(0x3000, 0x3010, 20, BranchClass::Return));
+  add(block(0x2015, 0x2020, 30, BranchClass::Other));
+  add(event(ItemKind::Disable, 40));
+  EXPECT_EQ(tree(), "segment 0-40\n"
+                    "main 0-40 inferred\n"
+                    "  main 10-40\n"
+                    "    a 20-30\n");
+}
+
 TEST_F(ModelBuilderTest, JumpToEntryIsTailCall) {
   // main calls a; a jumps to b's entry (tail call); b returns into main.
   add(block(0x2000, 0x2010, 0, BranchClass::DirectCall));

@@ -55,7 +55,9 @@ struct TraceItem {
   ItemKind kind = ItemKind::Block;
   BranchClass lastClass = BranchClass::Other; ///< Block: its last instruction.
   ExecMode mode = ExecMode::Bits64;           ///< Block: its code's mode.
-  uint8_t reserved = 0;
+  /// Block: the size of its last instruction when it is a call or jump (so
+  /// a call's return address is lastIp + lastSize); 0 when not known.
+  uint8_t lastSize = 0;
 };
 static_assert(sizeof(TraceItem) == 32, "TraceItem must stay compact");
 

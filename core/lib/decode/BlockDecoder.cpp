@@ -312,10 +312,17 @@ private:
     return slot.get();
   }
 
-  BranchClass classifyLast(const pt_block &block, ExecMode mode) {
+  /// The class of a block's last instruction and, when the bytes had to be
+  /// read (calls and jumps), its size (0 when not known).
+  struct LastInsn {
+    BranchClass branch = BranchClass::Unknown;
+    uint8_t size = 0;
+  };
+
+  LastInsn classifyLast(const pt_block &block, ExecMode mode) {
     BranchClass known = classFromLibipt(block.iclass);
     if (known != BranchClass::Unknown)
-      return known;
+      return {known, 0};
     // The same address in two modes is two instructions; the cache is for
     // the common case, 64-bit code.
     bool cacheable = mode == ExecMode::Bits64;
@@ -330,14 +337,14 @@ private:
     } else {
       size = image.read(block.end_ip, block.isid, bytes, 15);
     }
-    BranchClass result = BranchClass::Unknown;
+    LastInsn result;
     const InsnClassifier *classifier = classifierFor(mode);
     if (!classifier)
       return result;
     auto insn =
         classifier->classify(ArrayRef<uint8_t>(bytes, size), block.end_ip);
     if (insn)
-      result = insn->branch;
+      result = {insn->branch, insn->size};
     else
       consumeError(insn.takeError());
     if (cacheable)
@@ -439,7 +446,9 @@ private:
           item.detail = block.ninsn;
           item.timeNs = tsc;
           item.mode = execModeOf(block.mode);
-          item.lastClass = classifyLast(block, item.mode);
+          LastInsn last = classifyLast(block, item.mode);
+          item.lastClass = last.branch;
+          item.lastSize = last.size;
           piece.items.push_back(item);
           lastIp = block.end_ip;
         }
@@ -479,7 +488,7 @@ private:
   BlockDecoderHandle decoder;
   /// By ExecMode; null until code of that mode is decoded.
   std::unique_ptr<InsnClassifier> classifiers[3];
-  DenseMap<uint64_t, BranchClass> classes;
+  DenseMap<uint64_t, LastInsn> classes;
 };
 
 /// Appends `piece` to `out`, renumbering its error references. The first
@@ -514,6 +523,7 @@ void joinBlocks(std::vector<TraceItem> &items) {
       previous.detail += item.detail;
       previous.lastIp = item.lastIp;
       previous.lastClass = item.lastClass;
+      previous.lastSize = item.lastSize;
       continue;
     }
     items[out++] = item;

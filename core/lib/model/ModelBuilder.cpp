@@ -55,8 +55,12 @@ Transfer transferAfter(BranchClass last) {
 /// instance when their function and call site (file, line in the caller)
 /// agree.
 struct OpenFrame {
-  uint32_t frame = 0;    ///< Index in the segment's creation-order frames.
-  uint64_t entry = 0;    ///< Physical: the function's entry, 0 if unknown.
+  uint32_t frame = 0; ///< Index in the segment's creation-order frames.
+  uint64_t entry = 0; ///< Physical: the function's entry, 0 if unknown.
+  /// Physical: the address its call pushed (the instruction after the call),
+  /// where its return goes; 0 when unknown (an inferred frame, or a block
+  /// stream without instruction sizes).
+  uint64_t returnAddress = 0;
   StringId function = 0; ///< The function's name.
   StringId callFile = 0; ///< Inlined: the call site's file...
   uint32_t callLine = 0; ///< ... and line, in the caller.
@@ -102,7 +106,7 @@ private:
   // Transfers into a block's first range.
   void enter(const SymbolRange &range, Transfer how, uint64_t address,
              uint64_t time);
-  void enterByReturn(const SymbolRange &range, uint64_t time);
+  void enterByReturn(const SymbolRange &range, uint64_t address, uint64_t time);
   void enterByJump(const SymbolRange &range, uint64_t address, uint64_t time);
   void enterUnknown(const SymbolRange &range, uint64_t time);
 
@@ -114,13 +118,14 @@ private:
   }
   uint32_t newFrame(Frame frame, bool outer);
   void pushPhysical(const SymbolRange &range, uint64_t time, bool inferred,
-                    bool outer = false);
+                    bool outer = false, uint64_t returnAddress = 0);
   void pushInlined(const SymbolRange &range, size_t from, uint64_t time,
                    bool inferred, bool outer = false);
   void popTo(size_t depth, uint64_t time);
   void popCallees(size_t physical, uint64_t time);
   size_t topPhysical() const;
   size_t findPhysical(const SymbolRange &range, size_t below) const;
+  size_t findReturnAddress(uint64_t address) const;
   void syncInlined(const SymbolRange &range, uint64_t time);
   void replaceTop(const SymbolRange &range, uint64_t time);
   void inferParent(const SymbolRange &range, uint64_t time);
@@ -159,6 +164,9 @@ private:
   uint32_t inferredCount = 0;
   Transfer nextTransfer = Transfer::Start;
   BranchClass lastClass = BranchClass::Other;
+  /// After a block that ended in a call: the call's return address (0 when
+  /// the instruction's size is unknown).
+  uint64_t callReturnAddress = 0;
   uint32_t openSpan = NoFrame; ///< [syscall]/[untraced] awaiting its end.
   uint64_t lastTime = 0;
 
@@ -244,6 +252,9 @@ void SegmentBuilder::onBlock(size_t index) {
   }
   lastClass = block.lastClass;
   nextTransfer = transferAfter(block.lastClass);
+  callReturnAddress = nextTransfer == Transfer::Call && block.lastSize
+                          ? block.lastIp + block.lastSize
+                          : 0;
   if (nextTransfer == Transfer::Call)
     ++model.calls;
 }
@@ -305,10 +316,14 @@ void SegmentBuilder::enter(const SymbolRange &range, Transfer how,
     pushPhysical(range, time, /*inferred=*/true);
     return;
   case Transfer::Call:
-    pushPhysical(range, time, /*inferred=*/false);
+    // A call to the next instruction (the PIC idiom for reading the IP)
+    // pushes a frame but no return address: nothing returns to it (the
+    // SDM's RET-compression rules leave such calls out too).
+    pushPhysical(range, time, /*inferred=*/false, /*outer=*/false,
+                 address == callReturnAddress ? 0 : callReturnAddress);
     return;
   case Transfer::Return:
-    enterByReturn(range, time);
+    enterByReturn(range, address, time);
     return;
   case Transfer::Jump:
     enterByJump(range, address, time);
@@ -319,10 +334,21 @@ void SegmentBuilder::enter(const SymbolRange &range, Transfer how,
   }
 }
 
-void SegmentBuilder::enterByReturn(const SymbolRange &range, uint64_t time) {
-  // The return leaves the top physical frame; it goes to the nearest frame
-  // of the target's function below it. Skipping several frames is how
-  // longjmp and C++ unwinding look when they end in a return.
+void SegmentBuilder::enterByReturn(const SymbolRange &range, uint64_t address,
+                                   uint64_t time) {
+  // A return to X ends the nearest frame whose call pushed X, and every
+  // frame above it: the trace alone says where it goes, whatever the
+  // symbols (stripped code, or a caller known only by a page of it).
+  size_t pushed = findReturnAddress(address);
+  if (pushed != SIZE_MAX && pushed > 0) {
+    popTo(pushed, time);
+    syncInlined(range, time);
+    return;
+  }
+  // No open frame pushed X: X is inside a function on the stack that is
+  // not at a return address (C++ unwinding's return to a landing pad,
+  // __builtin_eh_return; a longjmp that ends in a return), so unwind to
+  // the nearest frame of that function below the returning one.
   size_t top = topPhysical();
   size_t target = findPhysical(range, top);
   if (target != SIZE_MAX) {
@@ -389,7 +415,8 @@ uint32_t SegmentBuilder::newFrame(Frame frame, bool outer) {
 }
 
 void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
-                                  bool inferred, bool outer) {
+                                  bool inferred, bool outer,
+                                  uint64_t returnAddress) {
   Frame frame;
   frame.site = model.sites.intern(siteForRange(range, 0));
   frame.begin = frame.end = time;
@@ -399,6 +426,7 @@ void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
   open.frame = newFrame(frame, outer);
   open.entry = range.functionEntry;
   open.function = range.frames[0].function;
+  open.returnAddress = returnAddress;
   stack.push_back(open);
   pushInlined(range, 1, time, inferred, outer);
 }
@@ -454,6 +482,17 @@ size_t SegmentBuilder::findPhysical(const SymbolRange &range,
   return SIZE_MAX;
 }
 
+/// The stack index of the nearest physical frame whose call pushed
+/// `address`, or SIZE_MAX.
+size_t SegmentBuilder::findReturnAddress(uint64_t address) const {
+  if (address == 0)
+    return SIZE_MAX;
+  for (size_t i = stack.size(); i-- > 0;)
+    if (!stack[i].inlined && stack[i].returnAddress == address)
+      return i;
+  return SIZE_MAX;
+}
+
 /// The top physical frame is `range`'s function: make the inlined frames
 /// above it follow `range`'s inline chain.
 void SegmentBuilder::syncInlined(const SymbolRange &range, uint64_t time) {
@@ -469,8 +508,11 @@ void SegmentBuilder::syncInlined(const SymbolRange &range, uint64_t time) {
 /// Ends the top physical frame (and its inlined frames) and starts `range`'s
 /// function in its place, under the same parent.
 void SegmentBuilder::replaceTop(const SymbolRange &range, uint64_t time) {
-  popTo(topPhysical(), time);
-  pushPhysical(range, time, /*inferred=*/false);
+  // A tail call returns where the frame it replaces would have.
+  size_t top = topPhysical();
+  uint64_t returnAddress = stack[top].returnAddress;
+  popTo(top, time);
+  pushPhysical(range, time, /*inferred=*/false, /*outer=*/false, returnAddress);
 }
 
 /// A return into a function not on the stack: it called the outermost open
@@ -499,6 +541,7 @@ void SegmentBuilder::startSegment(uint64_t time) {
   outerChains.clear();
   inferredCount = 0;
   nextTransfer = Transfer::Start;
+  callReturnAddress = 0;
   lastClass = BranchClass::Other;
   openSpan = NoFrame;
   Segment segment;

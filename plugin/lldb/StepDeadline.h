@@ -1,0 +1,59 @@
+//===- StepDeadline.h - Every step of the stepper ends in time --*- C++ -*-===//
+//
+// SBThread::StepInstruction in synchronous mode waits until the process
+// stops, with no timeout of its own. A thread that blocks in the kernel
+// (a futex, read, sleep, join) while the debugger keeps every other thread
+// stopped would make that wait endless: issue 16's hang. A StepDeadline
+// bounds it: a watcher thread interrupts the process (SendAsyncInterrupt)
+// when the step is not back by its deadline, or as soon as someone asks the
+// debugger to interrupt (SBDebugger::RequestInterrupt), and asks again every
+// second until the step is back.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PLUGIN_STEPDEADLINE_H
+#define MAGIC_TRACE_PLUGIN_STEPDEADLINE_H
+
+#include "lldb/API/SBDebugger.h"
+#include "lldb/API/SBProcess.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace magic_trace::plugin {
+
+class StepDeadline {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  /// Why the watcher interrupted the step, if it did.
+  enum class Fired { No, Deadline, Interrupt };
+
+  StepDeadline(lldb::SBDebugger debugger, lldb::SBProcess process);
+  ~StepDeadline();
+  StepDeadline(const StepDeadline &) = delete;
+  StepDeadline &operator=(const StepDeadline &) = delete;
+
+  /// A step begins: interrupt it if it is not back within `timeout`.
+  void arm(std::chrono::milliseconds timeout);
+  /// The step is back; returns whether (and why) it was interrupted.
+  Fired disarm();
+
+private:
+  void watch();
+
+  lldb::SBDebugger debugger;
+  lldb::SBProcess process;
+  std::mutex mutex;
+  std::condition_variable wake;
+  Clock::time_point deadline;
+  bool armed = false;
+  bool quit = false;
+  Fired fired = Fired::No;
+  std::thread watcher;
+};
+
+} // namespace magic_trace::plugin
+
+#endif
