@@ -1,5 +1,6 @@
 //===- EmulateStepper.cpp - Traced execution through the SB API -----------===//
 #include "EmulateStepper.h"
+#include "StepDeadline.h"
 
 #include "lldb/API/SBBreakpoint.h"
 #include "lldb/API/SBBreakpointLocation.h"
@@ -7,15 +8,16 @@
 #include "lldb/API/SBError.h"
 #include "lldb/API/SBFrame.h"
 #include "lldb/API/SBProcess.h"
-#include "lldb/API/SBStream.h"
 #include "lldb/API/SBTarget.h"
 #include "lldb/API/SBThread.h"
+#include "lldb/API/SBValue.h"
 
+#include <algorithm>
 #include <chrono>
-#include <condition_variable>
+#include <csignal>
 #include <map>
-#include <mutex>
-#include <thread>
+#include <optional>
+#include <set>
 
 namespace magic_trace::plugin {
 namespace {
@@ -24,66 +26,50 @@ using Clock = std::chrono::steady_clock;
 
 /// Instructions a thread runs before the next thread's turn.
 constexpr unsigned Quantum = 200;
-/// A syscall still running after this long, with other threads to run, is
-/// interrupted and retried later (it may wait for one of them).
-constexpr auto BlockedSyscallTimeout = std::chrono::milliseconds(150);
-constexpr unsigned MaxBackoffRounds = 32;
+/// A step's deadline while another thread could run instead: a thread still
+/// in the kernel after this long is parked (it may wait for one of them).
+constexpr auto SharedDeadline = std::chrono::milliseconds(150);
+/// A step's deadline when no other thread can run: a short sleep ends within
+/// a try or two, and Ctrl-C (seen between steps) still stops the run well
+/// within a second.
+constexpr auto AloneDeadline = std::chrono::milliseconds(500);
+/// A blocked thread is parked this long first, doubling up to MaxPark.
+constexpr auto FirstPark = std::chrono::milliseconds(100);
+constexpr auto MaxPark = std::chrono::milliseconds(1600);
+constexpr auto ProgressInterval = std::chrono::seconds(2);
 
-/// Interrupts the process when a step takes longer than a deadline: a step
-/// of a blocking syscall with the other threads stopped would never end.
-class Watchdog {
-public:
-  explicit Watchdog(lldb::SBProcess process)
-      : process(process), worker([this] { loop(); }) {}
-  ~Watchdog() {
-    {
-      std::lock_guard<std::mutex> lock(mutex);
-      quit = true;
-    }
-    wake.notify_all();
-    worker.join();
-  }
-  void arm(std::chrono::milliseconds timeout) {
-    std::lock_guard<std::mutex> lock(mutex);
-    deadline = Clock::now() + timeout;
-    armed = true;
-    fired = false;
-    wake.notify_all();
-  }
-  /// Returns whether the deadline passed (and the process was interrupted).
-  bool disarm() {
-    std::lock_guard<std::mutex> lock(mutex);
-    armed = false;
-    wake.notify_all();
-    return fired;
-  }
+// x86-64 Linux system calls the stepper looks at (asm/unistd_64.h).
+constexpr uint64_t SysClone = 56;
+constexpr uint64_t SysFork = 57;
+constexpr uint64_t SysVfork = 58;
+constexpr uint64_t SysExecve = 59;
+constexpr uint64_t SysFutex = 202;
+constexpr uint64_t SysExecveat = 322;
+constexpr uint64_t SysClone3 = 435;
+constexpr uint64_t CloneThread = 0x10000; ///< CLONE_THREAD: not a new process.
 
-private:
-  void loop() {
-    std::unique_lock<std::mutex> lock(mutex);
-    while (!quit) {
-      if (!armed) {
-        wake.wait(lock);
-        continue;
-      }
-      if (wake.wait_until(lock, deadline) == std::cv_status::timeout && armed &&
-          !quit) {
-        fired = true;
-        armed = false;
-        process.SendAsyncInterrupt();
-      }
-    }
-  }
+/// The kernel's -ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND and
+/// -ERESTART_RESTARTBLOCK: rax of a thread stopped inside a syscall that the
+/// kernel runs again on resume, backing the IP up over the `syscall`
+/// (include/linux/errno.h; user code never sees these values).
+bool restartsSyscall(uint64_t rax) {
+  int64_t value = int64_t(rax);
+  return value == -512 || value == -513 || value == -514 || value == -516;
+}
 
-  lldb::SBProcess process;
-  std::mutex mutex;
-  std::condition_variable wake;
-  Clock::time_point deadline;
-  bool armed = false;
-  bool fired = false;
-  bool quit = false;
-  std::thread worker;
-};
+uint64_t registerValue(lldb::SBThread &thread, const char *name) {
+  return thread.GetFrameAtIndex(0).FindRegister(name).GetValueAsUnsigned(0);
+}
+
+uint64_t currentPc(lldb::SBThread &thread) {
+  return thread.GetFrameAtIndex(0).GetPC();
+}
+
+std::string stopDescription(lldb::SBThread &thread) {
+  char buffer[256];
+  size_t length = thread.GetStopDescription(buffer, sizeof(buffer));
+  return length ? std::string(buffer) : std::string("stopped");
+}
 
 /// Load address -> breakpoint id of every enabled user breakpoint location.
 std::map<uint64_t, lldb::break_id_t>
@@ -105,15 +91,18 @@ breakpointAddresses(lldb::SBTarget &target) {
   return addresses;
 }
 
-uint64_t currentPc(lldb::SBThread &thread) {
-  return thread.GetFrameAtIndex(0).GetPC();
-}
+/// A thread's place in the round robin, for one traced run.
+struct Turn {
+  /// The thread is inside the syscall at this address (its PC is just
+  /// after it): LLDB stopped it there, or a step of it reached its
+  /// deadline. Its next step runs that syscall again.
+  std::optional<uint64_t> inSyscall;
+  /// Parked (blocked in the kernel) until then.
+  Clock::time_point parkedUntil;
+  Clock::duration park = FirstPark;
 
-std::string stopDescription(lldb::SBThread &thread) {
-  char buffer[256];
-  size_t length = thread.GetStopDescription(buffer, sizeof(buffer));
-  return length ? std::string(buffer) : std::string("stopped");
-}
+  bool parked(Clock::time_point now) const { return parkedUntil > now; }
+};
 
 /// Stepping state shared by the loop's helpers.
 struct Stepper {
@@ -121,24 +110,72 @@ struct Stepper {
   Session &session;
   lldb::SBTarget target;
   lldb::SBProcess process;
-  Watchdog watchdog;
+  StepDeadline deadline;
   std::map<uint64_t, lldb::break_id_t> breakpoints;
+  std::map<uint64_t, Turn> turns;
+  /// The last step's deadline fired: the interrupt may still stop the next
+  /// step early (LLDB can deliver it after the step ended on its own).
+  bool lateInterrupt = false;
 
-  enum class Result { Ok, Blocked, ThreadGone, Exited, Stop };
+  Stepper(lldb::SBDebugger &debugger, Session &session)
+      : debugger(debugger), session(session),
+        target(debugger.GetSelectedTarget()), process(target.GetProcess()),
+        deadline(debugger, process), breakpoints(breakpointAddresses(target)) {}
+
+  enum class Result { Progress, NoProgress, Blocked, ThreadGone, Exited, Stop };
 
   bool interruptRequested() {
     return debugger.InterruptRequested() ||
            debugger.GetCommandInterpreter().WasInterrupted();
   }
 
+  /// Where `thread` is when its turn is first taken: inside an interrupted
+  /// syscall (LLDB stopped it in the kernel; the PC is after the `syscall`)
+  /// or at its PC.
+  std::optional<uint64_t> syscallInProgress(lldb::SBThread &thread) {
+    if (!restartsSyscall(registerValue(thread, "rax")))
+      return std::nullopt;
+    uint64_t pc = currentPc(thread);
+    uint8_t bytes[2];
+    lldb::SBError error;
+    if (process.ReadMemory(pc - 2, bytes, 2, error) != 2 || bytes[0] != 0x0f ||
+        bytes[1] != 0x05)
+      return std::nullopt;
+    return pc - 2;
+  }
+
+  /// A thread blocked; others run meanwhile.
+  void park(Turn &turn) {
+    turn.parkedUntil = Clock::now() + turn.park;
+    turn.park = std::min<Clock::duration>(turn.park * 2, MaxPark);
+  }
+
+  /// Something that can wake a blocked thread happened (a futex call, a
+  /// thread ended or began): every parked thread gets its next turn.
+  void unparkAll() {
+    for (auto &[tid, turn] : turns)
+      turn.parkedUntil = Clock::time_point();
+  }
+
+  llvm::Error enable(ThreadRecorder &recorder, uint64_t ip) {
+    if (recorder.tracing)
+      return llvm::Error::success();
+    if (llvm::Error error = recorder.writer->enable(ip))
+      return error;
+    recorder.tracing = true;
+    if (recorder.truth)
+      recorder.truth->addEvent(TruthEventKind::Enable, 0, ip);
+    return llvm::Error::success();
+  }
+
   llvm::Error record(ThreadRecorder &recorder, const ExecutedInsn &insn) {
-    if (!recorder.tracing) {
-      if (llvm::Error error = recorder.writer->enable(insn.ip))
-        return error;
-      recorder.tracing = true;
-    }
+    if (llvm::Error error = enable(recorder, insn.ip))
+      return error;
     if (llvm::Error error = recorder.writer->step(insn))
       return error;
+    if (recorder.truth)
+      recorder.truth->addInstruction(insn.ip, insn.size, insn.branch,
+                                     insn.nextIp);
     ++session.stats.instructions;
     // A syscall leaves user space: the writer wrote TIP.PGD.
     if (insn.branch == BranchClass::Syscall)
@@ -146,149 +183,275 @@ struct Stepper {
     return llvm::Error::success();
   }
 
-  /// One instruction of `thread`. On Stop, `outcome` says why.
+  /// A signal handler ran before the instruction at `ip`: an asynchronous
+  /// transfer (FUP + TIP.PGD); tracing resumes in the handler.
+  llvm::Error interrupted(ThreadRecorder &recorder, uint64_t ip,
+                          uint64_t handler) {
+    if (recorder.truth)
+      recorder.truth->addEvent(TruthEventKind::Interrupt, ip, handler);
+    if (!recorder.tracing)
+      return llvm::Error::success();
+    recorder.tracing = false;
+    return recorder.writer->interrupt(ip);
+  }
+
+  /// Notes a fork: LLDB follows the parent and detaches the child.
+  void noteFork(lldb::SBThread &thread, StepOutcome &outcome) {
+    int64_t child = int64_t(registerValue(thread, "rax"));
+    if (child > 0)
+      outcome.notes.push_back(
+          "thread " + std::to_string(thread.GetThreadID()) +
+          " forked process " + std::to_string(child) +
+          ", which runs untraced (the debugger follows the parent)");
+  }
+
+  /// Whether the syscall `thread` is about to make creates a process.
+  bool forks(lldb::SBThread &thread, uint64_t number) {
+    if (number == SysFork || number == SysVfork)
+      return true;
+    if (number == SysClone)
+      return !(registerValue(thread, "rdi") & CloneThread);
+    if (number != SysClone3)
+      return false;
+    uint64_t flags = 0;
+    lldb::SBError error;
+    process.ReadMemory(registerValue(thread, "rdi"), &flags, sizeof(flags),
+                       error);
+    return error.Success() && !(flags & CloneThread);
+  }
+
   llvm::Expected<Result> stepOne(lldb::SBThread &thread,
-                                 ThreadRecorder *recorder, bool otherThreads,
-                                 StepOutcome &outcome) {
-    uint64_t tid = thread.GetThreadID();
-    uint64_t pc;
-    ClassifiedInsn insn;
-    if (recorder && recorder->pendingSyscall) {
-      pc = recorder->pendingSyscall->first;
-      insn.size = recorder->pendingSyscall->second;
-      insn.branch = BranchClass::Syscall;
-    } else {
-      pc = currentPc(thread);
-      uint8_t bytes[16];
-      lldb::SBError error;
-      size_t read = process.ReadMemory(pc, bytes, sizeof(bytes), error);
-      if (read == 0)
-        return llvm::createStringError(
-            "cannot read the instruction at 0x%llx of thread %llu: %s (the "
-            "thread left mapped code; use a plain 'continue')",
-            (unsigned long long)pc, (unsigned long long)tid,
-            error.GetCString() ? error.GetCString() : "unreadable");
-      llvm::Expected<ClassifiedInsn> classified =
-          session.classifier->classify(llvm::ArrayRef(bytes, read), pc);
-      if (!classified)
-        return classified.takeError();
-      insn = *classified;
-    }
+                                 ThreadRecorder *recorder, Turn &turn,
+                                 bool othersCanRun, StepOutcome &outcome);
+  llvm::Error disableAll();
+};
 
-    bool guard = otherThreads && insn.branch == BranchClass::Syscall;
-    if (guard)
-      watchdog.arm(BlockedSyscallTimeout);
-    lldb::SBError stepError;
-    thread.StepInstruction(false, stepError);
-    bool timedOut = guard && watchdog.disarm();
-    ++session.stats.steps;
-    if (stepError.Fail())
+llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
+                                                 ThreadRecorder *recorder,
+                                                 Turn &turn, bool othersCanRun,
+                                                 StepOutcome &outcome) {
+  uint64_t tid = thread.GetThreadID();
+  uint64_t pc;
+  ClassifiedInsn insn;
+  uint64_t number = UINT64_MAX; ///< The syscall about to run, when known.
+  if (turn.inSyscall) {
+    pc = *turn.inSyscall;
+    insn.size = 2;
+    insn.branch = BranchClass::Syscall;
+  } else {
+    pc = currentPc(thread);
+    uint8_t bytes[16];
+    lldb::SBError error;
+    size_t read = process.ReadMemory(pc, bytes, sizeof(bytes), error);
+    if (read == 0)
       return llvm::createStringError(
-          "cannot step thread %llu at 0x%llx: %s (see 'process status')",
-          (unsigned long long)tid, (unsigned long long)pc,
-          stepError.GetCString());
+          "cannot read the instruction at 0x%llx of thread %llu: %s (the "
+          "thread left mapped code; use a plain 'continue')",
+          (unsigned long long)pc, (unsigned long long)tid,
+          error.GetCString() ? error.GetCString() : "unreadable");
+    llvm::Expected<ClassifiedInsn> classified =
+        session.classifier->classify(llvm::ArrayRef(bytes, read), pc);
+    if (!classified)
+      return classified.takeError();
+    insn = *classified;
+    if (insn.branch == BranchClass::Syscall)
+      number = registerValue(thread, "rax");
+  }
+  bool exec = number == SysExecve || number == SysExecveat;
+  bool fork = insn.branch == BranchClass::Syscall && forks(thread, number);
+  // After an exec the old program's modules are gone, and its trace is
+  // decoded with them.
+  if (exec)
+    session.lastModules = captureModules(target);
 
-    lldb::StateType state = process.GetState();
-    if (state == lldb::eStateExited || state == lldb::eStateDetached ||
-        !process.IsValid()) {
-      if (recorder)
-        if (llvm::Error error =
-                record(*recorder, {pc, insn.size, insn.branch, pc + insn.size}))
-          return std::move(error);
+  deadline.arm(othersCanRun ? SharedDeadline : AloneDeadline);
+  lldb::SBError stepError;
+  thread.StepInstruction(false, stepError);
+  StepDeadline::Fired fired = deadline.disarm();
+  bool ourInterrupt = fired != StepDeadline::Fired::No || lateInterrupt;
+  lateInterrupt = fired != StepDeadline::Fired::No;
+  ++session.stats.steps;
+  if (stepError.Fail())
+    return llvm::createStringError(
+        "cannot step thread %llu at 0x%llx: %s (see 'process status')",
+        (unsigned long long)tid, (unsigned long long)pc,
+        stepError.GetCString());
+
+  // The thread or the whole process ended: only a syscall (exit,
+  // exit_group, or execve of another thread) was entered.
+  lldb::StateType state = process.GetState();
+  bool processGone = state == lldb::eStateExited ||
+                     state == lldb::eStateDetached || !process.IsValid();
+  lldb::SBThread after = process.GetThreadByID(tid);
+  if (processGone || !after.IsValid() ||
+      after.GetStopReason() == lldb::eStopReasonExec) {
+    if (recorder && insn.branch == BranchClass::Syscall)
+      if (llvm::Error error =
+              record(*recorder, {pc, insn.size, insn.branch, 0}))
+        return std::move(error);
+    if (processGone) {
       outcome.kind = StepOutcome::Exited;
       outcome.exitStatus = process.GetExitStatus();
       return Result::Exited;
     }
-    lldb::SBThread after = process.GetThreadByID(tid);
-    if (!after.IsValid()) {
-      // The thread ran its exit syscall.
-      if (recorder) {
-        if (llvm::Error error =
-                record(*recorder, {pc, insn.size, insn.branch, pc + insn.size}))
-          return std::move(error);
-        recorder->gone = true;
-      }
-      return Result::ThreadGone;
+    if (exec) {
+      outcome.kind = StepOutcome::Exec;
+      outcome.tid = tid;
+      outcome.pc = pc;
+      return Result::Stop;
     }
-    lldb::StopReason reason = after.GetStopReason();
-    if (timedOut && reason != lldb::eStopReasonPlanComplete &&
-        reason != lldb::eStopReasonTrace) {
-      // Still in the kernel: it completes on a later step.
-      if (recorder)
-        recorder->pendingSyscall.emplace(pc, insn.size);
-      return Result::Blocked;
+    if (recorder)
+      recorder->gone = true;
+    return Result::ThreadGone;
+  }
+
+  uint64_t next = currentPc(after);
+  bool completed;
+  if (insn.branch == BranchClass::Syscall) {
+    uint64_t resume = pc + insn.size;
+    turn.inSyscall.reset();
+    if (next == resume && restartsSyscall(registerValue(after, "rax"))) {
+      turn.inSyscall = pc; // Still in the kernel (interrupted).
+      completed = false;
+    } else {
+      // At `pc`: stopped before the syscall began. Elsewhere than `resume`:
+      // a signal handler runs on the way out (as after raise()).
+      completed = next != pc;
     }
-    uint64_t next = currentPc(after);
-    if (recorder) {
-      recorder->pendingSyscall.reset();
-      // A rep-string instruction traps once per iteration: one instruction.
-      if (next == pc && insn.branch == BranchClass::Other) {
-      } else if (insn.branch == BranchClass::Other && next != pc + insn.size) {
-        // A signal handler ran before this instruction: an asynchronous
-        // transfer (FUP + TIP.PGD), tracing resumes in the handler.
-        if (recorder->tracing) {
-          if (llvm::Error error = recorder->writer->interrupt(pc))
-            return std::move(error);
-          recorder->tracing = false;
-        }
-      } else if (llvm::Error error =
-                     record(*recorder, {pc, insn.size, insn.branch, next})) {
+  } else {
+    // A rep-string instruction traps once per iteration: one instruction.
+    // LLDB stepping off a breakpoint site can also stop before it ran.
+    completed = next != pc;
+  }
+
+  if (completed && recorder) {
+    if (insn.branch == BranchClass::Other && next != pc + insn.size) {
+      if (llvm::Error error = interrupted(*recorder, pc, next))
         return std::move(error);
-      }
+    } else if (llvm::Error error =
+                   record(*recorder, {pc, insn.size, insn.branch, next})) {
+      return std::move(error);
     }
-
-    if (reason == lldb::eStopReasonSignal ||
-        reason == lldb::eStopReasonException ||
-        reason == lldb::eStopReasonWatchpoint) {
-      outcome.kind = StepOutcome::Stopped;
-      outcome.tid = tid;
-      outcome.pc = next;
-      outcome.description = stopDescription(after);
-      return Result::Stop;
-    }
-    // No progress (a rep-string iteration, or LLDB stepping off a
-    // breakpoint site in two stops): not a new arrival at a breakpoint.
-    if (next == pc)
-      return Result::Ok;
-    if (insn.branch == BranchClass::Syscall)
-      breakpoints = breakpointAddresses(target); // dlopen may add locations.
-    auto hit = breakpoints.find(next);
-    if (hit != breakpoints.end()) {
-      outcome.kind = StepOutcome::Breakpoint;
-      outcome.tid = tid;
-      outcome.pc = next;
-      outcome.breakpoint = hit->second;
-      return Result::Stop;
-    }
-    return Result::Ok;
   }
+  if (completed && fork)
+    noteFork(after, outcome);
+  if (completed && number == SysFutex)
+    unparkAll(); // It may have woken a parked thread.
 
-  /// Writes FUP + TIP.PGD for every thread still tracing, at its PC.
-  llvm::Error disableAll() {
-    for (auto &[tid, recorder] : session.recorders) {
-      if (!recorder.tracing)
-        continue;
-      lldb::SBThread thread = process.GetThreadByID(tid);
-      uint64_t pc = recorder.pendingSyscall ? recorder.pendingSyscall->first
-                    : thread.IsValid()      ? currentPc(thread)
-                                            : 0;
-      recorder.tracing = false;
-      if (pc == 0)
-        continue;
-      if (llvm::Error error = recorder.writer->disable(pc))
-        return error;
-    }
-    return llvm::Error::success();
+  lldb::StopReason reason = after.GetStopReason();
+  if (reason == lldb::eStopReasonSignal &&
+      after.GetStopReasonDataAtIndex(0) == SIGSTOP) {
+    if (ourInterrupt)
+      return completed                                ? Result::Progress
+             : fired == StepDeadline::Fired::Deadline ? Result::Blocked
+                                                      : Result::NoProgress;
+    // Someone else stopped the process (`process interrupt`,
+    // SBProcess::Stop from a script).
+    outcome.kind = StepOutcome::Interrupted;
+    return Result::Stop;
   }
-};
+  if (reason == lldb::eStopReasonSignal ||
+      reason == lldb::eStopReasonException ||
+      reason == lldb::eStopReasonWatchpoint) {
+    outcome.kind = StepOutcome::Stopped;
+    outcome.tid = tid;
+    outcome.pc = next;
+    outcome.description = stopDescription(after);
+    return Result::Stop;
+  }
+  if (!completed)
+    return fired == StepDeadline::Fired::Deadline ? Result::Blocked
+                                                  : Result::NoProgress;
+  if (insn.branch == BranchClass::Syscall)
+    breakpoints = breakpointAddresses(target); // dlopen may add locations.
+  auto hit = breakpoints.find(next);
+  if (hit != breakpoints.end()) {
+    outcome.kind = StepOutcome::Breakpoint;
+    outcome.tid = tid;
+    outcome.pc = next;
+    outcome.breakpoint = hit->second;
+    return Result::Stop;
+  }
+  return Result::Progress;
+}
+
+/// Writes FUP + TIP.PGD for every thread still tracing, at its PC.
+llvm::Error Stepper::disableAll() {
+  for (auto &[tid, recorder] : session.recorders) {
+    if (!recorder.tracing)
+      continue;
+    recorder.tracing = false;
+    lldb::SBThread thread = process.GetThreadByID(tid);
+    if (!thread.IsValid())
+      continue;
+    auto turn = turns.find(tid);
+    uint64_t pc = turn != turns.end() && turn->second.inSyscall
+                      ? *turn->second.inSyscall
+                      : currentPc(thread);
+    if (pc == 0)
+      continue;
+    if (llvm::Error error = recorder.writer->disable(pc))
+      return error;
+    if (recorder.truth)
+      recorder.truth->addEvent(
+          TruthEventKind::Disable,
+          recorder.truth->insns.empty() ? 0 : recorder.truth->insns.back(), pc);
+  }
+  return llvm::Error::success();
+}
+
+/// The threads LLDB lists now, by id.
+std::vector<uint64_t> threadIds(lldb::SBProcess &process) {
+  std::vector<uint64_t> tids;
+  for (uint32_t i = 0, n = process.GetNumThreads(); i < n; ++i)
+    tids.push_back(process.GetThreadAtIndex(i).GetThreadID());
+  return tids;
+}
+
+/// Brings the round robin up to date with the threads that exist now; a
+/// thread that appeared during the run ran on its own until LLDB stopped
+/// it, and may have reached a breakpoint meanwhile (returns true, with
+/// `outcome` set).
+bool refreshTurns(Stepper &stepper, const std::vector<uint64_t> &tids,
+                  bool firstRound, StepOutcome &outcome) {
+  std::set<uint64_t> live(tids.begin(), tids.end());
+  bool changed = false;
+  for (auto it = stepper.turns.begin(); it != stepper.turns.end();)
+    if (!live.count(it->first)) {
+      it = stepper.turns.erase(it);
+      changed = true;
+    } else {
+      ++it;
+    }
+  for (uint64_t tid : tids) {
+    if (stepper.turns.count(tid))
+      continue;
+    lldb::SBThread thread = stepper.process.GetThreadByID(tid);
+    Turn &turn = stepper.turns[tid];
+    turn.inSyscall = stepper.syscallInProgress(thread);
+    changed = true;
+    if (firstRound || thread.GetStopReason() != lldb::eStopReasonBreakpoint)
+      continue;
+    auto hit = stepper.breakpoints.find(currentPc(thread));
+    if (hit == stepper.breakpoints.end())
+      continue;
+    outcome.kind = StepOutcome::Breakpoint;
+    outcome.tid = tid;
+    outcome.pc = hit->first;
+    outcome.breakpoint = hit->second;
+    return true;
+  }
+  if (changed && !firstRound)
+    stepper.unparkAll(); // A thread that ended may have been waited for.
+  return false;
+}
 
 } // namespace
 
 llvm::Expected<StepOutcome>
 runTraced(lldb::SBDebugger &debugger, Session &session,
-          const std::function<void(uint64_t, double)> &progress) {
-  lldb::SBTarget target = debugger.GetSelectedTarget();
-  lldb::SBProcess process = target.GetProcess();
+          const std::function<void(const StepProgress &)> &progress) {
+  lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
   if (!process.IsValid() || process.GetState() != lldb::eStateStopped)
     return llvm::createStringError(
         "the process is not stopped (interrupt it with 'process interrupt', "
@@ -296,25 +459,39 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
 
   bool wasAsync = debugger.GetAsync();
   debugger.SetAsync(false);
-  Stepper stepper{debugger, session,           target,
-                  process,  Watchdog(process), breakpointAddresses(target)};
+  Stepper stepper(debugger, session);
   StepOutcome outcome;
   Clock::time_point began = Clock::now();
   Clock::time_point lastProgress = began;
   uint64_t startInstructions = session.stats.instructions;
   llvm::Error failure = llvm::Error::success();
   bool done = false;
-  while (!done) {
+  for (bool firstRound = true; !done; firstRound = false) {
     if (stepper.interruptRequested()) {
       outcome.kind = StepOutcome::Interrupted;
       break;
     }
-    // One round: every live thread gets a quantum.
-    std::vector<uint64_t> tids;
-    for (uint32_t i = 0, n = process.GetNumThreads(); i < n; ++i)
-      tids.push_back(process.GetThreadAtIndex(i).GetThreadID());
-    bool otherThreads = tids.size() > 1;
+    std::vector<uint64_t> tids = threadIds(process);
+    if (refreshTurns(stepper, tids, firstRound, outcome))
+      break;
+    // A round: every thread that can run gets a quantum. When all are
+    // parked, the one due first is tried (its step's deadline bounds the
+    // wait).
+    Clock::time_point now = Clock::now();
+    unsigned runnable = 0;
+    uint64_t dueFirst = 0;
+    Clock::time_point dueAt = Clock::time_point::max();
+    for (auto &[tid, turn] : stepper.turns) {
+      runnable += !turn.parked(now);
+      if (turn.parkedUntil < dueAt) {
+        dueAt = turn.parkedUntil;
+        dueFirst = tid;
+      }
+    }
     for (uint64_t tid : tids) {
+      Turn &turn = stepper.turns[tid];
+      if (runnable ? turn.parked(Clock::now()) : tid != dueFirst)
+        continue;
       lldb::SBThread thread = process.GetThreadByID(tid);
       if (!thread.IsValid())
         continue;
@@ -327,52 +504,54 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
           break;
         }
         recorder = *created;
-        if (recorder->skipRounds > 0 && otherThreads) {
-          --recorder->skipRounds;
-          continue;
-        }
       }
+      bool othersCanRun = runnable > (turn.parked(Clock::now()) ? 0u : 1u);
       for (unsigned i = 0; i < Quantum && !done; ++i) {
+        if (i && stepper.interruptRequested())
+          break; // The round's start reports it.
         llvm::Expected<Stepper::Result> result =
-            stepper.stepOne(thread, recorder, otherThreads, outcome);
+            stepper.stepOne(thread, recorder, turn, othersCanRun, outcome);
         if (!result) {
           failure = result.takeError();
           done = true;
           break;
         }
+        if (*result == Stepper::Result::Progress)
+          turn.park = FirstPark;
         if (*result == Stepper::Result::Blocked) {
-          if (recorder) {
-            recorder->skipRounds = recorder->backoff;
-            recorder->backoff =
-                std::min(recorder->backoff * 2, MaxBackoffRounds);
-          }
+          stepper.park(turn);
           break;
         }
-        if (recorder)
-          recorder->backoff = 1;
         if (*result == Stepper::Result::ThreadGone)
           break;
-        if (*result == Stepper::Result::Exited ||
-            *result == Stepper::Result::Stop) {
-          done = true;
-          break;
-        }
+        done = *result == Stepper::Result::Exited ||
+               *result == Stepper::Result::Stop;
       }
       if (done)
         break;
-      Clock::time_point now = Clock::now();
-      if (progress && now - lastProgress > std::chrono::seconds(2)) {
+      now = Clock::now();
+      if (progress && now - lastProgress >= ProgressInterval) {
         lastProgress = now;
-        progress(session.stats.instructions - startInstructions,
-                 std::chrono::duration<double>(now - began).count());
+        StepProgress line;
+        line.instructions = session.stats.instructions - startInstructions;
+        line.seconds = std::chrono::duration<double>(now - began).count();
+        line.threads = stepper.turns.size();
+        for (auto &[id, other] : stepper.turns)
+          line.parked += other.parked(now) || other.inSyscall.has_value();
+        progress(line);
       }
     }
   }
   session.stats.seconds +=
       std::chrono::duration<double>(Clock::now() - began).count();
-  if (outcome.kind != StepOutcome::Exited && process.IsValid())
+  if (outcome.kind == StepOutcome::Exec) {
+    // The old program's threads and code are gone: their streams just end.
+    for (auto &[tid, recorder] : session.recorders)
+      recorder.tracing = false;
+  } else if (outcome.kind != StepOutcome::Exited && process.IsValid()) {
     if (llvm::Error error = stepper.disableAll())
       failure = llvm::joinErrors(std::move(failure), std::move(error));
+  }
   debugger.SetAsync(wasAsync);
   if (failure)
     return std::move(failure);
@@ -380,6 +559,8 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
     session.exited = true;
     session.exitStatus = outcome.exitStatus;
   }
+  if (outcome.kind == StepOutcome::Exec)
+    session.execed = true;
   return outcome;
 }
 

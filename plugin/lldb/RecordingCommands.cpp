@@ -38,6 +38,9 @@ const OptionSpec attachOptions[] = {
      "Timing packets: TSC only, +MTC/CYC, +every return as TIP."},
     {'T', "threads", true, "all|current|TID,...",
      "Threads to trace (default all)."},
+    {'g', "ground-truth", false, nullptr,
+     "Emulate: also keep every executed address, which 'save --format "
+     "bundle' writes as groundtruth/ (for tests; 8 bytes an instruction)."},
 };
 
 class AttachCommand : public lldb::SBCommandPluginInterface {
@@ -56,7 +59,7 @@ public:
                          error("no process to trace (start one first, e.g. "
                                "'b main' and 'run')"));
     if (session.attached && session.pid == process.GetProcessID() &&
-        !session.exited)
+        !session.exited && !session.execed)
       return failCommand(
           result, error("magic-trace is already attached to process %llu "
                         "(run 'magic-trace detach' first)",
@@ -144,6 +147,8 @@ public:
     // A new recording; snapshots of earlier ones stay for save/report.
     session.attached = true;
     session.exited = false;
+    session.execed = false;
+    session.keepTruth = args->has("ground-truth") && backend == "emulate";
     session.pid = process.GetProcessID();
     session.backend = backend;
     session.writerOptions = writerOptions;
@@ -278,16 +283,55 @@ Trigger *findTrigger(Session &session, lldb::break_id_t breakpoint) {
   return nullptr;
 }
 
+/// After the recorded program ended (it exited, or exec replaced it) with
+/// triggers never hit, the buffer still holds the end of the run: the first
+/// such trigger gets a snapshot of it. Lines go to `os`.
+llvm::Error snapshotAtEnd(lldb::SBDebugger &debugger, Session &session,
+                          llvm::raw_ostream &os, bool json,
+                          llvm::StringRef reason, llvm::StringRef event) {
+  for (Trigger &trigger : session.triggers) {
+    if (trigger.hits != 0)
+      continue;
+    std::string path =
+        expandPattern(trigger.pattern, session.snapshots.size() + 1);
+    llvm::Expected<SnapshotRecord *> record =
+        takeSnapshot(debugger, session, 0, reason.str(), path);
+    if (!record)
+      return record.takeError();
+    os << "magic-trace: the process " << event << " before breakpoint "
+       << trigger.breakpoint << " (" << trigger.description
+       << ") was hit; snapshot at " << reason << "\n";
+    os << snapshotLine(**record) << "\n";
+    if (json)
+      os << jsonText(snapshotJson(**record)) << "\n";
+    break;
+  }
+  return llvm::Error::success();
+}
+
+std::string progressLine(const StepProgress &progress) {
+  std::string line;
+  llvm::raw_string_ostream os(line);
+  os << "magic-trace: " << progress.instructions << " instructions in "
+     << int(progress.seconds) << " s ("
+     << llvm::format("%.0f", progress.seconds > 0
+                                 ? progress.instructions / progress.seconds
+                                 : 0.0)
+     << "/s), " << progress.threads
+     << (progress.threads == 1 ? " thread" : " threads");
+  if (progress.parked)
+    os << " (" << progress.parked << " blocked in the kernel)";
+  os << "; Ctrl-C stops";
+  return line;
+}
+
 /// Runs traced until a stop that is not a trigger with --continue, taking
 /// snapshots on the way. Lines go to `os`.
 llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
                            llvm::raw_ostream &os, bool json) {
   lldb::SBTarget target = debugger.GetSelectedTarget();
-  auto progress = [&](uint64_t instructions, double seconds) {
-    printNow(debugger, "magic-trace: " + std::to_string(instructions) +
-                           " instructions traced in " +
-                           std::to_string(int(seconds)) +
-                           " s (Ctrl-C stops)...");
+  auto progress = [&](const StepProgress &progress) {
+    printNow(debugger, progressLine(progress));
   };
   uint64_t before = session.stats.instructions;
   while (true) {
@@ -296,6 +340,8 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
                      : runTraced(debugger, session, progress);
     if (!outcome)
       return outcome.takeError();
+    for (const std::string &note : outcome->notes)
+      os << "magic-trace: " << note << "\n";
     if (outcome->kind == StepOutcome::Breakpoint) {
       Trigger *trigger = findTrigger(session, outcome->breakpoint);
       if (!trigger || !trigger->active()) {
@@ -324,24 +370,19 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
     if (outcome->kind == StepOutcome::Exited) {
       os << "magic-trace: process exited with status " << outcome->exitStatus
          << "\n";
-      for (Trigger &trigger : session.triggers) {
-        if (trigger.hits != 0)
-          continue;
-        // The buffer still holds the end of the run: keep it.
-        std::string path =
-            expandPattern(trigger.pattern, session.snapshots.size() + 1);
-        llvm::Expected<SnapshotRecord *> record =
-            takeSnapshot(debugger, session, 0, "exit", path);
-        if (!record)
-          return record.takeError();
-        os << "magic-trace: the process exited before breakpoint "
-           << trigger.breakpoint << " (" << trigger.description
-           << ") was hit; snapshot at exit\n";
-        os << snapshotLine(**record) << "\n";
-        if (json)
-          os << jsonText(snapshotJson(**record)) << "\n";
-        break;
-      }
+      if (llvm::Error error =
+              snapshotAtEnd(debugger, session, os, json, "exit", "exited"))
+        return error;
+      break;
+    }
+    if (outcome->kind == StepOutcome::Exec) {
+      os << "magic-trace: thread " << outcome->tid << " called exec at "
+         << llvm::format_hex(outcome->pc, 0)
+         << ": the recording ends there (the process runs another program "
+            "now; attach again to trace it)\n";
+      if (llvm::Error error =
+              snapshotAtEnd(debugger, session, os, json, "exec", "called exec"))
+        return error;
       break;
     }
     if (outcome->kind == StepOutcome::Interrupted) {
@@ -382,6 +423,11 @@ public:
       return failCommand(result, error("the process has exited (save or "
                                        "report its snapshots, or launch it "
                                        "again and attach)"));
+    if ((*session)->execed)
+      return failCommand(result,
+                         error("the recorded program called exec (save or "
+                               "report its snapshots; 'magic-trace attach' "
+                               "again traces the new program)"));
     std::string text;
     llvm::raw_string_ostream os(text);
     if (llvm::Error err =
@@ -405,7 +451,7 @@ void registerRecordingCommands(lldb::SBCommand &root) {
           describeOptions(attachOptions),
       "magic-trace attach [--backend auto|perf|emulate] [--snapshot-size "
       "SIZE] [--timer-resolution low|normal|high] [--threads "
-      "all|current|TID,...]");
+      "all|current|TID,...] [--ground-truth]");
   addCommand(
       root, "status", new StatusCommand(),
       "Show the recording: backend, threads and bytes recorded, triggers, "

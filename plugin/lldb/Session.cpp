@@ -135,6 +135,10 @@ llvm::Expected<ThreadRecorder *> Session::recorder(uint64_t tid) {
   ThreadRecorder &recorder = recorders[tid];
   recorder.tid = tid;
   recorder.writer = std::move(*writer);
+  if (keepTruth) {
+    recorder.truth.emplace();
+    recorder.truth->tid = tid;
+  }
   return &recorder;
 }
 
@@ -294,7 +298,10 @@ takeSnapshot(lldb::SBDebugger &debugger, Session &session,
              uint64_t triggeredTid, std::string reason, std::string path) {
   lldb::SBTarget target = debugger.GetSelectedTarget();
   lldb::SBProcess process = target.GetProcess();
-  bool alive = process.IsValid() && process.GetState() == lldb::eStateStopped;
+  // After an exec the process runs another program: the trace's modules
+  // and stacks are the ones seen before it.
+  bool alive = process.IsValid() && process.GetState() == lldb::eStateStopped &&
+               !session.execed;
 
   auto record = std::make_unique<SnapshotRecord>();
   record->number = session.snapshots.size() + 1;
@@ -320,6 +327,8 @@ takeSnapshot(lldb::SBDebugger &debugger, Session &session,
     trace.bytes = recorder.writer->buffer().snapshot();
     trace.wrapped = recorder.writer->buffer().wrapped();
     snapshot.threads.push_back(std::move(trace));
+    if (recorder.truth)
+      record->truth.push_back(*recorder.truth);
   }
   if (snapshot.threads.empty())
     return llvm::createStringError(

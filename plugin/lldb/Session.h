@@ -10,6 +10,7 @@
 #ifndef MAGIC_TRACE_PLUGIN_SESSION_H
 #define MAGIC_TRACE_PLUGIN_SESSION_H
 
+#include "magic_trace/GroundTruth.h"
 #include "magic_trace/InsnClassifier.h"
 #include "magic_trace/PacketWriter.h"
 #include "magic_trace/PerfRecorder.h"
@@ -38,12 +39,9 @@ struct ThreadRecorder {
   std::unique_ptr<PacketWriter> writer;
   /// Tracing is on (TIP.PGE written, no TIP.PGD since).
   bool tracing = false;
-  /// A syscall the stepper started but that blocked; it completes on a
-  /// later step (the thread's PC must not be re-read until then).
-  std::optional<std::pair<uint64_t, uint8_t>> pendingSyscall;
-  /// Rounds of the scheduler to skip because the thread is blocked.
-  unsigned skipRounds = 0;
-  unsigned backoff = 1;
+  /// Every instruction the stepper saw execute, kept when the session was
+  /// attached with --ground-truth (what tests check snapshots against).
+  std::optional<ThreadTruth> truth;
   bool gone = false; ///< The thread exited.
 };
 
@@ -68,6 +66,8 @@ struct SnapshotRecord {
   std::string path;   ///< The file written, or empty.
   Snapshot snapshot;
   PipelineResult result;
+  /// The stepper's ground truth up to the snapshot (--ground-truth only).
+  std::vector<ThreadTruth> truth;
 };
 
 /// Counters of the emulate stepper over a session.
@@ -96,8 +96,13 @@ struct Session {
   std::vector<Module> lastModules; ///< Module list last seen while alive.
   std::vector<Trigger> triggers;
   StepperStats stats;
+  /// Keep every executed address per thread (attach --ground-truth).
+  bool keepTruth = false;
   bool exited = false;
   int exitStatus = 0;
+  /// The process called exec: the recorded program is gone, and its
+  /// snapshots use the modules seen before the exec.
+  bool execed = false;
 
   // Kept after detach, for save and report.
   std::vector<std::unique_ptr<SnapshotRecord>> snapshots;

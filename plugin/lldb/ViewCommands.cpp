@@ -90,6 +90,10 @@ public:
         return failCommand(result, bundled.takeError());
       if (llvm::Error err = writeBundle(*bundled, path))
         return failCommand(result, std::move(err));
+      // The stepper's record of what ran, as magic-trace-emulate writes it.
+      if (!(*record)->truth.empty())
+        if (llvm::Error err = writeGroundTruth((*record)->truth, path))
+          return failCommand(result, std::move(err));
       return succeed(
           result, "magic-trace: snapshot " + std::to_string((*record)->number) +
                       " saved as an intel-pt trace bundle in " + path +
