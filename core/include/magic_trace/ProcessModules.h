@@ -63,6 +63,7 @@ llvm::Expected<uint64_t> findElfSymbol(llvm::StringRef path,
 struct ElfLoadInfo {
   uint64_t firstLoadVaddr = 0;
   bool positionIndependent = false;
+  uint64_t entry = 0; ///< e_entry, link-time.
 };
 llvm::Expected<ElfLoadInfo> readElfLoadInfo(llvm::StringRef path);
 

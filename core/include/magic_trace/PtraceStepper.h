@@ -30,7 +30,9 @@ struct EmulateOptions {
   std::vector<std::string> argv;
   /// Where tracing starts and stops: a symbol of the main executable, or a
   /// hex link-time address in it ("0x1139"), relocated by its load bias.
-  /// An empty `stop` means: trace until exit or `maxInsns`.
+  /// An empty `stop` means: trace until exit or `maxInsns`. A `start` of
+  /// "main" that the executable does not have (stripped) starts at the ELF
+  /// entry point instead, and EmulateResult::startNote says so.
   std::string start = "main";
   std::string stop;
   /// Stop after this many traced instructions (all threads); 0: no limit.
@@ -56,6 +58,12 @@ struct EmulateResult {
   uint64_t instructions = 0; ///< Traced instructions, all threads.
   uint64_t singleSteps = 0;  ///< ptrace single-steps (rep iterations too).
   double tracedSeconds = 0;  ///< Wall time from start point to stop.
+  /// Set when `start` fell back to the entry point: one line for the user.
+  std::string startNote;
+  /// The bytes of the process's "[vdso]" module (snapshot.modules has it,
+  /// with no file on disk), or empty: a bundle writer stores them as the
+  /// module's file so decoders can follow code that runs there.
+  std::vector<uint8_t> vdsoImage;
 };
 
 /// Runs the program as described above. Errors (one line, with what to do):

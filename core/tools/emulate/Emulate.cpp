@@ -76,6 +76,32 @@ static int fail(const Twine &message) {
   return 1;
 }
 
+/// The vdso's bytes as DIR/modules/vdso.so, the module's file in the bundle
+/// (LLDB reads "file" relative to the bundle, as we do).
+static Error writeVdso(EmulateResult &result, StringRef dir) {
+  if (result.vdsoImage.empty())
+    return Error::success();
+  SmallString<256> path(dir);
+  sys::path::append(path, "modules");
+  if (std::error_code ec = sys::fs::create_directories(path))
+    return createStringError("cannot create " + path + ": " + ec.message() +
+                             " (check permissions)");
+  sys::path::append(path, "vdso.so");
+  std::error_code ec;
+  raw_fd_ostream os(path, ec);
+  if (!ec) {
+    os.write(reinterpret_cast<const char *>(result.vdsoImage.data()),
+             result.vdsoImage.size());
+    os.close();
+  }
+  if (ec || os.has_error())
+    return createStringError("cannot write " + path + " (check the disk)");
+  for (Module &module : result.snapshot.modules)
+    if (module.path == "[vdso]")
+      module.fileCopy = "modules/vdso.so";
+  return Error::success();
+}
+
 static const char *endName(EmulateEnd end) {
   switch (end) {
   case EmulateEnd::StopHit:
@@ -122,9 +148,13 @@ int main(int argc, char **argv) {
   Expected<EmulateResult> result = emulateProgram(options);
   if (!result)
     return fail(toString(result.takeError()));
+  if (!result->startNote.empty())
+    WithColor::note(errs(), "magic-trace-emulate") << result->startNote << "\n";
   if (result->truth.empty())
     return fail("no instruction was traced (check --start and --stop)");
   if (Error err = writeGroundTruth(result->truth, outputDir))
+    return fail(toString(std::move(err)));
+  if (Error err = writeVdso(*result, outputDir))
     return fail(toString(std::move(err)));
   if (Error err = writeBundle(result->snapshot, outputDir))
     return fail(toString(std::move(err)));

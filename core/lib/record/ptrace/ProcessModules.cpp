@@ -209,6 +209,7 @@ Expected<ElfLoadInfo> readElfLoadInfo(StringRef path) {
     return phdrs.takeError();
   ElfLoadInfo info;
   info.positionIndependent = file.getHeader().e_type == ELF::ET_DYN;
+  info.entry = file.getHeader().e_entry;
   bool found = false;
   for (const auto &phdr : *phdrs) {
     if (phdr.p_type != ELF::PT_LOAD)

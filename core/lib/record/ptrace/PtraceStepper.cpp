@@ -15,6 +15,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -179,6 +180,9 @@ private:
   Error stepThread(TracedThread &thread);
   Error stopEverything(Tracee &tracee, TracedThread *trigger);
   Error refreshModules();
+  void addVdso(const std::vector<MapsEntry> &entries);
+  /// A vdso larger than this is not one (it is a few pages).
+  static constexpr uint64_t MaxVdsoBytes = 1 << 20;
   Expected<ClassifiedInsn> classifyAt(pid_t tid, uint64_t ip);
   TracedThread &threadFor(pid_t tid);
 
@@ -331,9 +335,36 @@ Error Emulator::refreshModules() {
     if (!buildIds.count(entry.path) && StringRef(entry.path).starts_with("/"))
       buildIds[entry.path] = readBuildId(entry.path);
   result.snapshot.modules = modulesFromMaps(entries, buildIds);
+  addVdso(entries);
   // Code may have been unmapped and replaced (dlclose + dlopen).
   classified.clear();
   return Error::success();
+}
+
+/// The vdso has no file on disk: its bytes, read once (the kernel maps the
+/// same image into every process), become a module decoders can read.
+void Emulator::addVdso(const std::vector<MapsEntry> &entries) {
+  for (const MapsEntry &entry : entries) {
+    if (entry.path != "[vdso]" || entry.end <= entry.start ||
+        entry.end - entry.start > MaxVdsoBytes)
+      continue;
+    if (result.vdsoImage.empty()) {
+      std::vector<uint8_t> bytes(entry.end - entry.start);
+      iovec local{bytes.data(), bytes.size()};
+      iovec remote{reinterpret_cast<void *>(entry.start), bytes.size()};
+      if (process_vm_readv(pid, &local, 1, &remote, 1, 0) !=
+          ssize_t(bytes.size()))
+        return; // Unreadable: its code is then a marked decode gap.
+      result.vdsoImage = std::move(bytes);
+    }
+    Module vdso;
+    vdso.path = "[vdso]";
+    vdso.loadAddress = entry.start;
+    vdso.segments.push_back(
+        LoadedSegment{entry.start, entry.end - entry.start, 0, true});
+    result.snapshot.modules.push_back(std::move(vdso));
+    return;
+  }
 }
 
 Expected<ClassifiedInsn> Emulator::classifyAt(pid_t tid, uint64_t ip) {
@@ -670,6 +701,17 @@ Expected<EmulateResult> Emulator::run() {
   }
   Expected<uint64_t> startAddress =
       resolveLocation(options.start, realPath, bias);
+  if (!startAddress && options.start == "main" && loadInfo->entry) {
+    // A stripped program has no `main` to start at; its entry point is
+    // always there (ld.so runs first, untraced, as it would before main).
+    consumeError(startAddress.takeError());
+    startAddress = loadInfo->entry + bias;
+    result.startNote =
+        formatv("no symbol 'main' in {0} (stripped?): tracing from its ELF "
+                "entry point {1:x} (give --start to choose)",
+                path, *startAddress)
+            .str();
+  }
   if (!startAddress)
     return startAddress.takeError();
   if (!options.stop.empty()) {
