@@ -120,15 +120,48 @@ Expected<Args> parseArgs(int argc, char **argv) {
   return args;
 }
 
+int fail(const Twine &message) {
+  WithColor::error(errs(), "magic-trace-decode") << message << "\n";
+  return 1;
+}
+
+/// One thread that decoded to nothing: a warning naming the likely cause.
+/// `firstError` is the first decode error's text, if there was one.
+void warnEmptyThread(uint64_t tid, uint64_t traceBytes, uint64_t errors,
+                     StringRef firstError) {
+  raw_ostream &warning = WithColor::warning(errs(), "magic-trace-decode");
+  warning << "thread " << tid << ": nothing decoded";
+  if (traceBytes == 0) {
+    warning << " (it has no trace bytes: check its iptTrace in trace.json)\n";
+    return;
+  }
+  if (errors == 0) {
+    warning << " from " << traceBytes
+            << " bytes (tracing was never enabled in them)\n";
+    return;
+  }
+  warning << ", " << errors << " errors";
+  if (!firstError.empty())
+    warning << ", the first: " << firstError;
+  if (firstError.contains("no memory mapped"))
+    warning << " (the modules do not cover the traced code: check the "
+               "bundle's modules, their files and loadAddress)";
+  warning << "\n";
+}
+
+/// The exit status when nothing at all was decoded: an empty trace is an
+/// error, never a silent success.
+int failIfNothingDecoded(uint64_t instructions) {
+  if (instructions != 0)
+    return 0;
+  return fail("nothing was decoded (see the warnings above; an empty trace "
+              "is never a result)");
+}
+
 /// libipt's errata for `cpu`, comma-separated, or "none".
 std::string errataText(const CpuIdentity &cpu) {
   std::vector<std::string> names = cpuErrata(cpu);
   return names.empty() ? "none" : join(names, ",");
-}
-
-int fail(const Twine &message) {
-  WithColor::error(errs(), "magic-trace-decode") << message << "\n";
-  return 1;
 }
 
 /// The format -o FILE's extension names.
@@ -171,6 +204,11 @@ int writeOutput(const Args &args, const Snapshot &snapshot,
     calls += thread.calls;
     errors += thread.errors;
   }
+  for (size_t i = 0; i < result->threads.size(); ++i) {
+    const ThreadSummary &thread = result->threads[i];
+    if (thread.instructions == 0)
+      warnEmptyThread(thread.tid, thread.traceBytes, thread.errors, "");
+  }
   const ModelStats &stats = result->modelStats;
   outs() << "summary: " << result->threads.size() << " threads, "
          << instructions << " instructions, " << calls << " calls, " << errors
@@ -181,7 +219,7 @@ int writeOutput(const Args &args, const Snapshot &snapshot,
                                      : 0.0)
          << " per instruction), " << llvm::format("%.3f", seconds * 1000)
          << " ms -> " << args.output << "\n";
-  return 0;
+  return failIfNothingDecoded(instructions);
 }
 
 std::string hex(uint64_t value) { return "0x" + utohexstr(value, true); }
@@ -365,6 +403,15 @@ int main(int argc, char **argv) {
   for (const ThreadDecode &decode : result->threads) {
     instructions += decode.instructions;
     errors += decode.errors.size();
+    if (decode.instructions == 0) {
+      uint64_t bytes = 0;
+      for (const ThreadTrace &trace : snapshot->threads)
+        if (trace.tid == decode.tid)
+          bytes = trace.bytes.size();
+      warnEmptyThread(decode.tid, bytes, decode.errors.size(),
+                      decode.errors.empty() ? StringRef()
+                                            : decode.errors[0].message);
+    }
     switch (args.dump) {
     case DumpKind::Insns: {
       out << "# thread " << decode.tid << " instructions "
@@ -398,5 +445,5 @@ int main(int argc, char **argv) {
       << format("%.3f", seconds * 1000) << " ms (" << args.threads
       << " threads requested, " << result->stats.chunks << " pieces), errata "
       << errataText(snapshot->cpu) << "\n";
-  return 0;
+  return failIfNothingDecoded(instructions);
 }
