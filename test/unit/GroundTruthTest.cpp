@@ -4,6 +4,7 @@
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
 
@@ -69,6 +70,52 @@ TEST(GroundTruth, WritesTheDocumentedFiles) {
   auto lost = llvm::MemoryBuffer::getFile(base + ".lost");
   ASSERT_TRUE(bool(lost));
   EXPECT_EQ((*lost)->getBuffer(), "1 1\n");
+  llvm::sys::fs::remove_directories(dir);
+}
+
+TEST(GroundTruth, ReadsBackWhatItWrote) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("mt-truth", dir));
+  ThreadTruth truth;
+  truth.tid = 7;
+  truth.addEvent(TruthEventKind::Enable, 0, 0x1000);
+  truth.addInstruction(0x1000, 5, BranchClass::DirectCall, 0x2000);
+  truth.addInstruction(0x2000, 2, BranchClass::Syscall, 0x2002);
+  truth.addEvent(TruthEventKind::Interrupt, 0x2002, 0x3000);
+  truth.lost = {{0, 1}};
+  ASSERT_FALSE(bool(writeGroundTruth({truth}, dir)));
+
+  llvm::Expected<ThreadTruth> read = readGroundTruth(dir, 7);
+  ASSERT_TRUE(bool(read)) << llvm::toString(read.takeError());
+  EXPECT_EQ(read->tid, 7u);
+  EXPECT_EQ(read->insns, truth.insns);
+  ASSERT_EQ(read->events.size(), truth.events.size());
+  for (size_t i = 0; i < truth.events.size(); ++i) {
+    EXPECT_EQ(read->events[i].index, truth.events[i].index);
+    EXPECT_EQ(read->events[i].kind, truth.events[i].kind);
+    EXPECT_EQ(read->events[i].from, truth.events[i].from);
+    EXPECT_EQ(read->events[i].to, truth.events[i].to);
+  }
+  EXPECT_EQ(read->lost, truth.lost);
+
+  // Without a .lost file nothing was lost; a bad event line is an error.
+  std::string base = (dir + "/groundtruth/7").str();
+  llvm::sys::fs::remove(base + ".lost");
+  read = readGroundTruth(dir, 7);
+  ASSERT_TRUE(bool(read));
+  EXPECT_TRUE(read->lost.empty());
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(base + ".events", ec);
+    out << "0 teleport 0x1 0x2\n";
+  }
+  read = readGroundTruth(dir, 7);
+  ASSERT_FALSE(bool(read));
+  EXPECT_NE(llvm::toString(read.takeError()).find("teleport"),
+            std::string::npos);
+  llvm::Expected<ThreadTruth> missing = readGroundTruth(dir, 8);
+  EXPECT_FALSE(bool(missing)) << "no files for thread 8";
+  llvm::consumeError(missing.takeError());
   llvm::sys::fs::remove_directories(dir);
 }
 

@@ -69,6 +69,11 @@ llvm::Error writeGroundTruth(const std::vector<ThreadTruth> &threads,
 /// Reads one thread's .insns file (for tests and tools).
 llvm::Expected<std::vector<uint64_t>> readTruthInsns(llvm::StringRef path);
 
+/// Reads thread `tid`'s files from DIR/groundtruth/ as writeGroundTruth
+/// wrote them (a missing .lost file means nothing was lost).
+/// Errors: a missing or truncated .insns or .events file, a malformed line.
+llvm::Expected<ThreadTruth> readGroundTruth(llvm::StringRef dir, uint64_t tid);
+
 } // namespace magic_trace
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "RefTree.h"
 
+#include "magic_trace/Bundle.h"
 #include "magic_trace/Decoder.h"
 #include "magic_trace/ModelBuilder.h"
 #include "magic_trace/PtraceStepper.h"
@@ -62,7 +63,14 @@ static cl::opt<bool> dump("dump", cl::desc("Print both trees"),
                           cl::cat(category));
 static cl::opt<bool> dumpItems("items", cl::desc("Print the decoded items"),
                                cl::cat(category));
-static cl::list<std::string> programArgs(cl::Positional, cl::OneOrMore,
+static cl::opt<std::string> bundleOption(
+    "bundle",
+    cl::desc("Compare a saved bundle with the ground truth in its "
+             "groundtruth/ directory (the LLDB plugin's 'save --format "
+             "bundle' after 'attach --ground-truth') instead of running a "
+             "program"),
+    cl::value_desc("DIR"), cl::cat(category));
+static cl::list<std::string> programArgs(cl::Positional, cl::ZeroOrMore,
                                          cl::desc("-- PROGRAM ARGS..."),
                                          cl::cat(category));
 
@@ -114,13 +122,10 @@ static std::vector<uint64_t> stopStack(const ThreadStop &stop,
   return keys;
 }
 
-int main(int argc, char **argv) {
-  cl::HideUnrelatedOptions(category);
-  cl::ParseCommandLineOptions(
-      argc, argv,
-      "magic-trace-reftree: compare the model with the emulator's ground "
-      "truth\n\n  magic-trace-reftree [options] -- PROGRAM ARGS...\n");
-
+static Expected<EmulateResult> runProgram() {
+  if (programArgs.empty())
+    return createStringError("no program to run (give -- PROGRAM ARGS..., or "
+                             "--bundle DIR)");
   EmulateOptions emulate;
   emulate.argv.assign(programArgs.begin(), programArgs.end());
   emulate.start = startOption;
@@ -128,7 +133,36 @@ int main(int argc, char **argv) {
   emulate.maxInsns = maxInsns;
   emulate.writer.overflowEvery = overflowEvery;
   emulate.writer.bufferSize = bufferSize;
-  Expected<EmulateResult> run = emulateProgram(emulate);
+  return emulateProgram(emulate);
+}
+
+/// A bundle and the ground truth of the recorder that wrote it, as if the
+/// emulator had just run.
+static Expected<EmulateResult> readBundle(StringRef dir) {
+  EmulateResult result;
+  Expected<Snapshot> snapshot = loadBundle(dir);
+  if (!snapshot)
+    return snapshot.takeError();
+  result.snapshot = std::move(*snapshot);
+  for (const ThreadTrace &thread : result.snapshot.threads) {
+    Expected<ThreadTruth> truth = readGroundTruth(dir, thread.tid);
+    if (!truth)
+      return truth.takeError();
+    result.truth.push_back(std::move(*truth));
+  }
+  return result;
+}
+
+int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "magic-trace-reftree: compare the model with the emulator's ground "
+      "truth\n\n  magic-trace-reftree [options] -- PROGRAM ARGS...\n"
+      "  magic-trace-reftree [options] --bundle DIR\n");
+
+  Expected<EmulateResult> run =
+      bundleOption.empty() ? runProgram() : readBundle(bundleOption);
   if (!run)
     return fail(toString(run.takeError()));
   const Snapshot &snapshot = run->snapshot;
@@ -148,7 +182,14 @@ int main(int argc, char **argv) {
   RefSymbols symbols(snapshot.modules);
 
   bool ok = true;
+  // The summary line: threads compared, with decode errors (their trees are
+  // not compared), whose tree (plain or anchored) differs from the
+  // reference, and whose final stack differs from the stop context.
+  size_t withErrors = 0, differing = 0, unanchored = 0;
   for (const ThreadTruth &truth : run->truth) {
+    bool wasOk = ok;
+    ok = true;
+    bool treesOk = true;
     const ThreadDecode *decode = nullptr;
     for (const ThreadDecode &candidate : decoded->threads)
       if (candidate.tid == truth.tid)
@@ -160,6 +201,7 @@ int main(int argc, char **argv) {
     if (!decode) {
       outs() << "thread " << truth.tid << ": not decoded\n";
       ok = false;
+      ++differing;
       continue;
     }
     // The full reference ends with the function the thread stopped at the
@@ -213,6 +255,7 @@ int main(int argc, char **argv) {
       printTree("  model:", model);
     }
     bool errorFree = stitched.errors == 0;
+    withErrors += !errorFree;
     if (errorFree) {
       std::string difference = firstDifference(reference, model, tolerance);
       outs() << "  tree: "
@@ -221,6 +264,7 @@ int main(int argc, char **argv) {
                                     : "differs: " + difference)
              << "\n";
       ok = ok && difference.empty();
+      treesOk = treesOk && difference.empty();
     }
     size_t withStitching = matchingFrames(reference, model, tolerance);
     size_t without = matchingFrames(reference, unstitched, tolerance);
@@ -264,6 +308,7 @@ int main(int argc, char **argv) {
         outs() << "\n";
       }
       ok = ok && (equal || !errorFree);
+      unanchored += !equal && errorFree;
     }
     if (errorFree && stop && !stop->frames.empty()) {
       // The anchored model without the outer frames anchoring added (the
@@ -286,7 +331,14 @@ int main(int argc, char **argv) {
       if (dump)
         printTree("  anchored model:", tree);
       ok = ok && difference.empty();
+      treesOk = treesOk && difference.empty();
     }
+    differing += !treesOk;
+    ok = ok && wasOk;
   }
+  outs() << "summary: " << run->truth.size() << " threads, " << withErrors
+         << " with decode errors, " << differing
+         << " with a tree unlike the reference, " << unanchored
+         << " with a final stack unlike the stop context\n";
   return check && !ok ? 1 : 0;
 }

@@ -129,4 +129,87 @@ Expected<std::vector<uint64_t>> readTruthInsns(StringRef path) {
   return insns;
 }
 
+static Expected<TruthEventKind> eventKind(StringRef name) {
+  for (TruthEventKind kind :
+       {TruthEventKind::Call, TruthEventKind::Return, TruthEventKind::Jump,
+        TruthEventKind::Syscall, TruthEventKind::Interrupt,
+        TruthEventKind::Enable, TruthEventKind::Disable})
+    if (truthEventName(kind) == name)
+      return kind;
+  return createStringError(inconvertibleErrorCode(), "unknown event '%s'",
+                           name.str().c_str());
+}
+
+/// Each line of `path` split at spaces, `fields` of them; a missing file is
+/// empty when `optional`.
+static Expected<std::vector<SmallVector<StringRef, 4>>>
+readLines(StringRef path, size_t fields, bool optional,
+          std::unique_ptr<MemoryBuffer> &storage) {
+  auto buffer = MemoryBuffer::getFile(path);
+  if (!buffer && optional &&
+      buffer.getError() == std::errc::no_such_file_or_directory)
+    return std::vector<SmallVector<StringRef, 4>>();
+  if (!buffer)
+    return createStringError(buffer.getError(), "cannot read %s: %s",
+                             path.str().c_str(),
+                             buffer.getError().message().c_str());
+  storage = std::move(*buffer);
+  std::vector<SmallVector<StringRef, 4>> lines;
+  SmallVector<StringRef> rows;
+  storage->getBuffer().split(rows, '\n', -1, false);
+  for (StringRef row : rows) {
+    SmallVector<StringRef, 4> parts;
+    row.split(parts, ' ', -1, false);
+    if (parts.size() != fields)
+      return createStringError(inconvertibleErrorCode(),
+                               "%s: malformed line '%s' (expected %zu fields)",
+                               path.str().c_str(), row.str().c_str(), fields);
+    lines.push_back(std::move(parts));
+  }
+  return lines;
+}
+
+Expected<ThreadTruth> readGroundTruth(StringRef dir, uint64_t tid) {
+  std::string base = (dir + "/groundtruth/" + Twine(tid)).str();
+  ThreadTruth truth;
+  truth.tid = tid;
+  Expected<std::vector<uint64_t>> insns = readTruthInsns(base + ".insns");
+  if (!insns)
+    return insns.takeError();
+  truth.insns = std::move(*insns);
+
+  std::unique_ptr<MemoryBuffer> storage;
+  auto events = readLines(base + ".events", 4, false, storage);
+  if (!events)
+    return events.takeError();
+  for (const auto &parts : *events) {
+    TruthEvent event;
+    Expected<TruthEventKind> kind = eventKind(parts[1]);
+    if (!kind)
+      return kind.takeError();
+    event.kind = *kind;
+    if (parts[0].getAsInteger(10, event.index) ||
+        parts[2].getAsInteger(0, event.from) ||
+        parts[3].getAsInteger(0, event.to))
+      return createStringError(inconvertibleErrorCode(),
+                               "%s.events: malformed numbers in '%s %s %s'",
+                               base.c_str(), parts[0].str().c_str(),
+                               parts[2].str().c_str(), parts[3].str().c_str());
+    truth.events.push_back(event);
+  }
+
+  auto lost = readLines(base + ".lost", 2, true, storage);
+  if (!lost)
+    return lost.takeError();
+  for (const auto &parts : *lost) {
+    uint64_t first, count;
+    if (parts[0].getAsInteger(10, first) || parts[1].getAsInteger(10, count))
+      return createStringError(inconvertibleErrorCode(),
+                               "%s.lost: malformed line '%s %s'", base.c_str(),
+                               parts[0].str().c_str(), parts[1].str().c_str());
+    truth.lost.emplace_back(first, count);
+  }
+  return truth;
+}
+
 } // namespace magic_trace
