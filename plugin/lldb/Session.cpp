@@ -278,9 +278,12 @@ std::vector<ThreadStop> captureStop(lldb::SBProcess &process,
     stop.triggered = tid == triggeredTid;
     // Inlined frames share their physical frame's PC; the stop context
     // lists physical frames only (the symbolizer re-creates the inlining).
+    // Artificial frames are tail calls LLDB infers from DWARF call sites
+    // (pthread_join jumping to __pthread_clockjoin_ex): no return address
+    // of theirs is on the stack, and the trace shows them as jumps.
     for (uint32_t f = 0, count = thread.GetNumFrames(); f < count; ++f) {
       lldb::SBFrame frame = thread.GetFrameAtIndex(f);
-      if (frame.IsInlined())
+      if (frame.IsInlined() || frame.IsArtificial())
         continue;
       stop.frames.push_back(frame.GetPC());
       const char *name = frame.GetFunction().IsValid()
