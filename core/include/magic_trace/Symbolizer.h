@@ -1,8 +1,10 @@
 //===- Symbolizer.h - Addresses to inline-aware frames ----------*- C++ -*-===//
 //
 // Address -> [physical function, inlined callee, ...] with file and line,
-// from LLVM DebugInfo (DWARF inlining), falling back to .symtab/.dynsym, then
-// to "[unknown @ 0xADDR (module)]". Results are cached per module (keyed by
+// from LLVM DebugInfo (DWARF inlining), falling back to .symtab/.dynsym (or a
+// separate debug file's .symtab), then to the function's .eh_frame FDE
+// ("module+0xENTRY", docs/symbolizer.md), then to
+// "[unknown @ 0xADDR (module)]". Results are cached per module (keyed by
 // build-id, not pid) by address range: one lookup answers every address
 // inside the same range, where a range is a stretch of code whose whole chain
 // (every frame's function, file and line) is the same.
@@ -42,7 +44,8 @@ struct SymbolRange {
   StringId module = 0;             ///< Module path.
   std::vector<SymbolFrame> frames; ///< Outermost (physical) first.
   bool fromDebugInfo = false;      ///< False: symbol table or unknown.
-  /// No symbol covers the range: its one frame is "[unknown @ ...]".
+  /// No symbol, DWARF or FDE covers the range: its one frame is
+  /// "[unknown @ ...]".
   bool unknown = false;
 };
 

@@ -28,10 +28,11 @@ std::string lowerHex(ArrayRef<uint8_t> bytes) {
   return text;
 }
 
-void SymbolTable::build(const object::ObjectFile &object) {
-  for (const auto &[symbol, size] : object::computeSymbolSizes(object))
+void SymbolTable::build(const object::ObjectFile &symbolObject,
+                        const object::ObjectFile &codeObject) {
+  for (const auto &[symbol, size] : object::computeSymbolSizes(symbolObject))
     addSymbol(symbol, size);
-  if (const auto *elf = dyn_cast<object::ELF64LEObjectFile>(&object))
+  if (const auto *elf = dyn_cast<object::ELF64LEObjectFile>(&codeObject))
     addPltStubs(elf->getELFFile());
   // Sorted by (address, size), stable: std::stable_sort warns with this
   // libstdc++, so the table index breaks ties instead.
@@ -306,6 +307,18 @@ Error checkSymbolTables(const object::ObjectFile &object) {
   if (auto *elf = dyn_cast<object::ELF32BEObjectFile>(&object))
     return checkSymbolTables(elf->getELFFile());
   return Error::success();
+}
+
+bool hasFullSymbolTable(const object::ObjectFile &object) {
+  if (!isa<object::ELFObjectFileBase>(object))
+    return object.symbol_begin() != object.symbol_end();
+  // More than entry 0, the null symbol (Elf64_Sym or Elf32_Sym).
+  uint64_t entrySize = object.getBytesInAddress() == 8 ? 24 : 16;
+  for (const object::SectionRef &section : object.sections())
+    if (object::ELFSectionRef(section).getType() == ELF::SHT_SYMTAB &&
+        section.getSize() > entrySize)
+      return true;
+  return false;
 }
 
 Expected<std::vector<LoadSegmentHeader>>

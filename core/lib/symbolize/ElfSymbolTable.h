@@ -94,8 +94,11 @@ struct SymbolMatch {
 /// address up to the next symbol.
 class SymbolTable {
 public:
-  /// Reads the function symbols and PLT stubs of `object`.
-  void build(const llvm::object::ObjectFile &object);
+  /// Reads the function symbols of `symbolObject` and the PLT stubs of
+  /// `codeObject` (the same file, or a stripped file whose symbols come from
+  /// its separate debug file, which has no PLT bytes).
+  void build(const llvm::object::ObjectFile &symbolObject,
+             const llvm::object::ObjectFile &codeObject);
   /// The symbol naming `address`, and where that answer holds.
   SymbolMatch find(uint64_t address) const;
   bool empty() const;
@@ -113,6 +116,9 @@ private:
   llvm::BumpPtrAllocator names;
   llvm::UniqueStringSaver saver{names};
 };
+
+/// True if `object` has a .symtab with a symbol in it (not just .dynsym).
+bool hasFullSymbolTable(const llvm::object::ObjectFile &object);
 
 /// The PT_LOAD headers of an ELF file; an error for anything else.
 llvm::Expected<std::vector<LoadSegmentHeader>>

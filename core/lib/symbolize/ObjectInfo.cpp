@@ -24,6 +24,7 @@
 #include "ObjectInfo.h"
 #include "DebugFileLookup.h"
 #include "DwarfLineCheck.h"
+#include "EhFrameBounds.h"
 
 #include "llvm/DebugInfo/DIContext.h"
 #include "llvm/DebugInfo/DWARF/DWARFCompileUnit.h"
@@ -72,7 +73,10 @@ lineSections(const object::ObjectFile &object) {
 }
 
 /// The entry of the physical function `subprogram`: DW_AT_low_pc, else
-/// DW_AT_entry_pc, else its lowest range.
+/// DW_AT_entry_pc, else the start of its first range. Not the lowest: GCC
+/// splits a function into DW_AT_ranges {hot part, .cold part}, the entry's
+/// range first, and the .cold part may lie below it (libc's
+/// __pthread_create_2_1 at 0x89380 has its .cold part at 0x26dd2).
 uint64_t entryOf(const DWARFDie &subprogram) {
   if (auto low = dwarf::toAddress(subprogram.find(dwarf::DW_AT_low_pc)))
     return *low;
@@ -83,11 +87,10 @@ uint64_t entryOf(const DWARFDie &subprogram) {
     consumeError(ranges.takeError());
     return 0;
   }
-  uint64_t lowest = 0;
   for (const DWARFAddressRange &range : *ranges)
-    if (range.LowPC < range.HighPC && (lowest == 0 || range.LowPC < lowest))
-      lowest = range.LowPC;
-  return lowest;
+    if (range.LowPC < range.HighPC)
+      return range.LowPC;
+  return 0;
 }
 
 /// Narrows `interval` to the range of `scope` that contains `address`.
@@ -204,8 +207,9 @@ void intersectLineRows(const DWARFDebugLine::LineTable &table, uint64_t address,
 
 ObjectInfo::ObjectInfo(const Module &module, const Symbolizer::Options &options,
                        StringTable &strings)
-    : strings(strings), demangle(options.demangle) {
-  std::string name = sys::path::filename(module.path).str();
+    : strings(strings), moduleName(sys::path::filename(module.path).str()),
+      demangle(options.demangle) {
+  const std::string &name = moduleName;
   Expected<object::OwningBinary<object::ObjectFile>> binary =
       object::ObjectFile::createObjectFile(module.fileToRead());
   if (!binary) {
@@ -233,34 +237,38 @@ ObjectInfo::ObjectInfo(const Module &module, const Symbolizer::Options &options,
       return;
     }
   }
-  if (Error error = checkSymbolTables(object))
-    warnings.push_back(name +
-                       ": damaged symbol table: " + toString(std::move(error)) +
-                       " (symbolizing without symbols)");
-  else
-    symbols.build(object);
-  if (!options.useDebugInfo)
-    return;
-  // DWARF from the separate debug file when there is one (llvm-symbolizer
-  // prefers it too); names still come from this file's symbol table.
-  const object::ObjectFile *debugObject = &object;
+  // A separate debug file (by build-id, else .gnu_debuglink) gives DWARF,
+  // and its .symtab when this file has none: a stripped distribution binary
+  // keeps only .dynsym, its -dbg package the whole table (gdb and LLDB read
+  // it too; llvm-symbolizer does not, so `--obj=DEBUGFILE` is its match).
   std::string debugPath = findDebugFile(object, module.fileToRead());
   if (!debugPath.empty()) {
     auto debugBinary = object::ObjectFile::createObjectFile(debugPath);
-    if (debugBinary) {
+    if (debugBinary)
       debugOwner = std::move(*debugBinary);
-      debugObject = debugOwner.getBinary();
-    } else {
+    else
       consumeError(debugBinary.takeError());
-    }
   }
+  const object::ObjectFile *debugFile = debugOwner.getBinary();
+  readSymbols(object, debugFile, debugPath);
+  // Function bounds for code no symbol covers; the debug file has no bytes
+  // of .eh_frame, so they come from the file itself.
+  if (Error error = functions.read(object))
+    handleAllErrors(std::move(error), [&](const ErrorInfoBase &info) {
+      warnings.push_back(moduleName + ": " + info.message());
+    });
+  if (!options.useDebugInfo)
+    return;
+  // DWARF from the separate debug file when there is one (llvm-symbolizer
+  // prefers it too).
+  const object::ObjectFile *debugObject = debugFile ? debugFile : &object;
   // LLVM's line-table parser crashes on some damaged prologues: check
   // them first, and keep to the symbol table if they are damaged.
   if (std::optional<DwarfLineSections> sections = lineSections(*debugObject))
     if (Error error = checkDwarfLineTables(*sections)) {
       warnings.push_back(name + ": damaged DWARF in " +
-                         (debugPath.empty() ? module.fileToRead() : debugPath) +
-                         ": " + toString(std::move(error)) +
+                         (debugFile ? debugPath : module.fileToRead()) + ": " +
+                         toString(std::move(error)) +
                          " (symbolizing from the symbol table)");
       return;
     }
@@ -300,13 +308,53 @@ FileRange ObjectInfo::compute(uint64_t address) {
     return range;
   if (dwarf)
     clipToCodeWithoutDwarf(address, range.interval);
-  if (match.symbol) {
-    StringId file =
-        match.symbol->file.empty() ? 0 : strings.intern(match.symbol->file);
-    range.frames.push_back({internName(match.symbol->name), file, 0, false});
-    range.functionEntry = match.symbol->address;
+  if (!match.symbol) {
+    addFunctionBounds(address, range);
+    return range;
   }
+  StringId file =
+      match.symbol->file.empty() ? 0 : strings.intern(match.symbol->file);
+  range.frames.push_back({internName(match.symbol->name), file, 0, false});
+  range.functionEntry = match.symbol->address;
   return range;
+}
+
+/// Symbols from `object`'s .symtab, else from `debugFile`'s, else from
+/// `object`'s .dynsym; PLT stubs always from `object`.
+void ObjectInfo::readSymbols(const object::ObjectFile &object,
+                             const object::ObjectFile *debugFile,
+                             const std::string &debugPath) {
+  const object::ObjectFile *symbolObject = &object;
+  if (debugFile && !hasFullSymbolTable(object) &&
+      hasFullSymbolTable(*debugFile)) {
+    if (Error error = checkSymbolTables(*debugFile))
+      warnings.push_back(moduleName + ": damaged symbol table in " + debugPath +
+                         ": " + toString(std::move(error)) +
+                         " (symbolizing with the file's own symbols)");
+    else
+      symbolObject = debugFile;
+  }
+  if (Error error = checkSymbolTables(*symbolObject))
+    warnings.push_back(moduleName +
+                       ": damaged symbol table: " + toString(std::move(error)) +
+                       " (symbolizing without symbols)");
+  else
+    symbols.build(*symbolObject, object);
+}
+
+/// Code no symbol covers: an FDE gives its function's extent and entry,
+/// named "<module>+0x<entry>" with the entry's file address (what
+/// llvm-symbolizer --obj, addr2line -e and objdump --start-address take).
+void ObjectInfo::addFunctionBounds(uint64_t address, FileRange &range) {
+  FunctionMatch match = functions.find(address);
+  range.interval.clipBelow(match.interval.begin);
+  range.interval.clipAbove(match.interval.end);
+  if (!match.function)
+    return;
+  range.frames.push_back(
+      {strings.intern(moduleName + "+" + hex(match.function->begin)), 0, 0,
+       false});
+  range.functionEntry = match.function->begin;
 }
 
 void ObjectInfo::loadDebugInfo() {

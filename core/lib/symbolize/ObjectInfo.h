@@ -11,6 +11,7 @@
 #ifndef MAGIC_TRACE_SYMBOLIZE_OBJECTINFO_H
 #define MAGIC_TRACE_SYMBOLIZE_OBJECTINFO_H
 
+#include "EhFrameBounds.h"
 #include "ElfSymbolTable.h"
 
 #include "magic_trace/Symbolizer.h"
@@ -57,6 +58,10 @@ public:
 
 private:
   FileRange compute(uint64_t address);
+  void readSymbols(const llvm::object::ObjectFile &object,
+                   const llvm::object::ObjectFile *debugFile,
+                   const std::string &debugPath);
+  void addFunctionBounds(uint64_t address, FileRange &range);
   void loadDebugInfo();
   /// Fills `range` from DWARF; false if DWARF knows nothing of `address`.
   bool addDebugInfo(uint64_t address, const SymbolMatch &match,
@@ -68,6 +73,7 @@ private:
   StringId internName(llvm::StringRef name);
 
   StringTable &strings;
+  std::string moduleName; ///< File name of the module's path.
   bool demangle;
   std::string problem;
   std::vector<std::string> warnings;
@@ -76,6 +82,7 @@ private:
       debugOwner; ///< Separate DWARF.
   std::vector<LoadSegmentHeader> loads;
   SymbolTable symbols;
+  EhFrameBounds functions; ///< For code no symbol covers.
   std::unique_ptr<llvm::DWARFContext> dwarf;
   /// The object whose DWARF loadDebugInfo reads, until it has.
   const llvm::object::ObjectFile *pendingDebugObject = nullptr;

@@ -1,6 +1,7 @@
 //===- RefTree.cpp - The reference call tree from emulator ground truth ---===//
 
 #include "RefTree.h"
+#include "RefFunctionBounds.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Demangle/Demangle.h"
@@ -12,6 +13,7 @@
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/TargetSelect.h"
 
 #include <algorithm>
@@ -148,7 +150,8 @@ void addPltStubs(const object::ELFObjectFileBase &elf, uint64_t bias,
 /// user) names code: FUNC, IFUNC and untyped symbols of .symtab, or of
 /// .dynsym when there is no .symtab; one per address (the largest); a symbol
 /// of size 0 covers everything up to the next one, the last one up to the
-/// end of its section; and the PLT stubs (addPltStubs).
+/// end of its section; the PLT stubs (addPltStubs); and in stripped code one
+/// function per FDE (addFdeFunctions).
 void addSymbols(const Module &module, std::vector<RefFunction> &out) {
   auto binary = object::ObjectFile::createObjectFile(module.fileToRead());
   if (!binary) {
@@ -240,6 +243,10 @@ void addSymbols(const Module &module, std::vector<RefFunction> &out) {
     }
     out.push_back(std::move(function));
   }
+  // Stripped code: a function per FDE no symbol covers, from the loaded
+  // file (a debug file has no .eh_frame bytes).
+  addFdeFunctions(*binary->getBinary(), sys::path::filename(module.path), bias,
+                  first, out);
 }
 
 } // namespace
