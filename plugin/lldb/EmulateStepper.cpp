@@ -26,12 +26,13 @@ using Clock = std::chrono::steady_clock;
 
 /// Instructions a thread runs before the next thread's turn.
 constexpr unsigned Quantum = 200;
-/// A step's deadline while another thread could run instead: a thread still
-/// in the kernel after this long is parked (it may wait for one of them).
+/// A step's deadline when the process has other threads: a thread still in
+/// the kernel after this long is parked (it may wait for one of them, and
+/// when all are blocked, the one to wake first is not known).
 constexpr auto SharedDeadline = std::chrono::milliseconds(150);
-/// A step's deadline when no other thread can run: a short sleep ends within
-/// a try or two, and Ctrl-C (seen between steps) still stops the run well
-/// within a second.
+/// A step's deadline when the process has one thread: a short sleep ends
+/// within a try or two, and Ctrl-C (seen between steps) still stops the run
+/// well within a second.
 constexpr auto AloneDeadline = std::chrono::milliseconds(500);
 /// A blocked thread is parked this long first, doubling up to MaxPark.
 constexpr auto FirstPark = std::chrono::milliseconds(100);
@@ -46,6 +47,8 @@ constexpr uint64_t SysExecve = 59;
 constexpr uint64_t SysFutex = 202;
 constexpr uint64_t SysExecveat = 322;
 constexpr uint64_t SysClone3 = 435;
+constexpr uint64_t CloneVm = 0x100;       ///< CLONE_VM: shares the memory.
+constexpr uint64_t CloneVfork = 0x4000;   ///< CLONE_VFORK.
 constexpr uint64_t CloneThread = 0x10000; ///< CLONE_THREAD: not a new process.
 
 /// The kernel's -ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND and
@@ -71,13 +74,18 @@ std::string stopDescription(lldb::SBThread &thread) {
   return length ? std::string(buffer) : std::string("stopped");
 }
 
-/// Load address -> breakpoint id of every enabled user breakpoint location.
+/// Load address -> breakpoint id of every enabled user breakpoint location
+/// (not the stepper's own, `skip`).
 std::map<uint64_t, lldb::break_id_t>
-breakpointAddresses(lldb::SBTarget &target) {
+breakpointAddresses(lldb::SBTarget &target,
+                    const std::map<uint64_t, lldb::break_id_t> &skip) {
   std::map<uint64_t, lldb::break_id_t> addresses;
   for (uint32_t i = 0, n = target.GetNumBreakpoints(); i < n; ++i) {
     lldb::SBBreakpoint breakpoint = target.GetBreakpointAtIndex(i);
-    if (!breakpoint.IsEnabled())
+    if (!breakpoint.IsEnabled() ||
+        std::any_of(skip.begin(), skip.end(), [&](const auto &entry) {
+          return entry.second == breakpoint.GetID();
+        }))
       continue;
     for (size_t l = 0, count = breakpoint.GetNumLocations(); l < count; ++l) {
       lldb::SBBreakpointLocation location = breakpoint.GetLocationAtIndex(l);
@@ -112,6 +120,13 @@ struct Stepper {
   lldb::SBProcess process;
   StepDeadline deadline;
   std::map<uint64_t, lldb::break_id_t> breakpoints;
+  /// The stepper's own breakpoints, by address, where a clone or fork
+  /// returns (the instruction after the syscall). A new thread starts there
+  /// and stops at once, so it is traced from its first instruction instead
+  /// of running untraced until LLDB stops it; after a fork LLDB detaches the
+  /// child and resumes the parent freely, which stops there too. Deleted
+  /// when the run ends.
+  std::map<uint64_t, lldb::break_id_t> landings;
   std::map<uint64_t, Turn> turns;
   /// The last step's deadline fired: the interrupt may still stop the next
   /// step early (LLDB can deliver it after the step ended on its own).
@@ -120,7 +135,15 @@ struct Stepper {
   Stepper(lldb::SBDebugger &debugger, Session &session)
       : debugger(debugger), session(session),
         target(debugger.GetSelectedTarget()), process(target.GetProcess()),
-        deadline(debugger, process), breakpoints(breakpointAddresses(target)) {}
+        deadline(debugger, process) {
+    breakpoints = breakpointAddresses(target, landings);
+  }
+  ~Stepper() {
+    for (auto &[address, id] : landings)
+      target.BreakpointDelete(id);
+  }
+  Stepper(const Stepper &) = delete;
+  Stepper &operator=(const Stepper &) = delete;
 
   enum class Result { Progress, NoProgress, Blocked, ThreadGone, Exited, Stop };
 
@@ -205,30 +228,47 @@ struct Stepper {
           ", which runs untraced (the debugger follows the parent)");
   }
 
-  /// Whether the syscall `thread` is about to make creates a process.
-  bool forks(lldb::SBThread &thread, uint64_t number) {
-    if (number == SysFork || number == SysVfork)
-      return true;
+  /// The clone flags of the syscall `thread` is about to make, when it
+  /// creates a thread or a process (fork: none; vfork: CLONE_VM and
+  /// CLONE_VFORK).
+  std::optional<uint64_t> cloneFlags(lldb::SBThread &thread, uint64_t number) {
+    if (number == SysFork)
+      return 0;
+    if (number == SysVfork)
+      return CloneVm | CloneVfork;
     if (number == SysClone)
-      return !(registerValue(thread, "rdi") & CloneThread);
+      return registerValue(thread, "rdi");
     if (number != SysClone3)
-      return false;
+      return std::nullopt;
     uint64_t flags = 0;
     lldb::SBError error;
     process.ReadMemory(registerValue(thread, "rdi"), &flags, sizeof(flags),
                        error);
-    return error.Success() && !(flags & CloneThread);
+    if (error.Fail())
+      return std::nullopt;
+    return flags;
+  }
+
+  /// Sets (once) the stepper's breakpoint at `address` (see `landings`).
+  void land(uint64_t address) {
+    if (landings.count(address))
+      return;
+    lldb::SBBreakpoint breakpoint = target.BreakpointCreateByAddress(address);
+    if (!breakpoint.IsValid())
+      return;
+    landings[address] = breakpoint.GetID();
+    breakpoints = breakpointAddresses(target, landings);
   }
 
   llvm::Expected<Result> stepOne(lldb::SBThread &thread,
                                  ThreadRecorder *recorder, Turn &turn,
-                                 bool othersCanRun, StepOutcome &outcome);
+                                 bool otherThreads, StepOutcome &outcome);
   llvm::Error disableAll();
 };
 
 llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
                                                  ThreadRecorder *recorder,
-                                                 Turn &turn, bool othersCanRun,
+                                                 Turn &turn, bool otherThreads,
                                                  StepOutcome &outcome) {
   uint64_t tid = thread.GetThreadID();
   uint64_t pc;
@@ -258,13 +298,20 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
       number = registerValue(thread, "rax");
   }
   bool exec = number == SysExecve || number == SysExecveat;
-  bool fork = insn.branch == BranchClass::Syscall && forks(thread, number);
+  std::optional<uint64_t> clone = insn.branch == BranchClass::Syscall
+                                      ? cloneFlags(thread, number)
+                                      : std::nullopt;
+  bool fork = clone && !(*clone & CloneThread);
+  // A child sharing the memory (vfork, posix_spawn) would run into the
+  // breakpoint as well, detached: no landing for it.
+  if (clone && ((*clone & CloneThread) || !(*clone & CloneVm)))
+    land(pc + insn.size);
   // After an exec the old program's modules are gone, and its trace is
   // decoded with them.
   if (exec)
     session.lastModules = captureModules(target);
 
-  deadline.arm(othersCanRun ? SharedDeadline : AloneDeadline);
+  deadline.arm(otherThreads ? SharedDeadline : AloneDeadline);
   lldb::SBError stepError;
   thread.StepInstruction(false, stepError);
   StepDeadline::Fired fired = deadline.disarm();
@@ -363,7 +410,7 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
     return fired == StepDeadline::Fired::Deadline ? Result::Blocked
                                                   : Result::NoProgress;
   if (insn.branch == BranchClass::Syscall)
-    breakpoints = breakpointAddresses(target); // dlopen may add locations.
+    breakpoints = breakpointAddresses(target, landings); // dlopen may add some.
   auto hit = breakpoints.find(next);
   if (hit != breakpoints.end()) {
     outcome.kind = StepOutcome::Breakpoint;
@@ -439,6 +486,11 @@ bool refreshTurns(Stepper &stepper, const std::vector<uint64_t> &tids,
     outcome.tid = tid;
     outcome.pc = hit->first;
     outcome.breakpoint = hit->second;
+    outcome.notes.push_back(
+        "thread " + std::to_string(tid) + " is new and reached breakpoint " +
+        std::to_string(hit->second) +
+        " before the stepper took it over, so it has no trace (a new thread "
+        "runs untraced until LLDB stops it)");
     return true;
   }
   if (changed && !firstRound)
@@ -505,12 +557,11 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
         }
         recorder = *created;
       }
-      bool othersCanRun = runnable > (turn.parked(Clock::now()) ? 0u : 1u);
       for (unsigned i = 0; i < Quantum && !done; ++i) {
         if (i && stepper.interruptRequested())
           break; // The round's start reports it.
-        llvm::Expected<Stepper::Result> result =
-            stepper.stepOne(thread, recorder, turn, othersCanRun, outcome);
+        llvm::Expected<Stepper::Result> result = stepper.stepOne(
+            thread, recorder, turn, stepper.turns.size() > 1, outcome);
         if (!result) {
           failure = result.takeError();
           done = true;
