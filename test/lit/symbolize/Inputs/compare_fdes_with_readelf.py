@@ -15,6 +15,9 @@ An FDE is "its own frame" when its three bytes gave one name and entry that
 no other FDE's bytes gave. Prints the counts, the percentage of own frames
 over all FDEs outside the PLT, each mismatch, and 'mismatches: N'. With
 --expect-symbols (an unstripped file) any FDE-named answer is a mismatch.
+With --lldb LLDB, each FDE name's number must also be that of the symbol
+LLDB synthesizes for the function (___lldb_unnamed_symbol_HEX in
+`image dump symtab`), which a user would see in LLDB.
 """
 import argparse
 import os
@@ -79,6 +82,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--obj", required=True)
     parser.add_argument("--expect-symbols", action="store_true")
+    parser.add_argument("--lldb")
     args = parser.parse_args()
 
     functions = fdes(args.obj)
@@ -131,6 +135,18 @@ def main():
                 any(name != "??" for name in names):
             mismatch("FDE %#x..%#x: both a symbol and an FDE name" % (begin, end))
 
+    lldb_line = None
+    if args.lldb:
+        dump = run([args.lldb, "--no-lldbinit", "-b", "-o",
+                    "image dump symtab " + os.path.basename(args.obj), args.obj])
+        synthesized = {int(h, 16) for h in
+                       re.findall(r"___lldb_unnamed_symbol_([0-9a-f]+)\b", dump)}
+        named = {int(a[0].rsplit("+", 1)[1], 16) for a in mine if fde_name.match(a[0])}
+        for number in sorted(named - synthesized):
+            mismatch("FDE name %#x has no ___lldb_unnamed_symbol_%x" % (number, number))
+        lldb_line = ("lldb synthesized symbols: %d, FDE names among them: %d of %d"
+                     % (len(synthesized), len(named & synthesized), len(named)))
+
     own = 0
     for index in range(len(functions)):
         if in_plt[index]:
@@ -141,6 +157,8 @@ def main():
     counted = len(functions) - sum(in_plt)
     print("fdes: %d, in plt: %d, bytes named by a symbol: %d, by their FDE: %d"
           % (len(functions), sum(in_plt), by_symbol, by_fde))
+    if lldb_line:
+        print(lldb_line)
     print("own frames: %d of %d (%.1f%%)" % (own, counted, 100.0 * own / max(counted, 1)))
     print("mismatches: %d" % mismatches)
     return 0
