@@ -6,6 +6,7 @@
 #include "lldb/API/SBBreakpointLocation.h"
 #include "lldb/API/SBCommandInterpreter.h"
 #include "lldb/API/SBError.h"
+#include "lldb/API/SBEvent.h"
 #include "lldb/API/SBFrame.h"
 #include "lldb/API/SBProcess.h"
 #include "lldb/API/SBTarget.h"
@@ -128,8 +129,9 @@ struct Stepper {
   /// when the run ends.
   std::map<uint64_t, lldb::break_id_t> landings;
   std::map<uint64_t, Turn> turns;
-  /// The last step's deadline fired: the interrupt may still stop the next
-  /// step early (LLDB can deliver it after the step ended on its own).
+  /// The last step ended on its own although its deadline fired: that
+  /// interrupt may still stop the next step early. (Any other SIGSTOP stop
+  /// is someone else's: `process interrupt`, SBProcess::SendAsyncInterrupt.)
   bool lateInterrupt = false;
 
   Stepper(lldb::SBDebugger &debugger, Session &session)
@@ -148,7 +150,7 @@ struct Stepper {
   enum class Result { Progress, NoProgress, Blocked, ThreadGone, Exited, Stop };
 
   bool interruptRequested() {
-    return debugger.InterruptRequested() ||
+    return CtrlCWatch::pressed() || debugger.InterruptRequested() ||
            debugger.GetCommandInterpreter().WasInterrupted();
   }
 
@@ -316,7 +318,7 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
   thread.StepInstruction(false, stepError);
   StepDeadline::Fired fired = deadline.disarm();
   bool ourInterrupt = fired != StepDeadline::Fired::No || lateInterrupt;
-  lateInterrupt = fired != StepDeadline::Fired::No;
+  lateInterrupt = false;
   ++session.stats.steps;
   if (stepError.Fail())
     return llvm::createStringError(
@@ -380,23 +382,32 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
       return std::move(error);
     }
   }
+  // An interrupt of ours that raced with a step ending on its own may stop
+  // the next step early; one that stopped this step was used up.
+  lateInterrupt = completed && fired != StepDeadline::Fired::No;
   if (completed && fork)
     noteFork(after, outcome);
   if (completed && number == SysFutex)
     unparkAll(); // It may have woken a parked thread.
 
   lldb::StopReason reason = after.GetStopReason();
-  if (reason == lldb::eStopReasonSignal &&
-      after.GetStopReasonDataAtIndex(0) == SIGSTOP) {
-    if (ourInterrupt)
-      return completed                                ? Result::Progress
-             : fired == StepDeadline::Fired::Deadline ? Result::Blocked
-                                                      : Result::NoProgress;
-    // Someone else stopped the process (`process interrupt`,
-    // SBProcess::Stop from a script).
+  // Someone else halted the process: Ctrl-C in the lldb driver while the
+  // step ran (LLDB passes it to the running process as a halt), `process
+  // interrupt` or SBProcess::SendAsyncInterrupt from a script. LLDB marks
+  // the stop as interrupted, as it marks ours. (One that arrives between two
+  // steps LLDB drops; Ctrl-C then reaches the command interpreter instead.)
+  bool halted = lldb::SBProcess::GetInterruptedFromEvent(
+      process.GetStopEventForStopID(process.GetStopID()));
+  bool stopSignal = reason == lldb::eStopReasonSignal &&
+                    after.GetStopReasonDataAtIndex(0) == SIGSTOP;
+  if ((halted || stopSignal) && !ourInterrupt) {
     outcome.kind = StepOutcome::Interrupted;
     return Result::Stop;
   }
+  if (stopSignal)
+    return completed                                ? Result::Progress
+           : fired == StepDeadline::Fired::Deadline ? Result::Blocked
+                                                    : Result::NoProgress;
   if (reason == lldb::eStopReasonSignal ||
       reason == lldb::eStopReasonException ||
       reason == lldb::eStopReasonWatchpoint) {
@@ -511,6 +522,7 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
 
   bool wasAsync = debugger.GetAsync();
   debugger.SetAsync(false);
+  CtrlCWatch ctrlC;
   Stepper stepper(debugger, session);
   StepOutcome outcome;
   Clock::time_point began = Clock::now();

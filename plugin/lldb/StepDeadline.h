@@ -6,8 +6,8 @@
 // stopped would make that wait endless: issue 16's hang. A StepDeadline
 // bounds it: a watcher thread interrupts the process (SendAsyncInterrupt)
 // when the step is not back by its deadline, or as soon as someone asks the
-// debugger to interrupt (SBDebugger::RequestInterrupt), and asks again every
-// second until the step is back.
+// debugger to interrupt (SBDebugger::RequestInterrupt) or Ctrl-C was
+// pressed (CtrlCWatch), and asks again every 200 ms until the step is back.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PLUGIN_STEPDEADLINE_H
@@ -16,12 +16,31 @@
 #include "lldb/API/SBDebugger.h"
 #include "lldb/API/SBProcess.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
 
 namespace magic_trace::plugin {
+
+/// Sees Ctrl-C (SIGINT) while it lives, and passes each one on to the handler
+/// that was installed before (the lldb driver's, Python's). The driver alone
+/// cannot stop a traced run reliably: while a step runs it hands Ctrl-C to
+/// the process as a halt, which looks like one of the stepper's own, and
+/// between steps it may drop it. Only one watch is active at a time.
+class CtrlCWatch {
+public:
+  CtrlCWatch();
+  ~CtrlCWatch();
+  CtrlCWatch(const CtrlCWatch &) = delete;
+  CtrlCWatch &operator=(const CtrlCWatch &) = delete;
+  /// Whether Ctrl-C was pressed since the watch began.
+  static bool pressed();
+
+private:
+  bool installed = false;
+};
 
 class StepDeadline {
 public:
