@@ -1,6 +1,7 @@
 //===- EmulateStepper.cpp - Traced execution through the SB API -----------===//
 #include "EmulateStepper.h"
 #include "StepDeadline.h"
+#include "ThreadSyscalls.h"
 
 #include "lldb/API/SBBreakpoint.h"
 #include "lldb/API/SBBreakpointLocation.h"
@@ -11,7 +12,6 @@
 #include "lldb/API/SBProcess.h"
 #include "lldb/API/SBTarget.h"
 #include "lldb/API/SBThread.h"
-#include "lldb/API/SBValue.h"
 
 #include <algorithm>
 #include <chrono>
@@ -39,35 +39,6 @@ constexpr auto AloneDeadline = std::chrono::milliseconds(500);
 constexpr auto FirstPark = std::chrono::milliseconds(100);
 constexpr auto MaxPark = std::chrono::milliseconds(1600);
 constexpr auto ProgressInterval = std::chrono::seconds(2);
-
-// x86-64 Linux system calls the stepper looks at (asm/unistd_64.h).
-constexpr uint64_t SysClone = 56;
-constexpr uint64_t SysFork = 57;
-constexpr uint64_t SysVfork = 58;
-constexpr uint64_t SysExecve = 59;
-constexpr uint64_t SysFutex = 202;
-constexpr uint64_t SysExecveat = 322;
-constexpr uint64_t SysClone3 = 435;
-constexpr uint64_t CloneVm = 0x100;       ///< CLONE_VM: shares the memory.
-constexpr uint64_t CloneVfork = 0x4000;   ///< CLONE_VFORK.
-constexpr uint64_t CloneThread = 0x10000; ///< CLONE_THREAD: not a new process.
-
-/// The kernel's -ERESTARTSYS, -ERESTARTNOINTR, -ERESTARTNOHAND and
-/// -ERESTART_RESTARTBLOCK: rax of a thread stopped inside a syscall that the
-/// kernel runs again on resume, backing the IP up over the `syscall`
-/// (include/linux/errno.h; user code never sees these values).
-bool restartsSyscall(uint64_t rax) {
-  int64_t value = int64_t(rax);
-  return value == -512 || value == -513 || value == -514 || value == -516;
-}
-
-uint64_t registerValue(lldb::SBThread &thread, const char *name) {
-  return thread.GetFrameAtIndex(0).FindRegister(name).GetValueAsUnsigned(0);
-}
-
-uint64_t currentPc(lldb::SBThread &thread) {
-  return thread.GetFrameAtIndex(0).GetPC();
-}
 
 std::string stopDescription(lldb::SBThread &thread) {
   char buffer[256];
@@ -154,21 +125,6 @@ struct Stepper {
            debugger.GetCommandInterpreter().WasInterrupted();
   }
 
-  /// Where `thread` is when its turn is first taken: inside an interrupted
-  /// syscall (LLDB stopped it in the kernel; the PC is after the `syscall`)
-  /// or at its PC.
-  std::optional<uint64_t> syscallInProgress(lldb::SBThread &thread) {
-    if (!restartsSyscall(registerValue(thread, "rax")))
-      return std::nullopt;
-    uint64_t pc = currentPc(thread);
-    uint8_t bytes[2];
-    lldb::SBError error;
-    if (process.ReadMemory(pc - 2, bytes, 2, error) != 2 || bytes[0] != 0x0f ||
-        bytes[1] != 0x05)
-      return std::nullopt;
-    return pc - 2;
-  }
-
   /// A thread blocked; others run meanwhile.
   void park(Turn &turn) {
     turn.parkedUntil = Clock::now() + turn.park;
@@ -230,27 +186,6 @@ struct Stepper {
           ", which runs untraced (the debugger follows the parent)");
   }
 
-  /// The clone flags of the syscall `thread` is about to make, when it
-  /// creates a thread or a process (fork: none; vfork: CLONE_VM and
-  /// CLONE_VFORK).
-  std::optional<uint64_t> cloneFlags(lldb::SBThread &thread, uint64_t number) {
-    if (number == SysFork)
-      return 0;
-    if (number == SysVfork)
-      return CloneVm | CloneVfork;
-    if (number == SysClone)
-      return registerValue(thread, "rdi");
-    if (number != SysClone3)
-      return std::nullopt;
-    uint64_t flags = 0;
-    lldb::SBError error;
-    process.ReadMemory(registerValue(thread, "rdi"), &flags, sizeof(flags),
-                       error);
-    if (error.Fail())
-      return std::nullopt;
-    return flags;
-  }
-
   /// Sets (once) the stepper's breakpoint at `address` (see `landings`).
   void land(uint64_t address) {
     if (landings.count(address))
@@ -299,9 +234,9 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
     if (insn.branch == BranchClass::Syscall)
       number = registerValue(thread, "rax");
   }
-  bool exec = number == SysExecve || number == SysExecveat;
+  bool exec = isExec(number);
   std::optional<uint64_t> clone = insn.branch == BranchClass::Syscall
-                                      ? cloneFlags(thread, number)
+                                      ? cloneFlags(process, thread, number)
                                       : std::nullopt;
   bool fork = clone && !(*clone & CloneThread);
   // A child sharing the memory (vfork, posix_spawn) would run into the
@@ -486,7 +421,7 @@ bool refreshTurns(Stepper &stepper, const std::vector<uint64_t> &tids,
       continue;
     lldb::SBThread thread = stepper.process.GetThreadByID(tid);
     Turn &turn = stepper.turns[tid];
-    turn.inSyscall = stepper.syscallInProgress(thread);
+    turn.inSyscall = syscallInProgress(stepper.process, thread);
     changed = true;
     if (firstRound || thread.GetStopReason() != lldb::eStopReasonBreakpoint)
       continue;
