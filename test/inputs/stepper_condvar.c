@@ -31,7 +31,7 @@ int main(void) {
   pthread_t thread;
   if (pthread_create(&thread, 0, worker, 0) != 0)
     return 1;
-  usleep(300000);
+  usleep(600000);
   int value = main_work(main_work(1));
   pthread_mutex_lock(&lock);
   go = value;

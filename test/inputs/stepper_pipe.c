@@ -19,7 +19,7 @@ __attribute__((noinline)) void got_message(int byte) {
 
 static void *writer(void *arg) {
   (void)arg;
-  usleep(300000);
+  usleep(600000);
   char byte = (char)produce(produce(1));
   write(fds[1], &byte, 1);
   return 0;

@@ -1,12 +1,13 @@
 """One traced run of the emulate stepper, attached wherever the process is
 when interrupted, as a script would drive it.
 
-  stepper_session.py SCRIPTS PLUGIN PROGRAM --blocked-in FUNCTION
+  stepper_session.py SCRIPTS PLUGIN PROGRAM --blocked-in FUNCTION...
                      --trigger FUNCTION --bundle DIR [--bound SECONDS]
 
 Launches PROGRAM, interrupts it (SBProcess.Stop, what `process interrupt`
-does) every 50 ms until its main thread is inside FUNCTION (a blocking call:
-read, pause, pthread_join, ...), attaches with --ground-truth, sets the
+does) every 50 ms until its main thread is inside the first FUNCTION (a
+blocking call: read, pause, pthread_join, ...) and another thread inside
+each further one, attaches with --ground-truth, sets the
 trigger and runs `magic-trace continue`. Prints, for the test to check: each
 thread's innermost function at the attach, the output of continue and of
 report; saves the snapshot as a bundle in DIR (with groundtruth/). A
@@ -22,7 +23,7 @@ parser = argparse.ArgumentParser()
 parser.add_argument("scripts")
 parser.add_argument("plugin")
 parser.add_argument("program")
-parser.add_argument("--blocked-in", required=True)
+parser.add_argument("--blocked-in", required=True, action="append")
 parser.add_argument("--trigger", required=True)
 parser.add_argument("--bundle", required=True)
 parser.add_argument("--bound", type=float, default=60)
@@ -52,8 +53,20 @@ def wait_for(debugger, process, states):
     sys.exit("the process never reached state {}".format(states))
 
 
-def stop_inside(debugger, function):
-    """Interrupts the process until its main thread's stack has `function`."""
+def blocked(process, functions):
+    """Whether the main thread's stack has functions[0], and each other one
+    is in the stack of another thread."""
+    stacks = [frames(thread) for thread in process]
+
+    def has(stack, function):
+        return any(function in name for name in stack)
+
+    return has(stacks[0], functions[0]) and all(
+        any(has(stack, f) for stack in stacks[1:]) for f in functions[1:])
+
+
+def stop_inside(debugger, functions):
+    """Interrupts the process until its threads are in `functions`."""
     target = debugger.GetSelectedTarget()
     error = lldb.SBError()
     info = lldb.SBLaunchInfo([])
@@ -67,11 +80,11 @@ def stop_inside(debugger, function):
         time.sleep(0.05)
         process.Stop()
         wait_for(debugger, process, [lldb.eStateStopped])
-        if any(function in name for name in frames(process.GetThreadAtIndex(0))):
+        if blocked(process, functions):
             break
         process.Continue()
     else:
-        sys.exit("the main thread never was in " + function)
+        sys.exit("the threads never were in " + ", ".join(functions))
     debugger.SetAsync(False)
     return process
 
