@@ -45,3 +45,12 @@ else:
 # uninstrumented lldb-22, so tests that load it are unsupported there.
 if config.mt_sanitize.upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("asan")
+
+# Linux perf (Debian's linux-perf) decodes our perf.data with its own Intel PT
+# decoder; tests that use it as an oracle say REQUIRES: perf.
+import subprocess
+try:
+    if subprocess.run(["perf", "version"], capture_output=True, timeout=30).returncode == 0:
+        config.available_features.add("perf")
+except (OSError, subprocess.TimeoutExpired):
+    pass

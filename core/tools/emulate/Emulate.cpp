@@ -9,6 +9,8 @@
 #include "magic_trace/GroundTruth.h"
 #include "magic_trace/PtraceStepper.h"
 
+#include "PerfDataOutput.h"
+
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -115,7 +117,7 @@ static const char *endName(EmulateEnd end) {
 }
 
 int main(int argc, char **argv) {
-  cl::HideUnrelatedOptions(category);
+  cl::HideUnrelatedOptions({&category, &perfDataCategory()});
   cl::ParseCommandLineOptions(
       argc, argv,
       "magic-trace-emulate: record genuine Intel PT of a program by "
@@ -157,6 +159,8 @@ int main(int argc, char **argv) {
   if (Error err = writeVdso(*result, outputDir))
     return fail(toString(std::move(err)));
   if (Error err = writeBundle(result->snapshot, outputDir))
+    return fail(toString(std::move(err)));
+  if (Error err = writePerfDataOption(result->snapshot, options.writer))
     return fail(toString(std::move(err)));
 
   uint64_t ptBytes = 0;

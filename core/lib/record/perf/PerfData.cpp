@@ -1,0 +1,329 @@
+//===- PerfData.cpp - Write a per-thread Intel PT perf.data ---------------===//
+//
+// The file is laid out as perf record lays out a per-thread recording:
+//
+//   file header | one perf_file_attr | its id | data records | feature
+//   section table | feature payloads
+//
+// Data records, in time order: AUXTRACE_INFO, a COMM per thread, an MMAP2
+// per executable segment, one AUXTRACE record (plus its PT bytes) per thread,
+// FINISHED_ROUND. Non-perf records end in the sample_id_all trailer that
+// sample_type IP|TID|TIME|IDENTIFIER implies: pid, tid, time, identifier.
+//
+//===----------------------------------------------------------------------===//
+#include "magic_trace/PerfData.h"
+
+#include "PerfDataFormat.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace llvm;
+
+namespace magic_trace {
+namespace {
+
+using namespace perfdata;
+
+/// The one event id, in the attr's id list and every record's identifier.
+constexpr uint64_t kEventId = 1;
+constexpr uint32_t kProtReadExec = 0x1 | 0x4; // PROT_READ | PROT_EXEC
+constexpr uint32_t kMapPrivate = 0x2;
+
+/// Little-endian appends to a growing file image.
+class ByteWriter {
+public:
+  std::vector<uint8_t> bytes;
+
+  void u8(uint8_t value) { bytes.push_back(value); }
+  void u16(uint16_t value) { put(value, 2); }
+  void u32(uint32_t value) { put(value, 4); }
+  void u64(uint64_t value) { put(value, 8); }
+  void zeros(size_t count) { bytes.insert(bytes.end(), count, 0); }
+  void raw(ArrayRef<uint8_t> data) {
+    bytes.insert(bytes.end(), data.begin(), data.end());
+  }
+  /// `text` and a NUL, zero-padded to a multiple of `align` bytes.
+  void paddedString(StringRef text, size_t align) {
+    raw(arrayRefFromStringRef(text));
+    zeros(alignTo(text.size() + 1, align) - text.size());
+  }
+  size_t size() const { return bytes.size(); }
+  void patch32(size_t at, uint32_t value) { patch(at, value, 4); }
+  void patch16(size_t at, uint16_t value) { patch(at, value, 2); }
+  void patch64(size_t at, uint64_t value) { patch(at, value, 8); }
+
+private:
+  void put(uint64_t value, unsigned width) {
+    for (unsigned i = 0; i < width; ++i)
+      bytes.push_back(uint8_t(value >> (8 * i)));
+  }
+  void patch(size_t at, uint64_t value, unsigned width) {
+    for (unsigned i = 0; i < width; ++i)
+      bytes[at + i] = uint8_t(value >> (8 * i));
+  }
+};
+
+/// Starts a record; finishRecord fills in its size.
+size_t beginRecord(ByteWriter &out, uint32_t type, uint16_t misc) {
+  size_t start = out.size();
+  out.u32(type);
+  out.u16(misc);
+  out.u16(0);
+  return start;
+}
+
+void finishRecord(ByteWriter &out, size_t start) {
+  out.patch16(start + 6, uint16_t(out.size() - start));
+}
+
+/// The sample_id_all trailer for sample_type IP|TID|TIME|IDENTIFIER.
+void sampleId(ByteWriter &out, uint32_t pid, uint32_t tid, uint64_t time) {
+  out.u32(pid);
+  out.u32(tid);
+  out.u64(time);
+  out.u64(kEventId);
+}
+
+uint64_t ptConfig(const Snapshot &snapshot,
+                  const PerfDataWriteOptions &options) {
+  uint64_t config = kPtConfigBranch | kPtConfigTsc | kPtConfigMtc;
+  config |= (uint64_t(snapshot.timing.mtcFreq) << kPtConfigMtcPeriodShift) &
+            kPtConfigMtcPeriod;
+  if (options.cyc)
+    config |= kPtConfigCyc;
+  if (options.noRetComp)
+    config |= kPtConfigNoRetComp;
+  return config;
+}
+
+void writeAttr(ByteWriter &out, const Snapshot &snapshot,
+               const PerfDataWriteOptions &options) {
+  size_t start = out.size();
+  out.zeros(kAttrSize);
+  out.patch32(start + kAttrTypeOffset, options.pmuType);
+  out.patch32(start + kAttrSizeOffset, kAttrSize);
+  out.patch64(start + kAttrConfigOffset, ptConfig(snapshot, options));
+  out.patch64(start + kAttrSamplePeriodOffset, 1);
+  out.patch64(start + kAttrSampleTypeOffset,
+              kSampleIp | kSampleTid | kSampleTime | kSampleIdentifier);
+  out.patch64(start + kAttrFlagsOffset, kFlagDisabled | kFlagExcludeKernel |
+                                            kFlagExcludeHv | kFlagMmap |
+                                            kFlagComm | kFlagEnableOnExec |
+                                            kFlagSampleIdAll | kFlagMmap2);
+}
+
+void writeAuxtraceInfo(ByteWriter &out, const Snapshot &snapshot,
+                       const PerfDataWriteOptions &options) {
+  size_t start = beginRecord(out, kRecordAuxtraceInfo, 0);
+  out.u32(kAuxtraceIntelPt);
+  out.u32(0); // reserved
+  uint64_t priv[kPtPrivCount] = {};
+  priv[kPtPmuType] = options.pmuType;
+  priv[kPtTimeShift] = snapshot.time.timeShift;
+  priv[kPtTimeMult] = snapshot.time.timeMult;
+  priv[kPtTimeZero] = snapshot.time.timeZero;
+  priv[kPtCapUserTimeZero] = 1;
+  priv[kPtTscBit] = kPtConfigTsc;
+  priv[kPtNoRetCompBit] = kPtConfigNoRetComp;
+  priv[kPtMtcBit] = kPtConfigMtc;
+  priv[kPtMtcFreqBits] = kPtConfigMtcPeriod;
+  priv[kPtTscCtcN] = snapshot.timing.cpuid15Ebx;
+  priv[kPtTscCtcD] = snapshot.timing.cpuid15Eax;
+  priv[kPtCycBit] = kPtConfigCyc;
+  priv[kPtMaxNonTurboRatio] = snapshot.timing.nomFreq;
+  priv[kPtFilterStrLen] = 0;
+  for (uint64_t word : priv)
+    out.u64(word);
+  out.u64(0); // cap_event_trace (perf 5.19+): no event trace
+  finishRecord(out, start);
+}
+
+void writeComm(ByteWriter &out, uint32_t pid, uint32_t tid, StringRef name,
+               uint64_t time) {
+  size_t start = beginRecord(out, kRecordComm, 0);
+  out.u32(pid);
+  out.u32(tid);
+  out.paddedString(name.take_front(15), 8); // TASK_COMM_LEN is 16
+  sampleId(out, pid, tid, time);
+  finishRecord(out, start);
+}
+
+void writeMmap2(ByteWriter &out, uint32_t pid, const Module &module,
+                const LoadedSegment &segment, uint64_t time) {
+  size_t start = beginRecord(out, kRecordMmap2, kMiscUser);
+  out.u32(pid);
+  out.u32(pid);
+  out.u64(segment.address);
+  out.u64(segment.size);
+  out.u64(segment.fileOffset);
+  out.zeros(24); // maj, min, ino, ino_generation: unknown
+  out.u32(kProtReadExec);
+  out.u32(kMapPrivate);
+  out.paddedString(module.path, 8);
+  sampleId(out, pid, pid, time);
+  finishRecord(out, start);
+}
+
+struct AuxtraceEntry {
+  uint64_t fileOffset = 0;
+  uint64_t size = 0;
+};
+
+/// One AUXTRACE record and its PT, zero-padded to 8 bytes (zeros are PAD
+/// packets) as perf record pads it.
+AuxtraceEntry writeAuxtrace(ByteWriter &out, const ThreadTrace &thread,
+                            uint32_t idx) {
+  AuxtraceEntry entry;
+  entry.fileOffset = out.size();
+  uint64_t size = alignTo(thread.bytes.size(), 8);
+  size_t start = beginRecord(out, kRecordAuxtrace, 0);
+  out.u64(size);
+  out.u64(0);       // offset in the AUX area
+  out.u64(idx + 1); // reference: perf needs it non-zero
+  out.u32(idx);
+  out.u32(uint32_t(thread.tid));
+  out.u32(UINT32_MAX); // cpu: -1, a per-thread buffer
+  out.u32(0);
+  finishRecord(out, start);
+  out.raw(thread.bytes);
+  out.zeros(size - thread.bytes.size());
+  // perf checks that an index entry's size is the record's header.size,
+  // without the trace after it.
+  entry.size = kAuxtraceRecordSize;
+  return entry;
+}
+
+/// HEADER_BUILD_ID: one entry per module with a build-id.
+void writeBuildIds(ByteWriter &out, const Snapshot &snapshot) {
+  for (const Module &module : snapshot.modules) {
+    std::string id = fromHex(module.buildId);
+    if (id.empty() || id.size() > kBuildIdMax)
+      continue;
+    size_t start = beginRecord(out, 0, kMiscUser | kMiscBuildIdSize);
+    out.u32(uint32_t(snapshot.pid));
+    out.raw(arrayRefFromStringRef(id));
+    out.zeros(kBuildIdMax - id.size());
+    out.u8(uint8_t(id.size()));
+    out.zeros(3);
+    out.paddedString(module.path, kNameAlign);
+    finishRecord(out, start);
+  }
+}
+
+/// perf_header_string: u32 length (padded), then the padded string.
+void headerString(ByteWriter &out, StringRef text) {
+  out.u32(uint32_t(alignTo(text.size() + 1, kNameAlign)));
+  out.paddedString(text, kNameAlign);
+}
+
+/// perf's x86 CPUID string: "vendor,family,model,stepping".
+std::string cpuIdString(const CpuIdentity &cpu) {
+  return cpu.vendor + "," + std::to_string(cpu.family) + "," +
+         std::to_string(cpu.model) + "," + std::to_string(cpu.stepping);
+}
+
+/// Writes the feature table and payloads at the end of `out`, and sets the
+/// header's feature bits.
+void writeFeatures(ByteWriter &out, const Snapshot &snapshot,
+                   const std::vector<AuxtraceEntry> &index) {
+  const unsigned features[] = {kFeatBuildId, kFeatArch, kFeatCpuId,
+                               kFeatAuxtrace};
+  size_t table = out.size();
+  out.zeros(16 * std::size(features));
+  for (size_t i = 0; i < std::size(features); ++i) {
+    size_t begin = out.size();
+    switch (features[i]) {
+    case kFeatBuildId:
+      writeBuildIds(out, snapshot);
+      break;
+    case kFeatArch:
+      headerString(out, "x86_64");
+      break;
+    case kFeatCpuId:
+      headerString(out, cpuIdString(snapshot.cpu));
+      break;
+    case kFeatAuxtrace:
+      out.u64(index.size());
+      for (const AuxtraceEntry &entry : index) {
+        out.u64(entry.fileOffset);
+        out.u64(entry.size);
+      }
+      break;
+    }
+    out.patch64(table + 16 * i, begin);
+    out.patch64(table + 16 * i + 8, out.size() - begin);
+    size_t word = 72 + 8 * (features[i] / 64);
+    out.bytes[word + (features[i] % 64) / 8] |= uint8_t(1) << (features[i] % 8);
+  }
+}
+
+} // namespace
+
+std::vector<uint8_t> buildPerfData(const Snapshot &snapshot,
+                                   const PerfDataWriteOptions &options) {
+  ByteWriter out;
+  out.u64(kMagic);
+  out.u64(kFileHeaderSize);
+  out.u64(kAttrSize + 16); // perf_file_attr: attr and its ids section
+  out.zeros(kFileHeaderSize - out.size());
+
+  size_t attrs = out.size();
+  writeAttr(out, snapshot, options);
+  size_t idsSection = out.size();
+  out.zeros(16);
+  size_t ids = out.size();
+  out.u64(kEventId);
+  out.patch64(idsSection, ids);
+  out.patch64(idsSection + 8, 8);
+  out.patch64(24, attrs);
+  out.patch64(32, kAttrSize + 16);
+
+  size_t data = out.size();
+  // Sideband times: no later than the first PT timestamp, which converts to
+  // at least time_zero.
+  uint64_t time = snapshot.time.timeZero;
+  uint32_t pid = uint32_t(snapshot.pid);
+  writeAuxtraceInfo(out, snapshot, options);
+  for (const ThreadTrace &thread : snapshot.threads)
+    writeComm(out, pid, uint32_t(thread.tid), snapshot.processName, time);
+  for (const Module &module : snapshot.modules)
+    for (const LoadedSegment &segment : module.segments)
+      if (segment.executable)
+        writeMmap2(out, pid, module, segment, time);
+  std::vector<AuxtraceEntry> index;
+  for (size_t i = 0; i < snapshot.threads.size(); ++i)
+    index.push_back(writeAuxtrace(out, snapshot.threads[i], uint32_t(i)));
+  size_t round = beginRecord(out, kRecordFinishedRound, 0);
+  finishRecord(out, round);
+  out.patch64(40, data);
+  out.patch64(48, out.size() - data);
+
+  writeFeatures(out, snapshot, index);
+  return std::move(out.bytes);
+}
+
+Error writePerfData(const Snapshot &snapshot, StringRef path,
+                    const PerfDataWriteOptions &options) {
+  std::vector<uint8_t> bytes = buildPerfData(snapshot, options);
+  std::error_code ec;
+  raw_fd_ostream os(path, ec);
+  if (!ec) {
+    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+    os.close();
+  }
+  if (ec || os.has_error())
+    return createStringError("cannot write " + path + " (check the disk)");
+  return Error::success();
+}
+
+bool isPerfDataFile(StringRef path) {
+  auto buffer = MemoryBuffer::getFileSlice(path, 8, 0);
+  if (!buffer || (*buffer)->getBufferSize() < 8)
+    return false;
+  return support::endian::read64le((*buffer)->getBufferStart()) == kMagic;
+}
+
+} // namespace magic_trace

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Linux perf's Intel PT decoder as an oracle for the PT our recorders write.
+
+  perf_oracle.py insns PERF_SCRIPT_OUT BUNDLE
+      PERF_SCRIPT_OUT is `perf script --itrace=i0ns -F tid,ip`: every
+      instruction perf decoded, per thread. Compared with the emulator's
+      ground truth (BUNDLE/groundtruth/<tid>.insns). Prints
+      "OK tid T N insns" per thread (", suffix" when the ring wrapped and
+      perf's sequence is the truth's tail), else "MISMATCH ...".
+  perf_oracle.py calls PERF_SCRIPT_OUT OUR_CALLS
+      PERF_SCRIPT_OUT is `perf script --itrace=cr -F tid,flags,ip,addr`;
+      OUR_CALLS is `magic-trace-decode --dump calls`. The sequences of
+      (call|return, from, to) per thread must be equal. Prints
+      "OK tid T N calls and returns", else "MISMATCH ...".
+"""
+import os
+import re
+import struct
+import sys
+
+PERF_CALL = re.compile(r"^\s*(\d+)\s+(call|return)\s+([0-9a-f]+) =>\s+([0-9a-f]+)")
+OUR_CALL = re.compile(r"^\d+ \+\d+ (call|return) (0x[0-9a-f]+)\b.* -> (0x[0-9a-f]+|\?)")
+
+
+def read_truth(bundle, tid):
+    with open(os.path.join(bundle, "groundtruth", "%d.insns" % tid), "rb") as f:
+        data = f.read()
+    return list(struct.unpack("<%dQ" % (len(data) // 8), data))
+
+
+def insns(perf_out, bundle):
+    threads = {}
+    with open(perf_out) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2:
+                threads.setdefault(int(parts[0]), []).append(int(parts[1], 16))
+    truth_dir = os.path.join(bundle, "groundtruth")
+    tids = sorted(int(n.split(".")[0]) for n in os.listdir(truth_dir)
+                  if n.endswith(".insns"))
+    ok = bool(tids)
+    for tid in tids:
+        want = read_truth(bundle, tid)
+        got = threads.get(tid, [])
+        if got == want:
+            print("OK tid %d %d insns" % (tid, len(got)))
+            continue
+        if got and len(got) < len(want) and want[-len(got):] == got:
+            print("OK tid %d %d insns, suffix" % (tid, len(got)))
+            continue
+        ok = False
+        first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
+                     min(len(got), len(want)))
+        print("MISMATCH tid %d at insn %d: perf %s, truth %s (perf %d, truth %d)"
+              % (tid, first,
+                 hex(got[first]) if first < len(got) else "end",
+                 hex(want[first]) if first < len(want) else "end",
+                 len(got), len(want)))
+    return 0 if ok else 1
+
+
+def calls(perf_out, ours):
+    perf = {}
+    with open(perf_out) as f:
+        for line in f:
+            m = PERF_CALL.match(line)
+            if m:
+                perf.setdefault(int(m.group(1)), []).append(
+                    (m.group(2), int(m.group(3), 16), int(m.group(4), 16)))
+    mine = {}
+    tid = None
+    with open(ours) as f:
+        for line in f:
+            if line.startswith("# thread "):
+                tid = int(line.split()[2])
+                mine.setdefault(tid, [])
+                continue
+            m = OUR_CALL.match(line)
+            if m and tid is not None:
+                to = int(m.group(3), 16) if m.group(3) != "?" else None
+                mine[tid].append((m.group(1), int(m.group(2), 16), to))
+    ok = bool(mine)
+    for tid in sorted(set(mine) | set(perf)):
+        got, want = perf.get(tid, []), mine.get(tid, [])
+        # The last transfer before tracing stops has no target in our dump
+        # ("?"); perf computes a direct call's from the instruction.
+        if got and want and want[-1][2] is None and len(got) == len(want):
+            want[-1] = (want[-1][0], want[-1][1], got[-1][2])
+        if got == want and got:
+            print("OK tid %d %d calls and returns" % (tid, len(got)))
+            continue
+        ok = False
+        first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
+                     min(len(got), len(want)))
+        print("MISMATCH tid %d at %d: perf %s, ours %s (perf %d, ours %d)"
+              % (tid, first, got[first] if first < len(got) else "end",
+                 want[first] if first < len(want) else "end",
+                 len(got), len(want)))
+    return 0 if ok else 1
+
+
+def main():
+    if len(sys.argv) != 4 or sys.argv[1] not in ("insns", "calls"):
+        print(__doc__)
+        return 2
+    if sys.argv[1] == "insns":
+        return insns(sys.argv[2], sys.argv[3])
+    return calls(sys.argv[2], sys.argv[3])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
