@@ -46,6 +46,13 @@ llvm::Error writePerfData(const Snapshot &snapshot, llvm::StringRef path,
 /// True if `path` starts with perf.data's magic ("PERFILE2").
 bool isPerfDataFile(llvm::StringRef path);
 
+struct PerfDataReadOptions {
+  /// A file without Intel PT (no AUXTRACE_INFO or no AUXTRACE data) is an
+  /// error; false reads only its sideband (modules, COMM, CPU), for files
+  /// such as `perf record -e cpu-clock` writes.
+  bool requireTrace = true;
+};
+
 /// A Snapshot from a per-thread Intel PT perf.data held in memory: threads
 /// and their PT (AUXTRACE buffers of one thread concatenated in file order),
 /// time conversion and timing from AUXTRACE_INFO, modules from MMAP/MMAP2
@@ -55,10 +62,13 @@ bool isPerfDataFile(llvm::StringRef path);
 /// malformed file, wrong magic, a per-CPU recording (record with
 /// --per-thread), AUX data without AUXTRACE_INFO, an AUXTRACE_INFO that is
 /// not Intel PT or is too short, no Intel PT attr.
-llvm::Expected<Snapshot> parsePerfData(llvm::ArrayRef<uint8_t> bytes);
+llvm::Expected<Snapshot> parsePerfData(llvm::ArrayRef<uint8_t> bytes,
+                                       const PerfDataReadOptions &options = {});
 
 /// parsePerfData on the contents of `path`.
-llvm::Expected<Snapshot> readPerfData(llvm::StringRef path);
+/// Errors: as parsePerfData, or the file cannot be read.
+llvm::Expected<Snapshot> readPerfData(llvm::StringRef path,
+                                      const PerfDataReadOptions &options = {});
 
 } // namespace magic_trace
 

@@ -1,15 +1,16 @@
 //===- Decode.cpp - magic-trace-decode: offline decode of a bundle --------===//
 //
-// Loads a trace bundle (ours or LLDB's `trace save`), decodes every thread
-// with the core decoder and prints instructions, control-flow events or
-// calls, then a one-line summary. Output formats: docs/decoder.md. With
-// -o FILE it runs the whole pipeline instead (decode, symbolize, model) and
-// writes the trace in the format FILE's extension names (.fxt, .json,
-// .folded, .txt).
+// Loads a trace bundle (ours or LLDB's `trace save`) or a per-thread Intel
+// PT perf.data, decodes every thread with the core decoder and prints
+// instructions, control-flow events or calls, then a one-line summary. Output
+// formats: docs/decoder.md. With -o FILE it runs the whole pipeline instead
+// (decode, symbolize, model) and writes the trace in the format FILE's
+// extension names (.fxt, .json, .folded, .txt).
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
 #include "magic_trace/Decoder.h"
+#include "magic_trace/PerfData.h"
 #include "magic_trace/Pipeline.h"
 #include "magic_trace/Symbolizer.h"
 
@@ -29,7 +30,7 @@ namespace {
 enum class DumpKind { None, Events, Calls, Insns };
 
 const char *const kUsage =
-    "usage: magic-trace-decode BUNDLE_DIR_OR_JSON [--dump "
+    "usage: magic-trace-decode BUNDLE_DIR_OR_JSON|PERF_DATA [--dump "
     "events|calls|insns|none] [--threads N] [--tid T] [--chunk-bytes B]\n"
     "                          [--cpu CPU] [-o FILE]\n"
     "  --dump events   one line per control-flow event (default)\n"
@@ -371,7 +372,10 @@ int main(int argc, char **argv) {
   }
   const Args &args = *parsed;
 
-  Expected<Snapshot> snapshot = loadBundle(args.input);
+  // A perf.data (per-thread Intel PT) reads as a bundle does.
+  Expected<Snapshot> snapshot = isPerfDataFile(args.input)
+                                    ? readPerfData(args.input)
+                                    : loadBundle(args.input);
   if (!snapshot)
     return fail(toString(snapshot.takeError()));
   if (args.cpu)

@@ -1,0 +1,544 @@
+//===- PerfDataReader.cpp - A per-thread Intel PT perf.data -> Snapshot ---===//
+//
+// Framing is separate from meaning, as in Perfetto's importers: a Cursor
+// reads bounds-checked little-endian fields and says where it is; the record
+// loop frames records inside the data section; each record kind has one
+// function that gives it meaning. A field that does not fit is an error with
+// its byte offset, never a read past the buffer.
+//
+//===----------------------------------------------------------------------===//
+#include "magic_trace/PerfData.h"
+
+#include "PerfDataFormat.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Object/BuildID.h"
+#include "llvm/Object/ObjectFile.h"
+#include "llvm/Support/Endian.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Process.h"
+
+#include <map>
+#include <optional>
+
+using namespace llvm;
+
+namespace magic_trace {
+namespace {
+
+using namespace perfdata;
+
+constexpr uint32_t kProtExec = 0x4;
+constexpr uint16_t kMiscMmapData = 0x2000; ///< MMAP of a non-executable map.
+
+Error malformed(uint64_t offset, const Twine &what) {
+  return createStringError("perf.data: " + what + " at byte " + Twine(offset));
+}
+
+/// Bounds-checked reads of [begin, end) of the file, from a position.
+class Cursor {
+public:
+  Cursor(ArrayRef<uint8_t> file, uint64_t begin, uint64_t end)
+      : file(file), pos(begin), end(std::min<uint64_t>(end, file.size())) {}
+
+  uint64_t offset() const { return pos; }
+  uint64_t remaining() const { return pos < end ? end - pos : 0; }
+
+  bool u8(uint8_t *out) { return integer(out); }
+  bool u16(uint16_t *out) { return integer(out); }
+  bool u32(uint32_t *out) { return integer(out); }
+  bool u64(uint64_t *out) { return integer(out); }
+  bool skip(uint64_t count) {
+    if (count > remaining())
+      return false;
+    pos += count;
+    return true;
+  }
+  bool bytes(uint64_t count, ArrayRef<uint8_t> *out) {
+    if (count > remaining())
+      return false;
+    *out = file.slice(pos, count);
+    pos += count;
+    return true;
+  }
+  /// A NUL-padded string field of `count` bytes; the text ends at the first
+  /// NUL (or the field's end).
+  bool paddedString(uint64_t count, std::string *out) {
+    ArrayRef<uint8_t> field;
+    if (!bytes(count, &field))
+      return false;
+    StringRef text = toStringRef(field);
+    *out = text.take_until([](char c) { return c == '\0'; }).str();
+    return true;
+  }
+
+private:
+  template <typename T> bool integer(T *out) {
+    if (sizeof(T) > remaining())
+      return false;
+    *out = support::endian::read<T, endianness::little>(file.data() + pos);
+    pos += sizeof(T);
+    return true;
+  }
+
+  ArrayRef<uint8_t> file;
+  uint64_t pos;
+  uint64_t end;
+};
+
+struct Section {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+struct Attr {
+  uint32_t type = 0;
+  uint64_t config = 0;
+  uint64_t sampleType = 0;
+  bool sampleIdAll = false;
+};
+
+struct Mapping {
+  uint32_t pid = 0;
+  LoadedSegment segment;
+  std::string path;
+  std::string buildId; ///< From an MMAP2 that carries one.
+};
+
+/// What the records and features say, before it becomes a Snapshot.
+struct Contents {
+  std::vector<Attr> attrs;
+  std::optional<std::vector<uint64_t>> ptPriv; ///< AUXTRACE_INFO words.
+  uint64_t ptPrivOffset = 0;
+  std::vector<ThreadTrace> threads;      ///< In order of first AUXTRACE.
+  std::map<uint32_t, uint32_t> pidOfTid; ///< From COMM records.
+  std::map<uint32_t, std::string> commOfTid;
+  std::vector<Mapping> mappings;
+  std::map<std::string, std::string> buildIds; ///< Path -> hex build-id.
+  std::optional<CpuIdentity> cpu;
+};
+
+Error readSection(Cursor &cursor, Section *section, const char *what) {
+  uint64_t at = cursor.offset();
+  if (!cursor.u64(&section->offset) || !cursor.u64(&section->size))
+    return malformed(at, Twine("truncated ") + what + " section");
+  return Error::success();
+}
+
+/// A section must lie inside the file.
+Error checkSection(const Section &section, uint64_t fileSize, uint64_t at,
+                   const char *what) {
+  if (section.offset > fileSize || section.size > fileSize - section.offset)
+    return malformed(at, Twine(what) + " section [" + Twine(section.offset) +
+                             ", +" + Twine(section.size) +
+                             ") is outside the file (truncated?)");
+  return Error::success();
+}
+
+Error readAttrs(ArrayRef<uint8_t> file, const Section &attrs, uint64_t attrSize,
+                Contents &contents) {
+  if (attrSize < kAttrSizeVer0 + 16)
+    return malformed(16, "attr_size " + Twine(attrSize) + " is too small");
+  if (attrs.size % attrSize)
+    return malformed(24, "attrs section is not a multiple of attr_size");
+  for (uint64_t at = attrs.offset; at < attrs.offset + attrs.size;
+       at += attrSize) {
+    Cursor cursor(file, at, at + attrSize);
+    Attr attr;
+    uint32_t size = 0;
+    uint64_t flags = 0;
+    if (!cursor.u32(&attr.type) || !cursor.u32(&size) ||
+        !cursor.u64(&attr.config) || !cursor.skip(8) ||
+        !cursor.u64(&attr.sampleType) || !cursor.skip(8) || !cursor.u64(&flags))
+      return malformed(at, "truncated perf_event_attr");
+    attr.sampleIdAll = flags & kFlagSampleIdAll;
+    contents.attrs.push_back(attr);
+  }
+  return Error::success();
+}
+
+Error readAuxtraceInfo(Cursor &record, uint64_t at, Contents &contents) {
+  uint32_t type = 0;
+  if (!record.u32(&type) || !record.skip(4))
+    return malformed(at, "truncated AUXTRACE_INFO");
+  if (type != kAuxtraceIntelPt)
+    return malformed(at, "AUXTRACE_INFO of type " + Twine(type) +
+                             " is not Intel PT (only intel_pt "
+                             "recordings are read)");
+  std::vector<uint64_t> priv;
+  uint64_t word = 0;
+  while (record.u64(&word))
+    priv.push_back(word);
+  if (priv.size() < kPtPrivMin)
+    return malformed(at, "AUXTRACE_INFO has " + Twine(priv.size()) +
+                             " words, Intel PT needs at least " +
+                             Twine(kPtPrivMin));
+  if (priv[kPtPerCpuMmaps])
+    return malformed(at, "a per-CPU recording is not supported (record with "
+                         "perf record --per-thread)");
+  contents.ptPriv = std::move(priv);
+  contents.ptPrivOffset = at;
+  return Error::success();
+}
+
+/// An AUXTRACE record and the trace after it; `cursor` is the data section.
+Error readAuxtrace(Cursor &data, Cursor &record, uint64_t at,
+                   Contents &contents) {
+  uint64_t size = 0, offset = 0, reference = 0;
+  uint32_t idx = 0, tid = 0, cpu = 0;
+  if (!record.u64(&size) || !record.u64(&offset) || !record.u64(&reference) ||
+      !record.u32(&idx) || !record.u32(&tid) || !record.u32(&cpu))
+    return malformed(at, "truncated AUXTRACE record");
+  if (!contents.ptPriv)
+    return malformed(at, "AUX data without an AUXTRACE_INFO record before it");
+  ArrayRef<uint8_t> trace;
+  if (!data.bytes(size, &trace))
+    return malformed(at, "AUXTRACE data of " + Twine(size) +
+                             " bytes runs past the data section (truncated?)");
+  auto it = llvm::find_if(contents.threads, [&](const ThreadTrace &thread) {
+    return thread.tid == tid;
+  });
+  if (it == contents.threads.end()) {
+    contents.threads.push_back(ThreadTrace{tid, {}, false});
+    it = contents.threads.end() - 1;
+  }
+  it->bytes.insert(it->bytes.end(), trace.begin(), trace.end());
+  return Error::success();
+}
+
+Error readComm(Cursor &record, uint64_t at, Contents &contents) {
+  uint32_t pid = 0, tid = 0;
+  std::string name;
+  // The name is NUL-terminated, padded to 8 bytes; sample_id follows it.
+  if (!record.u32(&pid) || !record.u32(&tid) ||
+      !record.paddedString(record.remaining(), &name))
+    return malformed(at, "truncated COMM record");
+  contents.pidOfTid[tid] = pid;
+  contents.commOfTid[tid] = name;
+  return Error::success();
+}
+
+Error readMmap(Cursor &record, uint64_t at, uint32_t type, uint16_t misc,
+               Contents &contents) {
+  Mapping mapping;
+  uint32_t tid = 0;
+  if (!record.u32(&mapping.pid) || !record.u32(&tid) ||
+      !record.u64(&mapping.segment.address) ||
+      !record.u64(&mapping.segment.size) ||
+      !record.u64(&mapping.segment.fileOffset))
+    return malformed(at, "truncated MMAP record");
+  bool executable = !(misc & kMiscMmapData);
+  if (type == kRecordMmap2) {
+    uint8_t idSize = 0;
+    ArrayRef<uint8_t> ids;
+    uint32_t prot = 0, flags = 0;
+    if (!record.u8(&idSize) || !record.skip(3) || !record.bytes(20, &ids) ||
+        !record.u32(&prot) || !record.u32(&flags))
+      return malformed(at, "truncated MMAP2 record");
+    if ((misc & kMiscMmapBuildId) && idSize <= kBuildIdMax)
+      mapping.buildId = toHex(ids.take_front(idSize), /*LowerCase=*/true);
+    executable = prot & kProtExec;
+  }
+  // The file name is NUL-terminated; the sample_id trailer follows it.
+  if (!record.paddedString(record.remaining(), &mapping.path))
+    return malformed(at, "truncated MMAP record");
+  mapping.segment.executable = executable;
+  if (executable)
+    contents.mappings.push_back(std::move(mapping));
+  return Error::success();
+}
+
+/// Gives one framed record its meaning; `data` is positioned after it.
+Error readRecord(Cursor &data, Cursor &record, uint64_t at, uint32_t type,
+                 uint16_t misc, Contents &contents) {
+  switch (type) {
+  case kRecordAuxtraceInfo:
+    return readAuxtraceInfo(record, at, contents);
+  case kRecordAuxtrace:
+    return readAuxtrace(data, record, at, contents);
+  case kRecordComm:
+    return readComm(record, at, contents);
+  case kRecordMmap:
+  case kRecordMmap2:
+    return readMmap(record, at, type, misc, contents);
+  default:
+    return Error::success(); // Samples, rounds, stats: not in a Snapshot.
+  }
+}
+
+/// Frames the data section's records and hands each to readRecord.
+Error readRecords(ArrayRef<uint8_t> file, const Section &dataSection,
+                  Contents &contents) {
+  Cursor data(file, dataSection.offset, dataSection.offset + dataSection.size);
+  while (data.remaining()) {
+    uint64_t at = data.offset();
+    uint32_t type = 0;
+    uint16_t misc = 0, size = 0;
+    if (!data.u32(&type) || !data.u16(&misc) || !data.u16(&size))
+      return malformed(at, "truncated record header");
+    if (size < kEventHeaderSize || !data.skip(size - kEventHeaderSize))
+      return malformed(at, "record of type " + Twine(type) + " has size " +
+                               Twine(size) +
+                               (size < kEventHeaderSize
+                                    ? " (smaller than its header)"
+                                    : " past the data section (truncated?)"));
+    Cursor record(file, at + kEventHeaderSize, at + size);
+    if (Error err = readRecord(data, record, at, type, misc, contents))
+      return err;
+  }
+  return Error::success();
+}
+
+/// HEADER_BUILD_ID: entries of header, pid, build-id, file name.
+Error readBuildIds(ArrayRef<uint8_t> file, const Section &section,
+                   Contents &contents) {
+  Cursor cursor(file, section.offset, section.offset + section.size);
+  while (cursor.remaining()) {
+    uint64_t at = cursor.offset();
+    uint32_t type = 0, pid = 0;
+    uint16_t misc = 0, size = 0;
+    ArrayRef<uint8_t> id;
+    uint8_t idSize = kBuildIdMax;
+    if (!cursor.u32(&type) || !cursor.u16(&misc) || !cursor.u16(&size) ||
+        !cursor.u32(&pid) || !cursor.bytes(kBuildIdMax, &id) ||
+        !cursor.u8(&idSize) || !cursor.skip(3) || size < kBuildIdEntryFixed)
+      return malformed(at, "truncated HEADER_BUILD_ID entry");
+    std::string path;
+    if (!cursor.paddedString(size - kBuildIdEntryFixed, &path))
+      return malformed(at, "HEADER_BUILD_ID entry past its section");
+    if (!(misc & kMiscBuildIdSize))
+      idSize = kBuildIdMax; // Older perf: always 20 bytes.
+    if (idSize > kBuildIdMax)
+      return malformed(at, "build-id of " + Twine(unsigned(idSize)) + " bytes");
+    contents.buildIds[path] = toHex(id.take_front(idSize), true);
+  }
+  return Error::success();
+}
+
+/// HEADER_CPUID on x86: "GenuineIntel,6,85,4" (vendor,family,model,stepping).
+Error readCpuId(ArrayRef<uint8_t> file, const Section &section,
+                Contents &contents) {
+  Cursor cursor(file, section.offset, section.offset + section.size);
+  uint32_t length = 0;
+  std::string text;
+  if (!cursor.u32(&length) || !cursor.paddedString(length, &text))
+    return malformed(section.offset, "truncated HEADER_CPUID");
+  SmallVector<StringRef, 4> fields;
+  StringRef(text).split(fields, ',');
+  CpuIdentity cpu;
+  if (fields.size() < 4 || fields[1].getAsInteger(10, cpu.family) ||
+      fields[2].getAsInteger(10, cpu.model) ||
+      fields[3].getAsInteger(10, cpu.stepping))
+    return Error::success(); // Not x86's form: the CPU stays unknown.
+  cpu.vendor = fields[0].str();
+  contents.cpu = cpu;
+  return Error::success();
+}
+
+Error readFeatures(ArrayRef<uint8_t> file, const Section &data,
+                   ArrayRef<uint8_t> bits, Contents &contents) {
+  Cursor table(file, data.offset + data.size, file.size());
+  for (unsigned feature = 0; feature < kFeatureBits; ++feature) {
+    if (!(bits[feature / 8] & (1u << (feature % 8))))
+      continue;
+    uint64_t at = table.offset();
+    Section section;
+    if (Error err = readSection(table, &section, "feature"))
+      return err;
+    if (Error err = checkSection(section, file.size(), at, "feature"))
+      return err;
+    if (feature == kFeatBuildId)
+      if (Error err = readBuildIds(file, section, contents))
+        return err;
+    if (feature == kFeatCpuId)
+      if (Error err = readCpuId(file, section, contents))
+        return err;
+  }
+  return Error::success();
+}
+
+Expected<Contents> readContents(ArrayRef<uint8_t> file) {
+  Cursor header(file, 0, kFileHeaderSize);
+  uint64_t magic = 0, headerSize = 0, attrSize = 0;
+  if (!header.u64(&magic))
+    return malformed(0, "file of " + Twine(file.size()) +
+                            " bytes is too short for a perf.data header");
+  if (magic != kMagic)
+    return malformed(0, "wrong magic (not a little-endian perf.data "
+                        "version 2 file)");
+  Section attrs, data;
+  ArrayRef<uint8_t> bits;
+  if (!header.u64(&headerSize) || !header.u64(&attrSize) ||
+      !header.u64(&attrs.offset) || !header.u64(&attrs.size) ||
+      !header.u64(&data.offset) || !header.u64(&data.size) ||
+      !header.skip(16) || !header.bytes(kFeatureBits / 8, &bits))
+    return malformed(header.offset(), "truncated perf.data header");
+  if (headerSize != kFileHeaderSize)
+    return malformed(8, "header size " + Twine(headerSize) + ", expected " +
+                            Twine(kFileHeaderSize));
+  if (Error err = checkSection(attrs, file.size(), 24, "attrs"))
+    return std::move(err);
+  if (Error err = checkSection(data, file.size(), 40, "data"))
+    return std::move(err);
+  Contents contents;
+  if (Error err = readAttrs(file, attrs, attrSize, contents))
+    return std::move(err);
+  if (Error err = readRecords(file, data, contents))
+    return std::move(err);
+  if (Error err = readFeatures(file, data, bits, contents))
+    return std::move(err);
+  return contents;
+}
+
+/// A build-id of the ELF file at `path`, or "" when it has none or cannot be
+/// read.
+std::string fileBuildId(StringRef path) {
+  auto binary = object::ObjectFile::createObjectFile(path);
+  if (!binary) {
+    consumeError(binary.takeError());
+    return "";
+  }
+  return toHex(object::getBuildID(binary->getBinary()), /*LowerCase=*/true);
+}
+
+/// The file to read for a module recorded as `path` with `buildId`: the path
+/// itself when it exists with that build-id, else perf's build-id cache
+/// (~/.debug/.build-id/ab/cdef.../{elf,vdso}), else "".
+std::string lookUpFile(StringRef path, StringRef buildId) {
+  bool exists = !path.starts_with("[") && sys::fs::exists(path);
+  if (exists && (buildId.empty() || fileBuildId(path) == buildId))
+    return path.str();
+  std::optional<std::string> home = sys::Process::GetEnv("HOME");
+  if (buildId.size() > 2 && home) {
+    for (const char *name : {"elf", "vdso"}) {
+      SmallString<256> cached(*home);
+      sys::path::append(cached, ".debug", ".build-id", buildId.take_front(2));
+      sys::path::append(cached, buildId.drop_front(2), name);
+      if (sys::fs::exists(cached))
+        return cached.str().str();
+    }
+  }
+  return exists ? path.str() : "";
+}
+
+/// Whether a mapping names a module: a file or the vdso, not anonymous or
+/// kernel-provided memory.
+bool isModulePath(StringRef path) {
+  if (path == "[vdso]")
+    return true;
+  return !path.empty() && !path.starts_with("[") && !path.starts_with("//");
+}
+
+std::vector<Module> buildModules(const Contents &contents, uint64_t pid) {
+  std::vector<Module> modules;
+  std::map<std::string, size_t> byPath;
+  for (const Mapping &mapping : contents.mappings) {
+    if (mapping.pid != pid || !isModulePath(mapping.path))
+      continue;
+    auto [it, inserted] = byPath.try_emplace(mapping.path, modules.size());
+    if (inserted) {
+      Module module;
+      module.path = mapping.path;
+      module.buildId = mapping.buildId;
+      auto known = contents.buildIds.find(mapping.path);
+      if (module.buildId.empty() && known != contents.buildIds.end())
+        module.buildId = known->second;
+      // File offset 0 sits pgoff bytes below the mapping (segments keep
+      // their file layout).
+      module.loadAddress = mapping.segment.address - mapping.segment.fileOffset;
+      std::string file = lookUpFile(module.path, module.buildId);
+      if (file != module.path)
+        module.fileCopy = file;
+      modules.push_back(std::move(module));
+    }
+    modules[it->second].segments.push_back(mapping.segment);
+  }
+  return modules;
+}
+
+/// The intel_pt attr: the one whose type AUXTRACE_INFO names.
+Expected<const Attr *> findPtAttr(const Contents &contents) {
+  uint64_t pmuType = (*contents.ptPriv)[kPtPmuType];
+  for (const Attr &attr : contents.attrs)
+    if (attr.type == pmuType)
+      return &attr;
+  return malformed(contents.ptPrivOffset,
+                   "no attr has the Intel PT PMU type " + Twine(pmuType) +
+                       " that AUXTRACE_INFO names (unknown attr type)");
+}
+
+Expected<Snapshot> buildSnapshot(Contents contents,
+                                 const PerfDataReadOptions &options) {
+  Snapshot snapshot;
+  if (contents.ptPriv) {
+    const std::vector<uint64_t> &priv = *contents.ptPriv;
+    Expected<const Attr *> attr = findPtAttr(contents);
+    if (!attr)
+      return attr.takeError();
+    snapshot.time.timeShift = uint16_t(priv[kPtTimeShift]);
+    snapshot.time.timeMult = uint32_t(priv[kPtTimeMult]);
+    snapshot.time.timeZero = priv[kPtTimeZero];
+    if (priv.size() > kPtCycBit && priv[kPtMtcFreqBits]) {
+      uint64_t bits = priv[kPtMtcFreqBits];
+      snapshot.timing.mtcFreq =
+          uint8_t(((*attr)->config & bits) >> countr_zero(bits));
+      snapshot.timing.cpuid15Ebx = uint32_t(priv[kPtTscCtcN]);
+      snapshot.timing.cpuid15Eax = uint32_t(priv[kPtTscCtcD]);
+    }
+    if (priv.size() > kPtMaxNonTurboRatio)
+      snapshot.timing.nomFreq = uint8_t(priv[kPtMaxNonTurboRatio]);
+    for (ThreadTrace &thread : contents.threads)
+      thread.wrapped = priv[kPtSnapshotMode] != 0;
+  } else if (options.requireTrace) {
+    return createStringError("perf.data: no AUXTRACE_INFO record (not an "
+                             "Intel PT recording: record with perf record -e "
+                             "intel_pt//u --per-thread)");
+  }
+  if (options.requireTrace && contents.threads.empty())
+    return createStringError("perf.data: no AUXTRACE data (the recording has "
+                             "no Intel PT bytes)");
+  if (contents.cpu)
+    snapshot.cpu = *contents.cpu;
+  // The process: the one whose thread was traced, else the first COMM.
+  std::optional<uint32_t> firstTid;
+  if (!contents.threads.empty())
+    firstTid = uint32_t(contents.threads.front().tid);
+  else if (!contents.pidOfTid.empty())
+    firstTid = contents.pidOfTid.begin()->first;
+  if (firstTid) {
+    auto pid = contents.pidOfTid.find(*firstTid);
+    snapshot.pid = pid != contents.pidOfTid.end() ? pid->second : *firstTid;
+    auto comm = contents.commOfTid.find(uint32_t(snapshot.pid));
+    if (comm == contents.commOfTid.end())
+      comm = contents.commOfTid.find(*firstTid);
+    if (comm != contents.commOfTid.end())
+      snapshot.processName = comm->second;
+  }
+  snapshot.modules = buildModules(contents, snapshot.pid);
+  snapshot.threads = std::move(contents.threads);
+  return snapshot;
+}
+
+} // namespace
+
+Expected<Snapshot> parsePerfData(ArrayRef<uint8_t> bytes,
+                                 const PerfDataReadOptions &options) {
+  Expected<Contents> contents = readContents(bytes);
+  if (!contents)
+    return contents.takeError();
+  return buildSnapshot(std::move(*contents), options);
+}
+
+Expected<Snapshot> readPerfData(StringRef path,
+                                const PerfDataReadOptions &options) {
+  auto buffer = MemoryBuffer::getFile(path, /*IsText=*/false,
+                                      /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return createStringError("cannot read " + path + ": " +
+                             buffer.getError().message());
+  return parsePerfData(arrayRefFromStringRef((*buffer)->getBuffer()), options);
+}
+
+} // namespace magic_trace
