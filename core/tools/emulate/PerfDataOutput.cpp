@@ -3,6 +3,9 @@
 
 #include "magic_trace/PerfData.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
 using namespace llvm;
 
 namespace magic_trace {
@@ -18,14 +21,33 @@ static cl::opt<std::string> perfDataPath(
              "that `perf script --itrace` decodes"),
     cl::value_desc("FILE"), cl::cat(perfDataCategory()));
 
+/// The bundle directory: the tool's -o option (a cl::opt<std::string> in
+/// Emulate.cpp), looked up so that the main file needs no change for this.
+static std::string bundleDir() {
+  auto &options = cl::getRegisteredOptions();
+  auto it = options.find("o");
+  if (it == options.end())
+    return "";
+  return static_cast<cl::opt<std::string> *>(it->second)->getValue();
+}
+
 Error writePerfDataOption(const Snapshot &snapshot,
                           const PacketWriter::Options &writer) {
   if (perfDataPath.empty())
     return Error::success();
+  // Module copies (the vdso) are named relative to the bundle.
+  Snapshot resolved = snapshot;
+  for (Module &module : resolved.modules)
+    if (!module.fileCopy.empty() && sys::path::is_relative(module.fileCopy)) {
+      SmallString<256> path(bundleDir());
+      sys::path::append(path, module.fileCopy);
+      sys::fs::make_absolute(path);
+      module.fileCopy = path.str().str();
+    }
   PerfDataWriteOptions options;
   options.noRetComp = writer.noRetComp;
   options.cyc = writer.timer != TimerResolution::Low;
-  return writePerfData(snapshot, perfDataPath, options);
+  return writePerfData(resolved, perfDataPath, options);
 }
 
 } // namespace magic_trace

@@ -20,7 +20,8 @@ namespace magic_trace {
 llvm::cl::OptionCategory &perfDataCategory();
 
 /// Writes the perf.data that --perf-data names, if it names one; `writer`
-/// says which packets the trace has (CYC, return compression).
+/// says which packets the trace has (CYC, return compression); module copies
+/// named relative to the bundle (-o) are written as absolute paths.
 /// Errors: the file cannot be written.
 llvm::Error writePerfDataOption(const Snapshot &snapshot,
                                 const PacketWriter::Options &writer);

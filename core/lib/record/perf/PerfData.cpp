@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/PerfData.h"
 
+#include "ModuleLookup.h"
 #include "PerfDataFormat.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -199,7 +200,11 @@ AuxtraceEntry writeAuxtrace(ByteWriter &out, const ThreadTrace &thread,
 /// HEADER_BUILD_ID: one entry per module with a build-id.
 void writeBuildIds(ByteWriter &out, const Snapshot &snapshot) {
   for (const Module &module : snapshot.modules) {
-    std::string id = fromHex(module.buildId);
+    // A module without a recorded build-id (the emulator's vdso copy) gets
+    // its file's, so a reader can tell which vdso it was.
+    std::string id =
+        fromHex(module.buildId.empty() ? elfFileBuildId(module.fileToRead())
+                                       : module.buildId);
     if (id.empty() || id.size() > kBuildIdMax)
       continue;
     size_t start = beginRecord(out, 0, kMiscUser | kMiscBuildIdSize);

@@ -9,16 +9,12 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/PerfData.h"
 
+#include "ModuleLookup.h"
 #include "PerfDataFormat.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Object/BuildID.h"
-#include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/Endian.h"
-#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/Process.h"
 
 #include <map>
 #include <optional>
@@ -392,37 +388,6 @@ Expected<Contents> readContents(ArrayRef<uint8_t> file) {
   return contents;
 }
 
-/// A build-id of the ELF file at `path`, or "" when it has none or cannot be
-/// read.
-std::string fileBuildId(StringRef path) {
-  auto binary = object::ObjectFile::createObjectFile(path);
-  if (!binary) {
-    consumeError(binary.takeError());
-    return "";
-  }
-  return toHex(object::getBuildID(binary->getBinary()), /*LowerCase=*/true);
-}
-
-/// The file to read for a module recorded as `path` with `buildId`: the path
-/// itself when it exists with that build-id, else perf's build-id cache
-/// (~/.debug/.build-id/ab/cdef.../{elf,vdso}), else "".
-std::string lookUpFile(StringRef path, StringRef buildId) {
-  bool exists = !path.starts_with("[") && sys::fs::exists(path);
-  if (exists && (buildId.empty() || fileBuildId(path) == buildId))
-    return path.str();
-  std::optional<std::string> home = sys::Process::GetEnv("HOME");
-  if (buildId.size() > 2 && home) {
-    for (const char *name : {"elf", "vdso"}) {
-      SmallString<256> cached(*home);
-      sys::path::append(cached, ".debug", ".build-id", buildId.take_front(2));
-      sys::path::append(cached, buildId.drop_front(2), name);
-      if (sys::fs::exists(cached))
-        return cached.str().str();
-    }
-  }
-  return exists ? path.str() : "";
-}
-
 /// Whether a mapping names a module: a file or the vdso, not anonymous or
 /// kernel-provided memory.
 bool isModulePath(StringRef path) {
@@ -448,7 +413,7 @@ std::vector<Module> buildModules(const Contents &contents, uint64_t pid) {
       // File offset 0 sits pgoff bytes below the mapping (segments keep
       // their file layout).
       module.loadAddress = mapping.segment.address - mapping.segment.fileOffset;
-      std::string file = lookUpFile(module.path, module.buildId);
+      std::string file = lookUpModuleFile(module.path, module.buildId);
       if (file != module.path)
         module.fileCopy = file;
       modules.push_back(std::move(module));
