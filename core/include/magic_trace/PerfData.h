@@ -43,7 +43,8 @@ std::vector<uint8_t> buildPerfData(const Snapshot &snapshot,
 llvm::Error writePerfData(const Snapshot &snapshot, llvm::StringRef path,
                           const PerfDataWriteOptions &options = {});
 
-/// True if `path` starts with perf.data's magic ("PERFILE2").
+/// True if `path` is a regular file that is not JSON (a bundle is a directory
+/// or a trace.json): a perf.data, or a file to refuse as a bad one.
 bool isPerfDataFile(llvm::StringRef path);
 
 struct PerfDataReadOptions {

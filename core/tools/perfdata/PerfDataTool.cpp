@@ -1,13 +1,13 @@
 //===- PerfDataTool.cpp - magic-trace-perfdata: perf.data in and out ------===//
 //
-//   magic-trace-perfdata FILE [--sideband]
-//       prints the Snapshot our reader makes of a perf.data: process, CPU,
-//       time conversion, threads and their PT byte counts, modules with
-//       build-id, file and executable segments. --sideband reads a file
-//       without Intel PT (e.g. `perf record -e cpu-clock --per-thread`).
-//   magic-trace-perfdata --from-bundle DIR -o FILE
-//       writes a bundle (ours or LLDB's `trace save`) as a per-thread Intel
-//       PT perf.data that `perf script --itrace` decodes.
+//   magic-trace-perfdata INPUT [--sideband]
+//       prints the Snapshot our reader makes of INPUT, a perf.data or a
+//       bundle: process, CPU, time conversion, threads and their PT byte
+//       counts, modules with build-id, file and segments. --sideband reads a
+//       perf.data without Intel PT (`perf record -e cpu-clock --per-thread`).
+//   magic-trace-perfdata INPUT -o FILE
+//       writes INPUT's Snapshot as a per-thread Intel PT perf.data that
+//       `perf script --itrace` decodes (a perf.data INPUT: a round trip).
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
@@ -24,8 +24,8 @@ using namespace magic_trace;
 namespace {
 
 const char *const kUsage =
-    "usage: magic-trace-perfdata FILE [--sideband]\n"
-    "       magic-trace-perfdata --from-bundle DIR -o FILE\n";
+    "usage: magic-trace-perfdata PERF_DATA|BUNDLE [--sideband] [-o "
+    "PERF_DATA]\n";
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "magic-trace-perfdata") << message << "\n";
@@ -63,24 +63,31 @@ void printSnapshot(const Snapshot &snapshot) {
 
 int main(int argc, char **argv) {
   std::vector<StringRef> args(argv + 1, argv + argc);
-  if (args.size() == 4 && args[0] == "--from-bundle" && args[2] == "-o") {
-    Expected<Snapshot> snapshot = loadBundle(args[1]);
-    if (!snapshot)
-      return fail(toString(snapshot.takeError()));
-    if (Error err = writePerfData(*snapshot, args[3]))
-      return fail(toString(std::move(err)));
-    return 0;
+  StringRef input, output;
+  PerfDataReadOptions options;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-o" && i + 1 < args.size())
+      output = args[++i];
+    else if (args[i] == "--sideband")
+      options.requireTrace = false;
+    else if (input.empty() && !args[i].starts_with("-"))
+      input = args[i];
+    else
+      input = "";
   }
-  if (args.empty() || args.size() > 2 || args[0].starts_with("-") ||
-      (args.size() == 2 && args[1] != "--sideband")) {
+  if (input.empty()) {
     errs() << kUsage;
     return 2;
   }
-  PerfDataReadOptions options;
-  options.requireTrace = args.size() == 1;
-  Expected<Snapshot> snapshot = readPerfData(args[0], options);
+  Expected<Snapshot> snapshot =
+      isPerfDataFile(input) ? readPerfData(input, options) : loadBundle(input);
   if (!snapshot)
     return fail(toString(snapshot.takeError()));
-  printSnapshot(*snapshot);
+  if (output.empty()) {
+    printSnapshot(*snapshot);
+    return 0;
+  }
+  if (Error err = writePerfData(*snapshot, output))
+    return fail(toString(std::move(err)));
   return 0;
 }

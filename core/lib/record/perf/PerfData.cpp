@@ -17,7 +17,7 @@
 #include "PerfDataFormat.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/Endian.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -325,10 +325,13 @@ Error writePerfData(const Snapshot &snapshot, StringRef path,
 }
 
 bool isPerfDataFile(StringRef path) {
-  auto buffer = MemoryBuffer::getFileSlice(path, 8, 0);
-  if (!buffer || (*buffer)->getBufferSize() < 8)
+  if (!sys::fs::is_regular_file(path))
     return false;
-  return support::endian::read64le((*buffer)->getBufferStart()) == kMagic;
+  auto buffer = MemoryBuffer::getFileSlice(path, 64, 0);
+  if (!buffer)
+    return false;
+  StringRef start = (*buffer)->getBuffer().ltrim();
+  return start.empty() || start.front() != '{';
 }
 
 } // namespace magic_trace

@@ -1,0 +1,205 @@
+// Unit tests for perf.data in and out: a per-thread Intel PT file built word
+// by word from perf.data-file-format.txt (the reader's view of it), snapshot
+// mode's several buffers per thread, the writer's output read back, and
+// every truncation of a valid file refused with an error.
+#include "magic_trace/PerfData.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace magic_trace;
+
+namespace {
+
+/// Little-endian words appended to a file image.
+struct Bytes {
+  std::vector<uint8_t> data;
+
+  Bytes &u16(uint16_t v) { return put(v, 2); }
+  Bytes &u32(uint32_t v) { return put(v, 4); }
+  Bytes &u64(uint64_t v) { return put(v, 8); }
+  Bytes &text(const std::string &s, size_t padded) {
+    data.insert(data.end(), s.begin(), s.end());
+    data.insert(data.end(), padded - s.size(), 0);
+    return *this;
+  }
+  Bytes &put(uint64_t v, unsigned width) {
+    for (unsigned i = 0; i < width; ++i)
+      data.push_back(uint8_t(v >> (8 * i)));
+    return *this;
+  }
+  void patch64(size_t at, uint64_t v) {
+    for (unsigned i = 0; i < 8; ++i)
+      data[at + i] = uint8_t(v >> (8 * i));
+  }
+};
+
+/// A per-thread recording of thread 101 of process 100: one intel_pt attr
+/// (type 9), AUXTRACE_INFO, COMM, MMAP2 of /bin/app, and `buffers`
+/// AUXTRACE records of 8 bytes each (bytes 0x10*k + 0..7).
+std::vector<uint8_t> handBuiltFile(unsigned buffers, uint64_t perCpu = 0) {
+  Bytes b;
+  b.u64(0x32454c4946524550ULL);  // magic "PERFILE2"
+  b.u64(104);                    // size of this header
+  b.u64(64 + 16);                // attr_size: a VER0 attr and its ids section
+  b.u64(104).u64(80);            // attrs section: one perf_file_attr
+  b.u64(184).u64(0);             // data section (size patched below)
+  b.u64(0).u64(0);               // event_types: unused
+  b.u64(0).u64(0).u64(0).u64(0); // no feature bits
+  // perf_file_attr at 104: the attr (64 bytes) and its ids section.
+  b.u32(9).u32(64);         // type 9, size 64
+  b.u64(0x400 | (3 << 14)); // config: tsc, mtc_period 3
+  b.u64(1);                 // sample_period
+  b.u64(0x10007);           // sample_type IP|TID|TIME|IDENTIFIER
+  b.u64(0);                 // read_format
+  b.u64(1 << 18);           // flags: sample_id_all
+  b.u32(0).u32(0).u64(0);   // wakeup_events, bp_type, config1
+  b.u64(0).u64(0);          // ids section: none
+  // Data at 184. AUXTRACE_INFO: header, type 1 (intel_pt), reserved, and
+  // the private words up to MAX_NONTURBO_RATIO.
+  b.u32(70).u16(0).u16(8 + 8 + 16 * 8);
+  b.u32(1).u32(0);
+  b.u64(9);           // PMU type
+  b.u64(10);          // time_shift
+  b.u64(500);         // time_mult
+  b.u64(7000);        // time_zero
+  b.u64(1);           // cap_user_time_zero
+  b.u64(0x400);       // TSC bit
+  b.u64(0x800);       // noretcomp bit
+  b.u64(0);           // have_sched_switch
+  b.u64(buffers > 1); // snapshot mode
+  b.u64(perCpu);      // per-CPU mmaps
+  b.u64(0x200);       // MTC bit
+  b.u64(0xf << 14);   // MTC frequency bits
+  b.u64(84);          // TSC:CTC numerator (CPUID.15H:EBX)
+  b.u64(2);           // TSC:CTC denominator (CPUID.15H:EAX)
+  b.u64(0x2);         // CYC bit
+  b.u64(24);          // max non-turbo ratio
+  // COMM: pid, tid, "app" padded to 8, sample_id (pid, tid, time, id).
+  b.u32(3).u16(0).u16(8 + 8 + 8 + 24);
+  b.u32(100).u32(101).text("app", 8);
+  b.u32(100).u32(101).u64(0).u64(0);
+  // MMAP2 of /bin/app: addr, len, pgoff, maj/min/ino/gen, prot r-x, flags.
+  b.u32(10).u16(2).u16(8 + 8 + 24 + 24 + 8 + 16 + 24);
+  b.u32(100).u32(100);
+  b.u64(0x401000).u64(0x2000).u64(0x1000);
+  b.u64(0).u64(0).u64(0);
+  b.u32(5).u32(2);
+  b.text("/bin/app", 16);
+  b.u32(100).u32(100).u64(0).u64(0);
+  for (unsigned k = 0; k < buffers; ++k) {
+    // AUXTRACE: size 8, offset, reference, idx 0, tid 101, cpu -1.
+    b.u32(71).u16(0).u16(48);
+    b.u64(8).u64(8 * k).u64(k + 1).u32(0).u32(101).u32(UINT32_MAX).u32(0);
+    for (unsigned i = 0; i < 8; ++i)
+      b.put(0x10 * k + i, 1);
+  }
+  b.patch64(48, b.data.size() - 184);
+  return b.data;
+}
+
+TEST(PerfData, ReadsAHandBuiltPerThreadFile) {
+  auto snapshot = parsePerfData(handBuiltFile(1));
+  ASSERT_TRUE(bool(snapshot)) << toString(snapshot.takeError());
+  EXPECT_EQ(snapshot->pid, 100u);
+  EXPECT_EQ(snapshot->processName, "app");
+  EXPECT_EQ(snapshot->time.timeShift, 10);
+  EXPECT_EQ(snapshot->time.timeMult, 500u);
+  EXPECT_EQ(snapshot->time.timeZero, 7000u);
+  EXPECT_EQ(snapshot->timing.mtcFreq, 3);
+  EXPECT_EQ(snapshot->timing.nomFreq, 24);
+  EXPECT_EQ(snapshot->timing.cpuid15Ebx, 84u);
+  EXPECT_EQ(snapshot->timing.cpuid15Eax, 2u);
+  ASSERT_EQ(snapshot->threads.size(), 1u);
+  EXPECT_EQ(snapshot->threads[0].tid, 101u);
+  EXPECT_EQ(snapshot->threads[0].bytes,
+            (std::vector<uint8_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_FALSE(snapshot->threads[0].wrapped);
+  ASSERT_EQ(snapshot->modules.size(), 1u);
+  const Module &app = snapshot->modules[0];
+  EXPECT_EQ(app.path, "/bin/app");
+  EXPECT_EQ(app.loadAddress, 0x400000u);
+  ASSERT_EQ(app.segments.size(), 1u);
+  EXPECT_EQ(app.segments[0].address, 0x401000u);
+  EXPECT_EQ(app.segments[0].size, 0x2000u);
+  EXPECT_EQ(app.segments[0].fileOffset, 0x1000u);
+  EXPECT_TRUE(app.segments[0].executable);
+}
+
+TEST(PerfData, SnapshotModeBuffersOfOneThreadAreJoinedInFileOrder) {
+  auto snapshot = parsePerfData(handBuiltFile(3));
+  ASSERT_TRUE(bool(snapshot)) << toString(snapshot.takeError());
+  ASSERT_EQ(snapshot->threads.size(), 1u);
+  const std::vector<uint8_t> &bytes = snapshot->threads[0].bytes;
+  ASSERT_EQ(bytes.size(), 24u);
+  EXPECT_EQ(bytes[0], 0x00);
+  EXPECT_EQ(bytes[8], 0x10);
+  EXPECT_EQ(bytes[23], 0x27);
+  EXPECT_TRUE(snapshot->threads[0].wrapped);
+}
+
+TEST(PerfData, PerCpuRecordingNamesPerThread) {
+  auto snapshot = parsePerfData(handBuiltFile(1, /*perCpu=*/1));
+  ASSERT_FALSE(bool(snapshot));
+  std::string message = toString(snapshot.takeError());
+  EXPECT_NE(message.find("--per-thread"), std::string::npos) << message;
+  EXPECT_NE(message.find("at byte 184"), std::string::npos) << message;
+}
+
+TEST(PerfData, WriterOutputReadsBackTheSameSnapshot) {
+  Snapshot in;
+  in.pid = 42;
+  in.processName = "worker";
+  in.cpu = CpuIdentity{"GenuineIntel", 6, 85, 4};
+  in.time = TimeConversion{123, 456, 7};
+  in.timing = PtTimingConfig{2, 30, 1, 120};
+  Module module;
+  module.path = "/nonexistent/lib.so";
+  module.buildId = "00112233445566778899aabbccddeeff00112233";
+  module.loadAddress = 0x7f0000000000;
+  module.segments.push_back({0x7f0000001000, 0x3000, 0x1000, true});
+  in.modules.push_back(module);
+  in.threads.push_back({42, {2, 0x82, 2, 0x82, 0, 0, 0, 0}, false});
+  in.threads.push_back({43, {0x99, 0x01, 0, 0, 0, 0, 0, 0}, false});
+
+  auto out = parsePerfData(buildPerfData(in));
+  ASSERT_TRUE(bool(out)) << toString(out.takeError());
+  EXPECT_EQ(out->pid, 42u);
+  EXPECT_EQ(out->processName, "worker");
+  EXPECT_EQ(out->cpu.vendor, "GenuineIntel");
+  EXPECT_EQ(out->cpu.family, 6u);
+  EXPECT_EQ(out->cpu.model, 85u);
+  EXPECT_EQ(out->cpu.stepping, 4u);
+  EXPECT_EQ(out->time.timeZero, 123u);
+  EXPECT_EQ(out->time.timeMult, 456u);
+  EXPECT_EQ(out->time.timeShift, 7);
+  EXPECT_EQ(out->timing.mtcFreq, 2);
+  EXPECT_EQ(out->timing.nomFreq, 30);
+  EXPECT_EQ(out->timing.cpuid15Eax, 1u);
+  EXPECT_EQ(out->timing.cpuid15Ebx, 120u);
+  ASSERT_EQ(out->threads.size(), 2u);
+  EXPECT_EQ(out->threads[0].bytes, in.threads[0].bytes);
+  EXPECT_EQ(out->threads[1].tid, 43u);
+  ASSERT_EQ(out->modules.size(), 1u);
+  EXPECT_EQ(out->modules[0].path, module.path);
+  EXPECT_EQ(out->modules[0].buildId, module.buildId);
+  EXPECT_EQ(out->modules[0].loadAddress, module.loadAddress);
+  ASSERT_EQ(out->modules[0].segments.size(), 1u);
+  EXPECT_EQ(out->modules[0].segments[0].address, 0x7f0000001000u);
+  // The file is not on this machine: the decoder reports the path missing.
+  EXPECT_EQ(out->modules[0].fileToRead(), module.path);
+}
+
+TEST(PerfData, EveryTruncationIsAnErrorNeverACrash) {
+  std::vector<uint8_t> file = handBuiltFile(2);
+  for (size_t length = 0; length < file.size(); ++length) {
+    llvm::ArrayRef<uint8_t> prefix(file.data(), length);
+    auto snapshot = parsePerfData(prefix);
+    ASSERT_FALSE(bool(snapshot)) << "length " << length;
+    std::string message = toString(snapshot.takeError());
+    EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+  }
+}
+
+} // namespace
