@@ -43,6 +43,12 @@ public:
       log.calls.push_back("syscall " + llvm::utohexstr(insn.ip));
     return llvm::Error::success();
   }
+  llvm::Error stepRun(uint64_t, uint64_t, const ExecutedInsn &) override {
+    return llvm::createStringError("the stepper steps one instruction");
+  }
+  llvm::Error markLoss(uint64_t, uint64_t) override {
+    return llvm::createStringError("the stepper never loses instructions");
+  }
   llvm::Error interrupt(uint64_t ip) override {
     log.calls.push_back("interrupt " + llvm::utohexstr(ip));
     return llvm::Error::success();

@@ -82,6 +82,11 @@ public:
     bool noRetComp = false;     ///< Every return as a TIP.
     uint64_t overflowEvery = 0; ///< Inject OVF every N instructions; 0 off.
     PtDialect dialect;          ///< Hardware packet shapes to write.
+    /// When set, packets go to these `bufferSize` bytes owned by the caller
+    /// (shared memory), and every write publishes the byte count to
+    /// `*ringHead` (RingBuffer::attach).
+    uint8_t *ringMemory = nullptr;
+    uint64_t *ringHead = nullptr;
   };
 
   static llvm::Expected<std::unique_ptr<PacketWriter>> create(Options options);
@@ -93,6 +98,21 @@ public:
   /// One executed instruction. A Syscall-class instruction disables tracing
   /// (TIP.PGD, IP suppressed); the next enable() resumes it.
   virtual llvm::Error step(const ExecutedInsn &insn) = 0;
+  /// A straight run: `count` instructions from `ip` that need no packet
+  /// (Other, or direct jumps to the next one) and end right before `last`,
+  /// then `last` itself, as step() would write them, except that a PSB+ or
+  /// MTC due inside the run comes at its start or before `last` (the
+  /// decoder cannot tell: no packet names an instruction inside the run).
+  /// For recorders that see basic blocks (QEMU). Not with overflow
+  /// injection (use step()).
+  virtual llvm::Error stepRun(uint64_t ip, uint64_t count,
+                              const ExecutedInsn &last) = 0;
+  /// Execution went on where the trace cannot follow (a signal or fault
+  /// whose successor is unknown): the CPU's way to say packets were lost,
+  /// OVF + FUP(resumeIp), and `count` more instructions (indices from
+  /// instructions()) counted as lost, with the instructions since the last
+  /// packet. Tracing stays enabled at `resumeIp`.
+  virtual llvm::Error markLoss(uint64_t resumeIp, uint64_t count) = 0;
   /// An asynchronous transfer (signal) interrupted execution at `ip`:
   /// FUP(ip) + TIP.PGD; the next enable() resumes at the handler.
   virtual llvm::Error interrupt(uint64_t ip) = 0;

@@ -5,6 +5,11 @@
 // min(written, size) bytes oldest first, which after a wrap starts
 // mid-packet (a decoder must sync forward to the first PSB).
 //
+// The bytes live in the ring's own storage, or in memory someone else owns
+// (attach(): the QEMU recorder's shared-memory rings, which a reader in
+// another process copies), where each write also publishes the total byte
+// count to a head word, like perf's aux_head: it only grows.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_RINGBUFFER_H
 #define MAGIC_TRACE_RINGBUFFER_H
@@ -20,17 +25,35 @@ class RingBuffer {
 public:
   /// Fails unless `size` is a power of two of at least 4 KiB.
   static llvm::Expected<RingBuffer> create(uint64_t size);
+  /// A ring over `size` bytes at `memory` (not owned; it must outlive the
+  /// ring) whose head, the total bytes written, is stored to `*head` with
+  /// release order after every write. Same size rule as create().
+  static llvm::Expected<RingBuffer> attach(uint8_t *memory, uint64_t size,
+                                           uint64_t *head);
+
+  /// Moves keep `memory` valid (a vector's move keeps its buffer); copies
+  /// would not, so there are none.
+  RingBuffer(RingBuffer &&) = default;
+  RingBuffer &operator=(RingBuffer &&) = default;
+  RingBuffer(const RingBuffer &) = delete;
+  RingBuffer &operator=(const RingBuffer &) = delete;
 
   void write(const uint8_t *data, size_t length);
   /// The retained bytes, oldest first.
   std::vector<uint8_t> snapshot() const;
-  bool wrapped() const { return totalWritten > storage.size(); }
+  bool wrapped() const { return totalWritten > size; }
   uint64_t written() const { return totalWritten; }
-  uint64_t capacity() const { return storage.size(); }
+  uint64_t capacity() const { return size; }
 
 private:
-  explicit RingBuffer(uint64_t size) : storage(size) {}
-  std::vector<uint8_t> storage;
+  RingBuffer(uint8_t *memory, uint64_t size, uint64_t *head)
+      : memory(memory), size(size), head(head) {}
+  explicit RingBuffer(uint64_t size)
+      : storage(size), memory(storage.data()), size(size) {}
+  std::vector<uint8_t> storage; ///< Empty when attached.
+  uint8_t *memory = nullptr;    ///< storage.data() or the attached bytes.
+  uint64_t size = 0;
+  uint64_t *head = nullptr; ///< Published head when attached.
   uint64_t totalWritten = 0;
 };
 

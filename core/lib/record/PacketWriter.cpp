@@ -97,6 +97,9 @@ public:
   }
   llvm::Error enable(uint64_t ip) override;
   llvm::Error step(const ExecutedInsn &insn) override;
+  llvm::Error stepRun(uint64_t ip, uint64_t count,
+                      const ExecutedInsn &last) override;
+  llvm::Error markLoss(uint64_t resumeIp, uint64_t count) override;
   llvm::Error interrupt(uint64_t ip) override;
   llvm::Error disable(uint64_t nextIp) override;
 
@@ -160,6 +163,9 @@ private:
   uint64_t nextOverflow = 0; ///< Index from which the next overflow is due.
   bool previousNeededPacket = false; ///< The last step() wrote a packet.
   uint64_t expectedIp = 0;           ///< Where the next step() must be.
+  /// Index after the last instruction that wrote a packet: a decoder may
+  /// or may not report the ones from here to an OVF (markLoss).
+  uint64_t afterLastPacket = 0;
   std::vector<std::pair<uint64_t, uint64_t>> lost;
 };
 
@@ -208,7 +214,11 @@ PacketWriter::~PacketWriter() = default;
 
 llvm::Expected<std::unique_ptr<PacketWriter>>
 PacketWriter::create(Options options) {
-  llvm::Expected<RingBuffer> ring = RingBuffer::create(options.bufferSize);
+  llvm::Expected<RingBuffer> ring =
+      options.ringMemory
+          ? RingBuffer::attach(options.ringMemory, options.bufferSize,
+                               options.ringHead)
+          : RingBuffer::create(options.bufferSize);
   if (!ring)
     return ring.takeError();
   if (options.psbPeriod < 256)
@@ -572,7 +582,57 @@ llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
   if (llvm::Error error = beforeInstruction(insn.ip))
     return error;
   cycles += VirtualClock::cyclesPerInstruction;
+  if (needsPacket(insn))
+    afterLastPacket = index + 1;
   return branchPackets(insn);
+}
+
+llvm::Error PacketWriterImpl::stepRun(uint64_t ip, uint64_t count,
+                                      const ExecutedInsn &last) {
+  if (count == 0)
+    return step(last);
+  if (options.overflowEvery || lostLeft)
+    return llvm::createStringError(
+        "stepRun with overflow injection (step each instruction instead)");
+  if (!enabled)
+    return llvm::createStringError(
+        llvm::formatv("step at {0:x} while tracing is disabled (call enable "
+                      "first)",
+                      ip)
+            .str());
+  if (ip != expectedIp)
+    return llvm::createStringError(
+        llvm::formatv("step at {0:x} but execution was at {1:x} (report every "
+                      "executed instruction, and signals with interrupt)",
+                      ip, expectedIp)
+            .str());
+  if (llvm::Error error = beforeInstruction(ip))
+    return error;
+  stepped += count;
+  cycles += count * VirtualClock::cyclesPerInstruction;
+  previousNeededPacket = false;
+  expectedIp = last.ip;
+  return step(last);
+}
+
+llvm::Error PacketWriterImpl::markLoss(uint64_t resumeIp, uint64_t count) {
+  if (!enabled)
+    return llvm::createStringError(
+        "markLoss while tracing is disabled (call enable first)");
+  uint64_t first = std::min(afterLastPacket, stepped);
+  if (lostLeft)
+    first = lost.back().first; // Extend the injected overflow in progress.
+  else
+    lost.emplace_back(first, 0);
+  stepped += count;
+  cycles += count * VirtualClock::cyclesPerInstruction;
+  lost.back().second = stepped - lost.back().first;
+  afterLastPacket = stepped;
+  previousNeededPacket = false;
+  expectedIp = resumeIp;
+  if (llvm::Error error = flushTnt())
+    return error;
+  return endOverflow(resumeIp);
 }
 
 llvm::Error PacketWriterImpl::interrupt(uint64_t ip) {

@@ -8,6 +8,7 @@
 #include "magic_trace/Bundle.h"
 #include "magic_trace/GroundTruth.h"
 #include "magic_trace/PtraceStepper.h"
+#include "magic_trace/QemuEngine.h"
 
 #include "PerfDataOutput.h"
 
@@ -69,6 +70,24 @@ static cl::opt<std::string> dialectOption(
 static cl::opt<std::string> outputDir("o", cl::desc("Bundle directory"),
                                       cl::value_desc("DIR"), cl::Required,
                                       cl::cat(category));
+enum class Engine { Qemu, Ptrace };
+static cl::opt<Engine> engineOption(
+    "engine",
+    cl::desc("How the program runs: under QEMU with the magic-trace plugin "
+             "(default where qemu-x86_64 is installed; millions of "
+             "instructions a second) or single-stepped with ptrace (the "
+             "reference; ~20 k instructions a second)"),
+    cl::values(clEnumValN(Engine::Qemu, "qemu", "qemu-x86_64 + plugin"),
+               clEnumValN(Engine::Ptrace, "ptrace", "ptrace single-stepping")),
+    cl::cat(category));
+static cl::opt<std::string>
+    qemuPath("qemu", cl::desc("qemu-x86_64 to run (default: from PATH)"),
+             cl::value_desc("PATH"), cl::cat(category));
+static cl::opt<std::string> ringDir(
+    "ring-dir",
+    cl::desc("Keep the QEMU engine's shared-memory rings here (default: a "
+             "temporary directory in /dev/shm, removed)"),
+    cl::value_desc("DIR"), cl::cat(category));
 static cl::list<std::string> programArgs(cl::Positional, cl::OneOrMore,
                                          cl::desc("-- PROGRAM ARGS..."),
                                          cl::cat(category));
@@ -80,27 +99,44 @@ static int fail(const Twine &message) {
 
 /// The vdso's bytes as DIR/modules/vdso.so, the module's file in the bundle
 /// (LLDB reads "file" relative to the bundle, as we do).
-static Error writeVdso(EmulateResult &result, StringRef dir) {
-  if (result.vdsoImage.empty())
-    return Error::success();
+/// Code with no file on disk goes to DIR/modules/NAME, the module's file in
+/// the bundle (LLDB reads "file" relative to the bundle, as we do).
+static Error writeCodeImage(EmulateResult &result, StringRef dir,
+                            StringRef modulePath, StringRef name,
+                            const std::vector<uint8_t> &bytes) {
   SmallString<256> path(dir);
   sys::path::append(path, "modules");
   if (std::error_code ec = sys::fs::create_directories(path))
     return createStringError("cannot create " + path + ": " + ec.message() +
                              " (check permissions)");
-  sys::path::append(path, "vdso.so");
+  sys::path::append(path, name);
   std::error_code ec;
   raw_fd_ostream os(path, ec);
   if (!ec) {
-    os.write(reinterpret_cast<const char *>(result.vdsoImage.data()),
-             result.vdsoImage.size());
+    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
     os.close();
   }
   if (ec || os.has_error())
     return createStringError("cannot write " + path + " (check the disk)");
   for (Module &module : result.snapshot.modules)
-    if (module.path == "[vdso]")
-      module.fileCopy = "modules/vdso.so";
+    if (module.path == modulePath)
+      module.fileCopy = ("modules/" + name).str();
+  return Error::success();
+}
+
+/// The vdso's bytes as DIR/modules/vdso.so, and every anonymous code
+/// mapping's as DIR/modules/code-<address>.bin.
+static Error writeVdso(EmulateResult &result, StringRef dir) {
+  if (!result.vdsoImage.empty())
+    if (Error err =
+            writeCodeImage(result, dir, "[vdso]", "vdso.so", result.vdsoImage))
+      return err;
+  unsigned index = 0;
+  for (const auto &image : result.codeImages)
+    if (Error err = writeCodeImage(result, dir, image.first,
+                                   "code-" + std::to_string(index++) + ".bin",
+                                   image.second))
+      return err;
   return Error::success();
 }
 
@@ -147,9 +183,26 @@ int main(int argc, char **argv) {
     return fail(toString(dialect.takeError()));
   options.writer.dialect = *dialect;
 
-  Expected<EmulateResult> result = emulateProgram(options);
+  bool useQemu = engineOption.getNumOccurrences() ? engineOption == Engine::Qemu
+                                                  : bool(findQemu(qemuPath));
+  Expected<EmulateResult> result = Expected<EmulateResult>(EmulateResult());
+  if (useQemu) {
+    QemuEngineOptions engine;
+    engine.qemuPath = qemuPath;
+    engine.ringDir = ringDir;
+    SmallString<256> plugin(sys::path::parent_path(sys::path::parent_path(
+        sys::fs::getMainExecutable(argv[0], (void *)&fail))));
+    sys::path::append(plugin, "lib", "libmagic-trace-qemu.so");
+    engine.pluginPath = std::string(plugin);
+    result = emulateUnderQemu(options, engine);
+  } else {
+    result = emulateProgram(options);
+  }
   if (!result)
     return fail(toString(result.takeError()));
+  if (!result->recorderNote.empty())
+    WithColor::note(errs(), "magic-trace-emulate")
+        << result->recorderNote << "\n";
   if (!result->startNote.empty())
     WithColor::note(errs(), "magic-trace-emulate") << result->startNote << "\n";
   if (result->truth.empty())

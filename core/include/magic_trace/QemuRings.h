@@ -1,0 +1,104 @@
+//===- QemuRings.h - The QEMU recorder's shared-memory rings ----*- C++ -*-===//
+//
+// The QEMU TCG plugin (plugin/qemu/) writes each guest thread's Intel PT into
+// its own ring in a directory of shared-memory files; a reader (the
+// magic-trace-emulate CLI after the run, the LLDB plugin while the target is
+// stopped) maps them and copies the bytes out. docs/qemu.md has the layout:
+//
+//   DIR/header      QemuRingHeader: CPU identity, clock, the thread table,
+//                   and the `paused` word a reader sets to stop writers
+//   DIR/ring.<tid>  one page laid out like perf's perf_event_mmap_page
+//                   (aux_offset, aux_size, aux_head at their offsets), then
+//                   aux_size bytes of PT: the head only grows, a wrapped
+//                   ring has overwritten its oldest bytes (perf's AUX area
+//                   in overwrite mode, read by the perf backend's reader)
+//   DIR/maps        the /proc/self/maps lines of every mapping the guest ran
+//                   code in (written when recording ends)
+//   DIR/code-<hex>.bin  the bytes of an anonymous executable mapping
+//   DIR/groundtruth/    optional, as the ptrace recorder writes it
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_QEMURINGS_H
+#define MAGIC_TRACE_QEMURINGS_H
+
+#include "magic_trace/GroundTruth.h"
+#include "magic_trace/Snapshot.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace magic_trace {
+
+constexpr char kQemuRingMagic[8] = {'M', 'T', 'Q', 'E', 'M', 'U', 'R', '1'};
+constexpr uint32_t kQemuRingMaxThreads = 1024;
+/// The ring file's first page (aux data starts here).
+constexpr uint64_t kQemuRingPage = 4096;
+
+enum class QemuThreadState : uint32_t {
+  Unused = 0,
+  Running = 1,   ///< Tracing or about to: its writer may write.
+  InSyscall = 2, ///< Tracing disabled by a syscall; resumes on return.
+  Done = 3,      ///< Exited or stopped: its ring and ground truth are final.
+};
+
+struct QemuThreadSlot {
+  uint64_t tid = 0;
+  uint32_t state = 0; ///< QemuThreadState.
+  uint32_t busy = 0;  ///< 1 while the writer may touch its ring.
+  uint64_t instructions = 0;
+  uint64_t lostInstructions = 0;
+};
+
+/// DIR/header. Fields are written by the plugin; `paused` by a reader.
+struct QemuRingHeader {
+  char magic[8];
+  uint32_t headerSize; ///< sizeof(QemuRingHeader), a version check.
+  uint32_t threadCount;
+  uint64_t ringSize; ///< PT bytes per thread ring (a power of two).
+  uint64_t pid;      ///< The QEMU process (= the guest's pid).
+  char vendor[16];
+  uint32_t family, model, stepping, reserved0;
+  uint64_t timeZero;
+  uint32_t timeMult;
+  uint32_t timeShift;
+  uint32_t mtcFreq, nomFreq, cpuid15Eax, cpuid15Ebx;
+  /// Reader protocol: set to 1, wait until no slot is busy, copy, set to 0.
+  /// A writer finding it set waits (up to a second, then counts a timeout
+  /// and goes on), so the reader copies a ring no one writes.
+  uint32_t paused;
+  uint32_t recording; ///< 1 from the start point until the stop point.
+  uint64_t pauseTimeouts;
+  uint32_t stopped; ///< The stop point or instruction limit was reached.
+  uint32_t reserved1;
+  char note[256]; ///< One line from the plugin for the user (e.g. a loss).
+  QemuThreadSlot threads[kQemuRingMaxThreads];
+};
+
+/// What a reader copied out of a ring directory.
+struct QemuRecording {
+  Snapshot snapshot;
+  std::vector<ThreadTruth> truth; ///< Parallel to threads, if recorded.
+  /// Bytes of anonymous code mappings, by module path in snapshot.modules.
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> codeImages;
+  uint64_t instructions = 0;
+  uint64_t lostInstructions = 0;
+  uint64_t pauseTimeouts = 0;
+  std::string note;
+};
+
+/// Maps DIR/header and every DIR/ring.<tid>, pauses the writers while it
+/// copies (deadline: one second), and returns threads (tid order of first
+/// appearance), CPU identity and clock; modules from DIR/maps when present;
+/// ground truth from DIR/groundtruth when `withTruth`. Errors (one line): no
+/// header (the program did not run under the plugin), a wrong magic or
+/// size, a ring file that is missing or shorter than its header says.
+llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
+                                            bool withTruth);
+
+} // namespace magic_trace
+
+#endif

@@ -1,0 +1,225 @@
+//===- QemuRings.cpp - Reading the QEMU recorder's rings ------------------===//
+//
+// The reader side of QemuRings.h: maps the header and the rings, pauses the
+// writers while it copies, and turns them into a Snapshot. The ring bytes
+// are copied with the perf backend's AUX reader (copyAuxRing): a ring file
+// is laid out like perf's mapping page plus AUX area.
+//
+//===----------------------------------------------------------------------===//
+#include "magic_trace/QemuRings.h"
+
+#include "magic_trace/PerfIntelPt.h"
+#include "magic_trace/ProcessModules.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <chrono>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+namespace magic_trace {
+
+namespace {
+
+/// A read-write shared mapping of a whole file, unmapped on destruction.
+class FileMapping {
+public:
+  static llvm::Expected<FileMapping> open(const std::string &path,
+                                          uint64_t minimumSize) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+      return llvm::createStringError(
+          llvm::formatv("cannot open {0}: {1} (was the program run under "
+                        "the magic-trace QEMU plugin?)",
+                        path, std::strerror(errno))
+              .str());
+    struct stat info{};
+    if (fstat(fd, &info) != 0 || uint64_t(info.st_size) < minimumSize) {
+      ::close(fd);
+      return llvm::createStringError(
+          llvm::formatv("{0} is shorter than its layout needs ({1} bytes); "
+                        "record again",
+                        path, minimumSize)
+              .str());
+    }
+    void *address =
+        mmap(nullptr, info.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (address == MAP_FAILED)
+      return llvm::createStringError(
+          llvm::formatv("cannot map {0}: {1}", path, std::strerror(errno))
+              .str());
+    return FileMapping(address, info.st_size);
+  }
+  FileMapping(FileMapping &&other)
+      : address(other.address), length(other.length) {
+    other.address = nullptr;
+  }
+  FileMapping(const FileMapping &) = delete;
+  ~FileMapping() {
+    if (address)
+      munmap(address, length);
+  }
+  uint8_t *bytes() const { return static_cast<uint8_t *>(address); }
+  uint64_t size() const { return length; }
+
+private:
+  FileMapping(void *address, uint64_t length)
+      : address(address), length(length) {}
+  void *address = nullptr;
+  uint64_t length = 0;
+};
+
+std::string joinPath(llvm::StringRef dir, const llvm::Twine &name) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, name);
+  return std::string(path);
+}
+
+/// Sets `paused` and waits until no writer is inside its ring, for at most
+/// a second. Returns false when a writer stayed busy (the copy may then
+/// hold a torn packet at its end, which the decoder reports).
+bool pauseWriters(QemuRingHeader &header) {
+  __atomic_store_n(&header.paused, 1u, __ATOMIC_SEQ_CST);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  uint32_t count =
+      std::min(__atomic_load_n(&header.threadCount, __ATOMIC_ACQUIRE),
+               kQemuRingMaxThreads);
+  for (uint32_t i = 0; i < count; ++i)
+    while (__atomic_load_n(&header.threads[i].busy, __ATOMIC_SEQ_CST)) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return false;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  return true;
+}
+
+/// Modules from DIR/maps, plus one module per DIR/code-<hex>.bin.
+void readModules(llvm::StringRef dir, QemuRecording &recording) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> maps =
+      llvm::MemoryBuffer::getFile(joinPath(dir, "maps"));
+  if (!maps)
+    return;
+  std::vector<MapsEntry> entries = parseProcMaps((*maps)->getBuffer());
+  recording.snapshot.modules = modulesFromMaps(entries);
+  for (const MapsEntry &entry : entries) {
+    if (!entry.path.empty() && entry.path[0] == '/')
+      continue;
+    std::string file =
+        joinPath(dir, llvm::formatv("code-{0:x}.bin", entry.start).str());
+    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> code =
+        llvm::MemoryBuffer::getFile(file);
+    if (!code)
+      continue;
+    Module module;
+    module.path = entry.path.empty()
+                      ? llvm::formatv("[anon:{0:x}]", entry.start).str()
+                      : entry.path;
+    module.fileCopy = file;
+    module.loadAddress = entry.start;
+    LoadedSegment segment;
+    segment.address = entry.start;
+    segment.size = (*code)->getBufferSize();
+    segment.fileOffset = 0;
+    segment.executable = true;
+    module.segments.push_back(segment);
+    recording.codeImages.emplace_back(
+        module.path, std::vector<uint8_t>((*code)->getBufferStart(),
+                                          (*code)->getBufferEnd()));
+    recording.snapshot.modules.push_back(std::move(module));
+  }
+}
+
+} // namespace
+
+llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
+                                            bool withTruth) {
+  llvm::Expected<FileMapping> headerMap =
+      FileMapping::open(joinPath(dir, "header"), sizeof(QemuRingHeader));
+  if (!headerMap)
+    return headerMap.takeError();
+  auto &header = *reinterpret_cast<QemuRingHeader *>(headerMap->bytes());
+  if (std::memcmp(header.magic, kQemuRingMagic, sizeof(kQemuRingMagic)) != 0 ||
+      header.headerSize != sizeof(QemuRingHeader))
+    return llvm::createStringError(
+        llvm::formatv("{0}/header is not a magic-trace QEMU ring header of "
+                      "this version (rebuild the plugin and record again)",
+                      dir)
+            .str());
+
+  QemuRecording recording;
+  Snapshot &snapshot = recording.snapshot;
+  snapshot.pid = header.pid;
+  snapshot.cpu.vendor =
+      std::string(header.vendor, strnlen(header.vendor, sizeof(header.vendor)));
+  snapshot.cpu.family = header.family;
+  snapshot.cpu.model = header.model;
+  snapshot.cpu.stepping = header.stepping;
+  snapshot.time.timeZero = header.timeZero;
+  snapshot.time.timeMult = header.timeMult;
+  snapshot.time.timeShift = static_cast<uint16_t>(header.timeShift);
+  snapshot.timing.mtcFreq = static_cast<uint8_t>(header.mtcFreq);
+  snapshot.timing.nomFreq = static_cast<uint8_t>(header.nomFreq);
+  snapshot.timing.cpuid15Eax = header.cpuid15Eax;
+  snapshot.timing.cpuid15Ebx = header.cpuid15Ebx;
+  recording.note =
+      std::string(header.note, strnlen(header.note, sizeof(header.note)));
+
+  bool quiet = pauseWriters(header);
+  uint32_t count =
+      std::min(__atomic_load_n(&header.threadCount, __ATOMIC_ACQUIRE),
+               kQemuRingMaxThreads);
+  llvm::Error failure = llvm::Error::success();
+  for (uint32_t i = 0; i < count && !failure; ++i) {
+    const QemuThreadSlot &slot = header.threads[i];
+    std::string path = joinPath(dir, llvm::formatv("ring.{0}", slot.tid));
+    llvm::Expected<FileMapping> ring =
+        FileMapping::open(path, kQemuRingPage + header.ringSize);
+    if (!ring) {
+      failure = ring.takeError();
+      break;
+    }
+    const auto *page =
+        reinterpret_cast<const perf_event_mmap_page *>(ring->bytes());
+    if (page->aux_offset != kQemuRingPage ||
+        page->aux_size != header.ringSize) {
+      failure = llvm::createStringError(
+          llvm::formatv("{0}: aux_offset/aux_size do not match the header "
+                        "(record again)",
+                        path)
+              .str());
+      break;
+    }
+    ThreadTrace trace;
+    trace.tid = slot.tid;
+    uint64_t head = __atomic_load_n(&page->aux_head, __ATOMIC_ACQUIRE);
+    trace.bytes = copyAuxRing(ring->bytes() + kQemuRingPage, header.ringSize,
+                              head, trace.wrapped);
+    snapshot.threads.push_back(std::move(trace));
+    recording.instructions += slot.instructions;
+    recording.lostInstructions += slot.lostInstructions;
+  }
+  __atomic_store_n(&header.paused, 0u, __ATOMIC_SEQ_CST);
+  recording.pauseTimeouts = header.pauseTimeouts + (quiet ? 0 : 1);
+  if (failure)
+    return std::move(failure);
+
+  readModules(dir, recording);
+  if (withTruth)
+    for (const ThreadTrace &thread : snapshot.threads) {
+      llvm::Expected<ThreadTruth> truth = readGroundTruth(dir, thread.tid);
+      if (!truth)
+        return truth.takeError();
+      recording.truth.push_back(std::move(*truth));
+    }
+  return recording;
+}
+
+} // namespace magic_trace
