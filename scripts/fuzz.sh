@@ -27,7 +27,7 @@ if [ -z "$SECONDS_PER_TARGET" ] && [ -z "$RUNS" ]; then
 fi
 JOBS=${FUZZ_JOBS:-1}
 PROCESSES=${FUZZ_PROCESSES:-1}
-fuzz_targets=(fuzz-bundle fuzz-fxt-writer fuzz-model fuzz-decoder)
+fuzz_targets=(fuzz-bundle fuzz-fxt-writer fuzz-model fuzz-decoder fuzz-perf-data)
 case "$MODE" in
 asan)
   BUILD=${FUZZ_BUILD_DIR:-build-asan}
@@ -46,7 +46,7 @@ fast)
     -DMT_WERROR="$werror" -DMT_SANITIZE=OFF -DMT_FUZZ=ON \
     -DMT_FUZZ_SANITIZERS=undefined >/dev/null
   cmake --build "$BUILD" --target "${fuzz_targets[@]}" magic-trace-emulate \
-    emu_calls >/dev/null
+    magic-trace-perfdata emu_calls >/dev/null
   ;;
 *)
   echo "error: FUZZ_MODE must be asan or fast, not '$MODE'" >&2
@@ -56,7 +56,7 @@ esac
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(bundle fxt-writer model decoder)
+  targets=(bundle fxt-writer model decoder perf-data)
 fi
 
 # Seeds: one emulated run of emu_calls gives PT bytes (decoder) and a bundle
@@ -77,7 +77,7 @@ emulate_seed "$BUILD/seed-psb256" --psb-period 256 --max-insns 3000
 emulate_seed "$BUILD/seed-psb256-ovf" --psb-period 256 --max-insns 3000 \
   --noretcomp --inject-overflow-every 500 --timer-resolution low
 mkdir -p "$BUILD/corpus/decoder" "$BUILD/corpus/bundle" \
-  "$BUILD/corpus/model" "$BUILD/corpus/fxt-writer"
+  "$BUILD/corpus/model" "$BUILD/corpus/fxt-writer" "$BUILD/corpus/perf-data"
 for dir in "$seed_dir" "$BUILD/seed-psb256" "$BUILD/seed-psb256-ovf"; do
   for trace in "$dir"/threads/*.intelpt_trace; do
     if [ -f "$trace" ]; then
@@ -87,6 +87,9 @@ for dir in "$seed_dir" "$BUILD/seed-psb256" "$BUILD/seed-psb256-ovf"; do
 done
 { cat "$seed_dir/trace.json"; printf '\0'; cat "$seed_dir/magic-trace.json"; } \
   > "$BUILD/corpus/bundle/seed-emu-calls"
+# The perf.data reader: the seed bundle written as perf.data.
+"$BUILD/bin/magic-trace-perfdata" "$seed_dir" \
+  -o "$BUILD/corpus/perf-data/seed-emu-calls"
 
 # Largest input per target: a few KiB of PT reach every decoder path (the
 # seeds are 160-700 bytes with 1-3 PSBs), the
@@ -98,6 +101,7 @@ max_len() {
   model) echo 2048 ;;
   fxt-writer) echo 4096 ;;
   bundle) echo 16384 ;;
+  perf-data) echo 8192 ;;
   *) echo 4096 ;;
   esac
 }
