@@ -414,6 +414,23 @@ bool ObjectInfo::addDebugInfo(uint64_t address, const SymbolMatch &match,
     range.frames.push_back(frame);
   }
   range.fromDebugInfo = true;
+  if (chain.empty() && !match.symbol) {
+    // Lines but no function: an assembler unit, e.g. the nop padding of
+    // glibc's memmove-vec-unaligned-erms.S between __memmove_chk_* and the
+    // __memmove_* it falls through into. The code is the FDE's function or
+    // unknown, as without DWARF (and as magic-trace-reftree says); a "??"
+    // shared by every such stretch would make them all one function.
+    FileRange bounds;
+    bounds.interval = range.interval;
+    addFunctionBounds(address, bounds);
+    range.interval = bounds.interval;
+    range.functionEntry = bounds.functionEntry;
+    if (bounds.frames.empty())
+      range.noFunction = true;
+    else
+      range.frames.front().function = bounds.frames.front().function;
+    return true;
+  }
   if (!chain.empty())
     range.functionEntry = entryOf(chain.back());
   else if (match.symbol)

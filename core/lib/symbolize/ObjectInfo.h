@@ -37,6 +37,9 @@ struct FileRange {
   uint64_t functionEntry = 0; ///< File address; 0 if unknown.
   std::vector<SymbolFrame> frames;
   bool fromDebugInfo = false;
+  /// DWARF has a line here but no function, nor has any symbol or FDE: the
+  /// one frame keeps its file and line and is named as unknown code.
+  bool noFunction = false;
 };
 
 /// One object file (by build-id): the binary, its DWARF, its symbols, and the

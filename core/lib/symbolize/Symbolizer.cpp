@@ -193,6 +193,11 @@ private:
     range.end = mapping->begin + (fileEnd - mapping->fileBegin);
     range.fromDebugInfo = file.fromDebugInfo;
     range.frames = file.frames;
+    if (file.noFunction) {
+      range.frames.front().function =
+          unknownFrame(range.begin, module.path).function;
+      range.unknown = true;
+    }
     if (file.functionEntry != 0)
       range.functionEntry =
           file.functionEntry - mapping->fileBegin + mapping->begin;
