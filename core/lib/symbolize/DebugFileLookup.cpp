@@ -9,13 +9,28 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <cstdlib>
+#include <vector>
+
 using namespace llvm;
 
 namespace magic_trace {
 namespace {
 
 /// Where Debian (and most distributions) install separate debug files.
-constexpr const char *DebugRoot = "/usr/lib/debug";
+constexpr const char *DefaultDebugRoot = "/usr/lib/debug";
+
+/// The global debug-file directories: MT_DEBUG_FILE_DIRS (colon-separated,
+/// like GDB's debug-file-directory; set but empty: none, which symbolizes a
+/// machine with libc6-dbg installed as one without), else /usr/lib/debug.
+std::vector<std::string> debugRoots() {
+  const char *value = std::getenv("MT_DEBUG_FILE_DIRS");
+  if (!value)
+    return {DefaultDebugRoot};
+  SmallVector<StringRef, 4> parts;
+  StringRef(value).split(parts, ':', -1, /*KeepEmpty=*/false);
+  return {parts.begin(), parts.end()};
+}
 
 /// True if `path` holds a file whose CRC-32 is `crc` (.gnu_debuglink's check).
 bool hasCrc(const std::string &path, uint32_t crc) {
@@ -30,13 +45,15 @@ bool hasCrc(const std::string &path, uint32_t crc) {
 } // namespace
 
 std::string findDebugFile(const object::ObjectFile &object, StringRef path) {
+  std::vector<std::string> roots = debugRoots();
   std::string id = lowerHex(object::getBuildID(&object));
-  if (id.size() > 2) {
-    std::string candidate = std::string(DebugRoot) + "/.build-id/" +
-                            id.substr(0, 2) + "/" + id.substr(2) + ".debug";
-    if (sys::fs::exists(candidate))
-      return candidate;
-  }
+  if (id.size() > 2)
+    for (const std::string &root : roots) {
+      std::string candidate = root + "/.build-id/" + id.substr(0, 2) + "/" +
+                              id.substr(2) + ".debug";
+      if (sys::fs::exists(candidate))
+        return candidate;
+    }
   for (const object::SectionRef &section : object.sections()) {
     Expected<StringRef> name = section.getName();
     if (!name) {
@@ -62,10 +79,11 @@ std::string findDebugFile(const object::ObjectFile &object, StringRef path) {
     SmallString<256> folder = path;
     sys::fs::make_absolute(folder);
     sys::path::remove_filename(folder);
-    SmallString<256> candidates[3];
+    std::vector<SmallString<256>> candidates(2);
     sys::path::append(candidates[0], folder, link);
     sys::path::append(candidates[1], folder, ".debug", link);
-    sys::path::append(candidates[2], DebugRoot, folder, link);
+    for (const std::string &root : roots)
+      sys::path::append(candidates.emplace_back(), root, folder, link);
     for (const SmallString<256> &candidate : candidates)
       if (candidate != path && hasCrc(candidate.str().str(), crc))
         return candidate.str().str();

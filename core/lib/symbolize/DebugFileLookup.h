@@ -19,6 +19,9 @@ namespace magic_trace {
 /// llvm-symbolizer looks by default: first by build-id under
 /// /usr/lib/debug/.build-id/, then by .gnu_debuglink next to the file, in its
 /// .debug/ folder, and under /usr/lib/debug/<its folder>. Empty if none.
+/// The environment variable MT_DEBUG_FILE_DIRS (colon-separated) replaces
+/// /usr/lib/debug; set to the empty string, only the file's own folder is
+/// searched.
 std::string findDebugFile(const llvm::object::ObjectFile &object,
                           llvm::StringRef path);
 

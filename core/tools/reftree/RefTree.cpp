@@ -17,6 +17,7 @@
 #include "llvm/Support/TargetSelect.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 
 using namespace llvm;
@@ -164,10 +165,18 @@ void addSymbols(const Module &module, std::vector<RefFunction> &out) {
   uint64_t bias = module.loadAddress - preferredBase(*elf);
   // A stripped library's full .symtab lives in its separate debug file,
   // found by build-id where debuggers look (same link-time addresses).
+  // MT_DEBUG_FILE_DIRS replaces /usr/lib/debug as for the symbolizer
+  // (docs/symbolizer.md): empty, the reference is that of a machine without
+  // debug packages.
   object::OwningBinary<object::ObjectFile> debugBinary;
   std::string id = toHex(object::getBuildID(elf), /*LowerCase=*/true);
-  if (id.size() > 2) {
-    std::string path = "/usr/lib/debug/.build-id/" + id.substr(0, 2) + "/" +
+  const char *dirs = std::getenv("MT_DEBUG_FILE_DIRS");
+  SmallVector<StringRef, 4> roots;
+  StringRef(dirs ? dirs : "/usr/lib/debug").split(roots, ':', -1, false);
+  for (StringRef root : roots) {
+    if (id.size() <= 2 || debugBinary.getBinary())
+      break;
+    std::string path = root.str() + "/.build-id/" + id.substr(0, 2) + "/" +
                        id.substr(2) + ".debug";
     auto debug = object::ObjectFile::createObjectFile(path);
     if (debug) {
@@ -330,6 +339,16 @@ private:
       stack.pop_back();
     }
   }
+  /// A tail call, or a jump into another function not on the stack: the
+  /// new frame replaces the top one and returns where it would have, so it
+  /// keeps its call site (with 0, a return from a tail-called frame of a
+  /// recursion matched an outer activation's call site and popped it too:
+  /// python3's compiler, issue 15's corpus).
+  void replaceTop(const RefFunction &function, uint64_t time) {
+    uint64_t callSite = nodes[stack.back()].callSite;
+    popTo(stack.size() - 1, time);
+    push(function, time, callSite);
+  }
   static bool same(const RefFunction &a, const RefFunction &b) {
     return a.begin == b.begin && a.unknown == b.unknown;
   }
@@ -382,8 +401,7 @@ void ReferenceBuilder::onJump(uint64_t target, const RefFunction &function,
   if (same(nodes[stack.back()].function, function))
     return;
   if (!function.unknown && target == function.begin) {
-    popTo(stack.size() - 1, time); // Tail call.
-    push(function, time, 0);
+    replaceTop(function, time); // Tail call.
     return;
   }
   size_t frame = onStack(function);
@@ -391,8 +409,7 @@ void ReferenceBuilder::onJump(uint64_t target, const RefFunction &function,
     popTo(frame + 1, time);
     return;
   }
-  popTo(stack.size() - 1, time);
-  push(function, time, 0);
+  replaceTop(function, time);
 }
 
 void ReferenceBuilder::onResume(const RefFunction &function, uint64_t time) {
@@ -466,8 +483,7 @@ std::vector<TreeFrame> ReferenceBuilder::build(const ThreadTruth &truth,
     } else if (last->kind == TruthEventKind::Jump && !function.unknown &&
                e.to == function.begin &&
                !same(nodes[stack.back()].function, function)) {
-      popTo(stack.size() - 1, end); // Tail call.
-      push(function, end, 0);
+      replaceTop(function, end); // Tail call.
       nodes.back().atStop = true;
     }
     break;

@@ -122,6 +122,14 @@ static std::vector<uint64_t> stopStack(const ThreadStop &stop,
   return keys;
 }
 
+/// Frames from the root to the deepest leaf (a root has depth 0).
+static unsigned maxDepth(const std::vector<TreeFrame> &tree) {
+  unsigned depth = 0;
+  for (const TreeFrame &frame : tree)
+    depth = std::max(depth, frame.depth + 1);
+  return depth;
+}
+
 static Expected<EmulateResult> runProgram() {
   if (programArgs.empty())
     return createStringError("no program to run (give -- PROGRAM ARGS..., or "
@@ -328,6 +336,12 @@ int main(int argc, char **argv) {
                            " opened at the stop)"
                      : "differs: " + difference)
              << "\n";
+      // The corpus table (docs/model.md): frames and depth with the stop
+      // context, against the full reference.
+      outs() << "  anchored frames matching: "
+             << percent(matchingFrames(full, tree, tolerance), full.size())
+             << "; max depth reference " << maxDepth(full) << ", model "
+             << maxDepth(model) << ", anchored " << maxDepth(tree) << "\n";
       if (dump)
         printTree("  anchored model:", tree);
       ok = ok && difference.empty();
