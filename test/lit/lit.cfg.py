@@ -54,3 +54,7 @@ try:
         config.available_features.add("perf")
 except (OSError, subprocess.TimeoutExpired):
     pass
+# QEMU's user-mode emulator, for magic-trace-emulate --engine qemu.
+import shutil
+if shutil.which("qemu-x86_64"):
+    config.available_features.add("qemu")
