@@ -10,6 +10,7 @@
 #include "Session.h"
 
 #include "magic_trace/Bundle.h"
+#include "magic_trace/PerfData.h"
 #include "magic_trace/TraceWriters.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -24,8 +25,9 @@ namespace {
 
 const OptionSpec saveOptions[] = {
     {'o', "output", true, "FILE", "Where to write (a directory for bundle)."},
-    {'F', "format", true, "fxt|json|folded|bundle",
-     "Output format (default: from the suffix of FILE, else fxt)."},
+    {'F', "format", true, "fxt|json|folded|bundle|perf",
+     "Output format (default: from the suffix of FILE, .data is perf, "
+     "else fxt)."},
     {'k', "snapshot", true, "K", "Which snapshot (default: the last)."},
 };
 
@@ -81,7 +83,17 @@ public:
       llvm::StringRef p(path);
       format = p.ends_with(".json")     ? "json"
                : p.ends_with(".folded") ? "folded"
+               : p.ends_with(".data")   ? "perf"
                                         : "fxt";
+    }
+    if (format == "perf") {
+      if (llvm::Error err = writePerfData((*record)->snapshot, path))
+        return failCommand(result, std::move(err));
+      return succeed(result, "magic-trace: snapshot " +
+                                 std::to_string((*record)->number) +
+                                 " saved as perf.data to " + path +
+                                 " (decode it with 'perf script -i " + path +
+                                 " --itrace=cr')");
     }
     if (format == "bundle") {
       llvm::Expected<Snapshot> bundled =
@@ -104,7 +116,7 @@ public:
       if (!parsed)
         llvm::consumeError(parsed.takeError());
       return failCommand(result, error("unknown format '%s' (use fxt, json, "
-                                       "folded or bundle)",
+                                       "folded, bundle or perf)",
                                        format.c_str()));
     }
     if (llvm::Error err = writeTrace((*record)->result, path, *parsed))
@@ -200,11 +212,12 @@ void registerViewCommands(lldb::SBCommand &root) {
   addCommand(
       root, "save", new SaveCommand(),
       "Write a snapshot again in another format: Fuchsia trace (fxt, opens "
-      "in ui.perfetto.dev), Chrome JSON, folded stacks, or an LLDB intel-pt "
-      "trace bundle ('trace load DIR/trace.json').\n\nExample:\n  (lldb) "
+      "in ui.perfetto.dev), Chrome JSON, folded stacks, an LLDB intel-pt "
+      "trace bundle ('trace load DIR/trace.json'), or a per-thread Intel PT "
+      "perf.data ('perf script --itrace').\n\nExample:\n  (lldb) "
       "magic-trace save -o trace-dir --format bundle\n" +
           describeOptions(saveOptions),
-      "magic-trace save -o FILE [--format fxt|json|folded|bundle] "
+      "magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] "
       "[--snapshot K]");
   addCommand(
       root, "report", new ReportCommand(),
