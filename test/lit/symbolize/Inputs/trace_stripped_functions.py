@@ -27,6 +27,49 @@ def run(args, **kwargs):
                           **kwargs).stdout
 
 
+def folded_names(folded):
+    """Every frame name in a folded-stacks file."""
+    names = set()
+    for line in open(folded):
+        names.update(line.rsplit(" ", 1)[0].split(";"))
+    return names
+
+
+def fde_counts(obj, bundle, names):
+    """Maps the ground truth of BUNDLE to OBJ's FDEs (readelf) and finds
+    each entered FDE outside the PLT among the model's frame NAMES. Returns
+    (instructions in FDEs, outside them, FDEs entered, those outside the
+    PLT, those that are frames of their own)."""
+    modules = json.load(open(os.path.join(bundle, "trace.json")))["processes"][0]["modules"]
+    base = [int(m["loadAddress"], 16) for m in modules
+            if os.path.realpath(m["systemPath"]) == os.path.realpath(obj)][0]
+    frames = run(["readelf", "--debug-dump=frames", "-W", obj])
+    fdes = sorted({(int(a, 16), int(b, 16)) for a, b in re.findall(
+        r"\bFDE cie=[0-9a-f]+ pc=([0-9a-f]+)\.\.([0-9a-f]+)", frames) if int(b, 16) > int(a, 16)})
+    plts = [(int(a, 16), int(a, 16) + int(s, 16)) for a, s in re.findall(
+        r"\]\s+\.plt\S*\s+\S+\s+([0-9a-f]+)\s+\S+\s+([0-9a-f]+)",
+        run(["readelf", "-SW", obj]))]
+    end = max(e for _, e in fdes)
+    begins = [b for b, _ in fdes]
+
+    data = open(glob.glob(os.path.join(bundle, "groundtruth", "*.insns"))[0], "rb").read()
+    entered, inside, outside = set(), 0, 0
+    for (address,) in struct.iter_unpack("<Q", data[:len(data) // 8 * 8]):
+        offset = address - base
+        if not 0 <= offset < end:
+            continue
+        index = bisect.bisect_right(begins, offset) - 1
+        if index >= 0 and offset < fdes[index][1]:
+            entered.add(fdes[index])
+            inside += 1
+        else:
+            outside += 1
+    code = [f for f in entered if not any(lo <= f[0] < hi for lo, hi in plts)]
+    basename = os.path.basename(obj)
+    own = [f for f in code if "%s+%#x" % (basename, f[0]) in names]
+    return inside, outside, entered, code, own
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--obj", required=True)
@@ -46,38 +89,9 @@ def main():
                         args.obj, "-c", args.input],
                        check=True, stdout=sink, stderr=subprocess.PIPE)
     run(["magic-trace-decode", bundle, "-o", folded])
-
-    modules = json.load(open(os.path.join(bundle, "trace.json")))["processes"][0]["modules"]
-    base = [int(m["loadAddress"], 16) for m in modules
-            if os.path.realpath(m["systemPath"]) == os.path.realpath(args.obj)][0]
-    frames = run(["readelf", "--debug-dump=frames", "-W", args.obj])
-    fdes = sorted({(int(a, 16), int(b, 16)) for a, b in re.findall(
-        r"\bFDE cie=[0-9a-f]+ pc=([0-9a-f]+)\.\.([0-9a-f]+)", frames) if int(b, 16) > int(a, 16)})
-    plts = [(int(a, 16), int(a, 16) + int(s, 16)) for a, s in re.findall(
-        r"\]\s+\.plt\S*\s+\S+\s+([0-9a-f]+)\s+\S+\s+([0-9a-f]+)",
-        run(["readelf", "-SW", args.obj]))]
-    end = max(e for _, e in fdes)
-    begins = [b for b, _ in fdes]
-
-    data = open(glob.glob(os.path.join(bundle, "groundtruth", "*.insns"))[0], "rb").read()
-    entered, inside, outside = set(), 0, 0
-    for (address,) in struct.iter_unpack("<Q", data[:len(data) // 8 * 8]):
-        offset = address - base
-        if not 0 <= offset < end:
-            continue
-        index = bisect.bisect_right(begins, offset) - 1
-        if index >= 0 and offset < fdes[index][1]:
-            entered.add(fdes[index])
-            inside += 1
-        else:
-            outside += 1
-    code = [f for f in entered if not any(lo <= f[0] < hi for lo, hi in plts)]
-
-    names = set()
-    for line in open(folded):
-        names.update(line.rsplit(" ", 1)[0].split(";"))
+    inside, outside, entered, code, own = fde_counts(args.obj, bundle,
+                                                     folded_names(folded))
     basename = os.path.basename(args.obj)
-    own = [f for f in code if "%s+%#x" % (basename, f[0]) in names]
     missing = sorted(set(code) - set(own))
     print("instructions in %s: %d in FDEs, %d outside" % (basename, inside, outside))
     print("FDEs entered: %d, outside the PLT: %d" % (len(entered), len(code)))
