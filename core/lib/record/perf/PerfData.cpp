@@ -19,6 +19,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace llvm;
@@ -152,6 +153,17 @@ void writeComm(ByteWriter &out, uint32_t pid, uint32_t tid, StringRef name,
   finishRecord(out, start);
 }
 
+/// The file name an MMAP2 gives: the run-time path, as perf records it, when
+/// perf can open it here or it names kernel-provided memory ("[vdso]"); else
+/// the module's copy (a bundle from another machine, a relative path).
+StringRef mmapFileName(const Module &module) {
+  StringRef path = module.path;
+  if (module.fileCopy.empty() || path.starts_with("[") ||
+      (sys::path::is_absolute(path) && sys::fs::exists(path)))
+    return path;
+  return module.fileCopy;
+}
+
 void writeMmap2(ByteWriter &out, uint32_t pid, const Module &module,
                 const LoadedSegment &segment, uint64_t time) {
   size_t start = beginRecord(out, kRecordMmap2, kMiscUser);
@@ -163,7 +175,7 @@ void writeMmap2(ByteWriter &out, uint32_t pid, const Module &module,
   out.zeros(24); // maj, min, ino, ino_generation: unknown
   out.u32(kProtReadExec);
   out.u32(kMapPrivate);
-  out.paddedString(module.path, 8);
+  out.paddedString(mmapFileName(module), 8);
   sampleId(out, pid, pid, time);
   finishRecord(out, start);
 }
@@ -213,7 +225,7 @@ void writeBuildIds(ByteWriter &out, const Snapshot &snapshot) {
     out.zeros(kBuildIdMax - id.size());
     out.u8(uint8_t(id.size()));
     out.zeros(3);
-    out.paddedString(module.path, kNameAlign);
+    out.paddedString(mmapFileName(module), kNameAlign);
     finishRecord(out, start);
   }
 }
