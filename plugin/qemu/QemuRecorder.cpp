@@ -47,7 +47,7 @@
 #include <sys/syscall.h>
 #include <thread>
 #include <unistd.h>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 using namespace magic_trace;
@@ -132,7 +132,8 @@ struct Recorder {
   std::vector<ThreadRecorder *> threads;
   std::set<uint64_t> codePages;
   std::atomic<uint64_t> handlerCount{0};
-  std::unordered_set<uint64_t> handlers;
+  /// Signal handler address -> the signals it handles (bit n: signal n).
+  std::unordered_map<uint64_t, uint64_t> handlers;
   uint64_t startAddress = 0, stopAddress = 0;
   std::atomic<bool> tracing{false}, stopping{false}, forked{false};
   std::atomic<uint64_t> totalInsns{0};
@@ -347,18 +348,43 @@ void abandonDeferred(ThreadRecorder &thread) {
   }
 }
 
-bool isHandler(uint64_t address) {
+/// The signals `address` is the handler of (bit n: signal n), or 0.
+uint64_t handlerSignals(uint64_t address) {
   if (recorder->handlerCount.load(std::memory_order_acquire) == 0)
-    return false;
+    return 0;
   std::lock_guard<std::mutex> lock(recorder->mutex);
-  return recorder->handlers.count(address) != 0;
+  auto found = recorder->handlers.find(address);
+  return found == recorder->handlers.end() ? 0 : found->second;
 }
+
+bool isHandler(uint64_t address) { return handlerSignals(address) != 0; }
+
+/// Signals the CPU raises for the instruction it runs (SIGILL, SIGTRAP,
+/// SIGBUS, SIGFPE, SIGSEGV): delivered inside a block, not after it.
+constexpr uint64_t kFaultSignals =
+    (1u << 4) | (1u << 5) | (1u << 7) | (1u << 8) | (1u << 11);
 
 void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
   if (thread.deferring) {
+    if (thread.awaitingResume && isHandler(block.start)) {
+      // Another signal, delivered as the handler returned: the interrupted
+      // code has still not run, so its resume point is still unknown.
+      thread.awaitingResume = false;
+      thread.deferDepth = 1;
+      thread.deferred.push_back({&block, 0});
+      return;
+    }
     if (thread.awaitingResume) {
       replayDeferred(thread, block.start);
     } else {
+      // A signal nested in the handler returns through its own
+      // rt_sigreturn first.
+      const Deferred &last = thread.deferred.back();
+      if (isHandler(block.start) && last.block &&
+          last.block->last().branch != BranchClass::DirectCall &&
+          last.block->last().branch != BranchClass::IndirectCall &&
+          last.block->last().branch != BranchClass::IndirectJump)
+        ++thread.deferDepth;
       thread.deferred.push_back({&block, 0});
       if (thread.deferred.size() > kMaxDeferred)
         abandonDeferred(thread);
@@ -388,9 +414,18 @@ void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
     markLoss(thread, block.start);
     return;
   }
-  if (isHandler(block.start) && block.start != previous->last().target &&
-      previous->last().branch != BranchClass::IndirectCall &&
-      previous->last().branch != BranchClass::IndirectJump) {
+  uint64_t signals = handlerSignals(block.start);
+  bool viaBranch = block.start == previous->last().target ||
+                   ((previous->last().branch == BranchClass::IndirectCall ||
+                     previous->last().branch == BranchClass::IndirectJump) &&
+                    !(signals & kFaultSignals));
+  if (signals & kFaultSignals && !viaBranch) {
+    // A fault inside `previous`: which instruction faulted is unknown, so
+    // none of its instructions is claimed, and the loss is marked.
+    markLoss(thread, block.start);
+    return;
+  }
+  if (signals && !viaBranch) {
     // A signal delivered after `previous` ran.
     uint64_t resume = 0;
     if (knownSuccessor(*previous, resume)) {
@@ -644,7 +679,7 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
     std::memcpy(&handler, reinterpret_cast<const void *>(a2), sizeof handler);
     if (handler > 1 && a1 < 65) {
       std::lock_guard<std::mutex> lock(rec.mutex);
-      rec.handlers.insert(handler);
+      rec.handlers[handler] |= uint64_t(1) << a1;
       rec.handlerCount = rec.handlers.size();
     }
   }

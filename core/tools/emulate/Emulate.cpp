@@ -167,6 +167,12 @@ int main(int argc, char **argv) {
     if (std::error_code ec = sys::fs::remove(traceJson))
       return fail("cannot remove the old " + traceJson + ": " + ec.message() +
                   " (check permissions)");
+  SmallString<256> oldTruth(outputDir.getValue());
+  sys::path::append(oldTruth, "groundtruth");
+  if (sys::fs::exists(oldTruth))
+    if (std::error_code ec = sys::fs::remove_directories(oldTruth))
+      return fail("cannot remove the old " + oldTruth + ": " + ec.message() +
+                  " (check permissions)");
 
   EmulateOptions options;
   options.argv.assign(programArgs.begin(), programArgs.end());

@@ -11,6 +11,7 @@
 #include "magic_trace/PerfIntelPt.h"
 #include "magic_trace/ProcessModules.h"
 
+#include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -101,6 +102,47 @@ bool pauseWriters(QemuRingHeader &header) {
   return true;
 }
 
+/// QEMU maps a guest ELF image as one host mapping (its /proc/self/maps
+/// does not show the guest's segments), so a module's segments come from
+/// its PT_LOAD headers, placed at one bias from the lowest: what the loader
+/// did. Keeps the maps' segments when the file is not a readable ELF.
+void segmentsFromElf(Module &module) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
+      llvm::MemoryBuffer::getFile(module.path, /*IsText=*/false,
+                                  /*RequiresNullTerminator=*/false);
+  if (!buffer)
+    return;
+  auto object = llvm::object::ELF64LEObjectFile::create(**buffer);
+  if (!object) {
+    llvm::consumeError(object.takeError());
+    return;
+  }
+  auto headers = object->getELFFile().program_headers();
+  if (!headers) {
+    llvm::consumeError(headers.takeError());
+    return;
+  }
+  std::vector<LoadedSegment> segments;
+  uint64_t lowest = UINT64_MAX;
+  for (const auto &header : *headers)
+    if (header.p_type == llvm::ELF::PT_LOAD)
+      lowest = std::min<uint64_t>(lowest, header.p_vaddr & ~uint64_t(4095));
+  for (const auto &header : *headers) {
+    if (header.p_type != llvm::ELF::PT_LOAD || header.p_memsz == 0)
+      continue;
+    LoadedSegment segment;
+    uint64_t pageOffset = header.p_vaddr & 4095;
+    segment.address =
+        module.loadAddress + (header.p_vaddr - lowest) - pageOffset;
+    segment.fileOffset = header.p_offset - pageOffset;
+    segment.size = header.p_memsz + pageOffset;
+    segment.executable = (header.p_flags & llvm::ELF::PF_X) != 0;
+    segments.push_back(segment);
+  }
+  if (!segments.empty())
+    module.segments = std::move(segments);
+}
+
 /// Modules from DIR/maps, plus one module per DIR/code-<hex>.bin.
 void readModules(llvm::StringRef dir, QemuRecording &recording) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> maps =
@@ -109,6 +151,8 @@ void readModules(llvm::StringRef dir, QemuRecording &recording) {
     return;
   std::vector<MapsEntry> entries = parseProcMaps((*maps)->getBuffer());
   recording.snapshot.modules = modulesFromMaps(entries);
+  for (Module &module : recording.snapshot.modules)
+    segmentsFromElf(module);
   for (const MapsEntry &entry : entries) {
     if (!entry.path.empty() && entry.path[0] == '/')
       continue;
