@@ -79,7 +79,18 @@ struct InsnInfo {
 /// One translated block, made at translation and never freed (a block is
 /// translated again only after a flush; the total stays small).
 struct BlockInfo {
+  // What the fast path reads, first (one cache line).
   uint64_t start = 0;
+  InsnInfo lastInsn; ///< insns.back().
+  uint32_t count = 0;
+  /// Straight, valid, and neither REP nor page-crossing at its end: the
+  /// fast path writes it with one stepRun.
+  bool fast = false;
+  /// handlerSignals(start), valid while handlerGeneration matches the
+  /// recorder's (handlers change only at rt_sigaction).
+  mutable std::atomic<uint32_t> handlerGeneration{0};
+  mutable std::atomic<uint64_t> signals{0};
+
   std::vector<InsnInfo> insns;
   bool straight = true;   ///< Every instruction but the last is Other.
   bool valid = true;      ///< Every instruction classified.
@@ -88,7 +99,7 @@ struct BlockInfo {
   /// lists it but may end the block before it (then the next block starts
   /// at it).
   bool lastCrossesPage = false;
-  const InsnInfo &last() const { return insns.back(); }
+  const InsnInfo &last() const { return lastInsn; }
 };
 
 /// One entry of a handler's run that waits for its rt_sigreturn.
@@ -122,6 +133,11 @@ struct ThreadRecorder {
   const BlockInfo *interrupted = nullptr;
   uint64_t handler = 0;
   std::vector<Deferred> deferred;
+  /// Instructions not yet added to the slot and the recorder's total.
+  uint64_t uncounted = 0;
+  /// The slot's state is Running and only this thread changes it (another
+  /// thread may only finish a slot that is InSyscall).
+  bool running = true;
 };
 
 struct Recorder {
@@ -132,6 +148,7 @@ struct Recorder {
   std::vector<ThreadRecorder *> threads;
   std::set<uint64_t> codePages;
   std::atomic<uint64_t> handlerCount{0};
+  std::atomic<uint32_t> handlerGeneration{1};
   /// Signal handler address -> the signals it handles (bit n: signal n).
   std::unordered_map<uint64_t, uint64_t> handlers;
   uint64_t startAddress = 0, stopAddress = 0;
@@ -141,7 +158,10 @@ struct Recorder {
 };
 
 Recorder *recorder = nullptr;
-thread_local ThreadRecorder *current = nullptr;
+// initial-exec: no __tls_get_addr call per block (one pointer of static
+// TLS, which glibc reserves room for in dlopened libraries).
+__attribute__((
+    tls_model("initial-exec"))) thread_local ThreadRecorder *current = nullptr;
 
 void setNote(const std::string &text) {
   if (!recorder->header || recorder->header->note[0])
@@ -211,11 +231,25 @@ bool check(ThreadRecorder &thread, llvm::Error error) {
   return false;
 }
 
-void countInstructions(ThreadRecorder &thread, uint64_t count) {
+/// Adds the thread's uncounted instructions to its slot and the total, and
+/// starts the stop when the total reached --max-insns.
+void flushCount(ThreadRecorder &thread) {
+  uint64_t count = thread.uncounted;
+  thread.uncounted = 0;
   __atomic_add_fetch(&thread.slot->instructions, count, __ATOMIC_RELAXED);
   uint64_t total = recorder->totalInsns.fetch_add(count) + count;
   if (recorder->options.maxInsns && total >= recorder->options.maxInsns)
     recorder->stopping = true;
+}
+
+/// Counting goes through shared words only every `countBatch` instructions
+/// (the limit is then reached at most that many late: a 64th of it).
+uint64_t countBatch = 65536;
+
+inline void countInstructions(ThreadRecorder &thread, uint64_t count) {
+  thread.uncounted += count;
+  if (thread.uncounted >= countBatch)
+    flushCount(thread);
 }
 
 /// Writes the first `count` instructions of `block`; the last of them went
@@ -348,16 +382,33 @@ void abandonDeferred(ThreadRecorder &thread) {
   }
 }
 
-/// The signals `address` is the handler of (bit n: signal n), or 0.
-uint64_t handlerSignals(uint64_t address) {
-  if (recorder->handlerCount.load(std::memory_order_acquire) == 0)
-    return 0;
-  std::lock_guard<std::mutex> lock(recorder->mutex);
-  auto found = recorder->handlers.find(address);
-  return found == recorder->handlers.end() ? 0 : found->second;
+/// The signals the start of `block` is the handler of (bit n: signal n), or
+/// 0; cached in the block until the handlers change.
+uint64_t lookUpHandler(const BlockInfo &block, uint32_t generation);
+
+__attribute__((always_inline)) inline uint64_t
+handlerSignals(const BlockInfo &block) {
+  uint32_t generation =
+      recorder->handlerGeneration.load(std::memory_order_acquire);
+  if (block.handlerGeneration.load(std::memory_order_acquire) == generation)
+    return block.signals.load(std::memory_order_relaxed);
+  return lookUpHandler(block, generation);
 }
 
-bool isHandler(uint64_t address) { return handlerSignals(address) != 0; }
+uint64_t lookUpHandler(const BlockInfo &block, uint32_t generation) {
+  uint64_t signals = 0;
+  if (recorder->handlerCount.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(recorder->mutex);
+    auto found = recorder->handlers.find(block.start);
+    if (found != recorder->handlers.end())
+      signals = found->second;
+  }
+  block.signals.store(signals, std::memory_order_relaxed);
+  block.handlerGeneration.store(generation, std::memory_order_release);
+  return signals;
+}
+
+bool isHandler(const BlockInfo &block) { return handlerSignals(block) != 0; }
 
 /// Signals the CPU raises for the instruction it runs (SIGILL, SIGTRAP,
 /// SIGBUS, SIGFPE, SIGSEGV): delivered inside a block, not after it.
@@ -366,7 +417,7 @@ constexpr uint64_t kFaultSignals =
 
 void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
   if (thread.deferring) {
-    if (thread.awaitingResume && isHandler(block.start)) {
+    if (thread.awaitingResume && isHandler(block)) {
       // Another signal, delivered as the handler returned: the interrupted
       // code has still not run, so its resume point is still unknown.
       thread.awaitingResume = false;
@@ -380,7 +431,7 @@ void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
       // A signal nested in the handler returns through its own
       // rt_sigreturn first.
       const Deferred &last = thread.deferred.back();
-      if (isHandler(block.start) && last.block &&
+      if (isHandler(block) && last.block &&
           last.block->last().branch != BranchClass::DirectCall &&
           last.block->last().branch != BranchClass::IndirectCall &&
           last.block->last().branch != BranchClass::IndirectJump)
@@ -414,7 +465,7 @@ void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
     markLoss(thread, block.start);
     return;
   }
-  uint64_t signals = handlerSignals(block.start);
+  uint64_t signals = handlerSignals(block);
   bool viaBranch = block.start == previous->last().target ||
                    ((previous->last().branch == BranchClass::IndirectCall ||
                      previous->last().branch == BranchClass::IndirectJump) &&
@@ -512,6 +563,7 @@ void finishThread(ThreadRecorder &thread, uint64_t next) {
     thread.enabled = false;
   }
   thread.pending = nullptr;
+  flushCount(thread);
   writeTruth(thread);
   __atomic_store_n(
       &thread.slot->lostInstructions,
@@ -522,6 +574,7 @@ void finishThread(ThreadRecorder &thread, uint64_t next) {
         return lost;
       }(),
       __ATOMIC_RELAXED);
+  thread.running = false;
   __atomic_store_n(&thread.slot->state, uint32_t(QemuThreadState::Done),
                    __ATOMIC_RELEASE);
 }
@@ -555,6 +608,9 @@ ThreadRecorder *registerThread() {
   options.bufferSize = rec.options.ringSize;
   options.ringMemory = memory + kQemuRingPage;
   options.ringHead = reinterpret_cast<uint64_t *>(&page->aux_head);
+  options.ringGate.busy = &rec.header->threads[index].busy;
+  options.ringGate.paused = &rec.header->paused;
+  options.ringGate.timeouts = &rec.header->pauseTimeouts;
   llvm::Expected<std::unique_ptr<PacketWriter>> writer =
       PacketWriter::create(options);
   if (!writer) {
@@ -570,32 +626,6 @@ ThreadRecorder *registerThread() {
   rec.threads.push_back(thread.get());
   return thread.release();
 }
-
-/// Keeps `thread` out of a reader's copy while it writes: the reader sets
-/// `paused` and waits for `busy` to clear (QemuRings.h).
-class BusyScope {
-public:
-  explicit BusyScope(ThreadRecorder &thread) : slot(*thread.slot) {
-    QemuRingHeader &header = *recorder->header;
-    __atomic_store_n(&slot.busy, 1u, __ATOMIC_SEQ_CST);
-    if (!__atomic_load_n(&header.paused, __ATOMIC_SEQ_CST))
-      return;
-    __atomic_store_n(&slot.busy, 0u, __ATOMIC_SEQ_CST);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-    while (__atomic_load_n(&header.paused, __ATOMIC_SEQ_CST)) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        __atomic_add_fetch(&header.pauseTimeouts, 1, __ATOMIC_RELAXED);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::microseconds(100));
-    }
-    __atomic_store_n(&slot.busy, 1u, __ATOMIC_SEQ_CST);
-  }
-  ~BusyScope() { __atomic_store_n(&slot.busy, 0u, __ATOMIC_RELEASE); }
-
-private:
-  QemuThreadSlot &slot;
-};
 
 void writeMaps();
 
@@ -646,21 +676,37 @@ void blockExecuted(unsigned int, void *userdata) {
     if (!thread)
       return;
   }
-  uint32_t state = __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE);
-  if (state == uint32_t(QemuThreadState::Done))
-    return;
-  if (state == uint32_t(QemuThreadState::InSyscall)) {
+  if (!thread->running) {
+    uint32_t state = __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE);
+    if (state == uint32_t(QemuThreadState::Done))
+      return;
     // Back from a syscall, unless a stopping thread finished us meanwhile.
     if (!__atomic_compare_exchange_n(&thread->slot->state, &state,
                                      uint32_t(QemuThreadState::Running), false,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
       return;
+    thread->running = true;
   }
-  BusyScope busy(*thread);
   if (rec.stopping.load(std::memory_order_relaxed) ||
       (rec.stopAddress && block.start == rec.stopAddress)) {
     rec.stopping = true;
     stopRecording(*thread, block.start);
+    return;
+  }
+  // The common case in one step: the block before ran straight to its end
+  // and went here, no signal is involved.
+  const BlockInfo *previous = thread->pending;
+  if (previous && previous->fast && thread->enabled && !thread->deferring &&
+      !thread->failed && !rec.options.groundTruth &&
+      !rec.options.writer.overflowEvery && !handlerSignals(block) &&
+      possibleSuccessor(*previous, block.start)) {
+    thread->pending = &block;
+    const InsnInfo &last = previous->lastInsn;
+    if (llvm::Error error = thread->writer->stepRun(
+            previous->start, previous->count - 1,
+            ExecutedInsn{last.ip, last.size, last.branch, block.start}))
+      return fail(*thread, std::move(error));
+    countInstructions(*thread, previous->count);
     return;
   }
   onBlock(*thread, block);
@@ -681,6 +727,7 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
       std::lock_guard<std::mutex> lock(rec.mutex);
       rec.handlers[handler] |= uint64_t(1) << a1;
       rec.handlerCount = rec.handlers.size();
+      rec.handlerGeneration.fetch_add(1, std::memory_order_acq_rel);
     }
   }
   ThreadRecorder *thread = current;
@@ -689,17 +736,17 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
   uint32_t state = __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE);
   if (state != uint32_t(QemuThreadState::Running))
     return;
-  {
-    BusyScope busy(*thread);
-    onSyscall(*thread, number);
-  }
+  onSyscall(*thread, number);
   if (number == kSysExit) {
     finishThread(*thread, 0);
     return;
   }
-  if (!thread->deferring)
+  flushCount(*thread);
+  if (!thread->deferring) {
+    thread->running = false;
     __atomic_store_n(&thread->slot->state, uint32_t(QemuThreadState::InSyscall),
                      __ATOMIC_RELEASE);
+  }
 }
 
 bool resolvePointsOnce();
@@ -780,6 +827,10 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     for (size_t i = 0; i + 1 < count; ++i)
       if (block->insns[i].ip + block->insns[i].size != block->insns[i + 1].ip)
         block->valid = false;
+    block->lastInsn = block->insns.back();
+    block->count = static_cast<uint32_t>(count);
+    block->fast = block->straight && block->valid && !block->lastIsRep &&
+                  !block->lastCrossesPage;
     rec.codePages.insert(block->start & ~uint64_t(4095));
   }
   qemu_plugin_register_vcpu_tb_exec_cb(tb, blockExecuted,
@@ -1064,6 +1115,9 @@ llvm::Error install(int argc, char **argv) {
     return classifier.takeError();
   rec->classifier = std::move(*classifier);
 
+  if (options.maxInsns)
+    countBatch =
+        std::max<uint64_t>(1, std::min<uint64_t>(65536, options.maxInsns / 64));
   if (options.start.empty()) {
     rec->tracing = true;
     header.recording = 1;

@@ -87,6 +87,7 @@ public:
     /// `*ringHead` (RingBuffer::attach).
     uint8_t *ringMemory = nullptr;
     uint64_t *ringHead = nullptr;
+    RingGate ringGate; ///< With ringMemory: a reader's pause protocol.
   };
 
   static llvm::Expected<std::unique_ptr<PacketWriter>> create(Options options);

@@ -21,6 +21,16 @@
 
 namespace magic_trace {
 
+/// Shared words that keep a writer out of a reader's copy: the writer sets
+/// `busy` around each write and, when `paused` is set, first waits (up to a
+/// second, then counts a timeout in `timeouts` and writes anyway). A reader
+/// sets `paused`, waits for `busy` to clear, copies, clears `paused`.
+struct RingGate {
+  uint32_t *busy = nullptr;
+  const uint32_t *paused = nullptr;
+  uint64_t *timeouts = nullptr;
+};
+
 class RingBuffer {
 public:
   /// Fails unless `size` is a power of two of at least 4 KiB.
@@ -29,7 +39,8 @@ public:
   /// ring) whose head, the total bytes written, is stored to `*head` with
   /// release order after every write. Same size rule as create().
   static llvm::Expected<RingBuffer> attach(uint8_t *memory, uint64_t size,
-                                           uint64_t *head);
+                                           uint64_t *head,
+                                           RingGate gate = RingGate());
 
   /// Moves keep `memory` valid (a vector's move keeps its buffer); copies
   /// would not, so there are none.
@@ -46,14 +57,16 @@ public:
   uint64_t capacity() const { return size; }
 
 private:
-  RingBuffer(uint8_t *memory, uint64_t size, uint64_t *head)
-      : memory(memory), size(size), head(head) {}
+  RingBuffer(uint8_t *memory, uint64_t size, uint64_t *head, RingGate gate)
+      : memory(memory), size(size), head(head), gate(gate) {}
+  void enterGate();
   explicit RingBuffer(uint64_t size)
       : storage(size), memory(storage.data()), size(size) {}
   std::vector<uint8_t> storage; ///< Empty when attached.
   uint8_t *memory = nullptr;    ///< storage.data() or the attached bytes.
   uint64_t size = 0;
   uint64_t *head = nullptr; ///< Published head when attached.
+  RingGate gate;
   uint64_t totalWritten = 0;
 };
 

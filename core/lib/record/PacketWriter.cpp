@@ -325,6 +325,8 @@ llvm::Error PacketWriterImpl::flushTnt() {
   tntPayload = 0;
   if (llvm::Error error = emit(packet))
     return error;
+  if (deferredTips.empty())
+    return llvm::Error::success();
   std::vector<uint64_t> tips = std::move(deferredTips);
   deferredTips.clear();
   for (uint64_t target : tips)
@@ -589,30 +591,33 @@ llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
 
 llvm::Error PacketWriterImpl::stepRun(uint64_t ip, uint64_t count,
                                       const ExecutedInsn &last) {
-  if (count == 0)
-    return step(last);
   if (options.overflowEvery || lostLeft)
     return llvm::createStringError(
         "stepRun with overflow injection (step each instruction instead)");
-  if (!enabled)
-    return llvm::createStringError(
-        llvm::formatv("step at {0:x} while tracing is disabled (call enable "
-                      "first)",
-                      ip)
-            .str());
-  if (ip != expectedIp)
-    return llvm::createStringError(
-        llvm::formatv("step at {0:x} but execution was at {1:x} (report every "
-                      "executed instruction, and signals with interrupt)",
-                      ip, expectedIp)
-            .str());
-  if (llvm::Error error = beforeInstruction(ip))
+  if (!enabled || ip != expectedIp || last.size == 0 || last.size > 15 ||
+      (count == 0 && last.ip != ip))
+    return step(ExecutedInsn{ip, last.size, last.branch, last.nextIp});
+  // The same packets as step() for each instruction, without its per-
+  // instruction checks: the run needs no packet, so only the PSB+ and MTC
+  // due before it and before `last` are written, and no overflow starts
+  // (there is no injection).
+  if (count) {
+    if (sincePsb >= options.psbPeriod)
+      if (llvm::Error error = psb(/*withFup=*/true, ip))
+        return error;
+    stepped += count;
+    cycles += count * VirtualClock::cyclesPerInstruction;
+    previousNeededPacket = false;
+  }
+  if (llvm::Error error = beforeInstruction(last.ip))
     return error;
-  stepped += count;
-  cycles += count * VirtualClock::cyclesPerInstruction;
-  previousNeededPacket = false;
-  expectedIp = last.ip;
-  return step(last);
+  ++stepped;
+  cycles += VirtualClock::cyclesPerInstruction;
+  expectedIp = last.nextIp;
+  previousNeededPacket = needsPacket(last);
+  if (previousNeededPacket)
+    afterLastPacket = stepped;
+  return branchPackets(last);
 }
 
 llvm::Error PacketWriterImpl::markLoss(uint64_t resumeIp, uint64_t count) {

@@ -5,7 +5,9 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace magic_trace {
 
@@ -26,13 +28,32 @@ llvm::Expected<RingBuffer> RingBuffer::create(uint64_t size) {
 }
 
 llvm::Expected<RingBuffer> RingBuffer::attach(uint8_t *memory, uint64_t size,
-                                              uint64_t *head) {
+                                              uint64_t *head, RingGate gate) {
   if (llvm::Error error = checkSize(size))
     return std::move(error);
-  return RingBuffer(memory, size, head);
+  return RingBuffer(memory, size, head, gate);
+}
+
+void RingBuffer::enterGate() {
+  __atomic_store_n(gate.busy, 1u, __ATOMIC_SEQ_CST);
+  if (!__atomic_load_n(gate.paused, __ATOMIC_SEQ_CST))
+    return;
+  __atomic_store_n(gate.busy, 0u, __ATOMIC_SEQ_CST);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (__atomic_load_n(gate.paused, __ATOMIC_SEQ_CST)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      if (gate.timeouts)
+        __atomic_add_fetch(gate.timeouts, 1, __ATOMIC_RELAXED);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  __atomic_store_n(gate.busy, 1u, __ATOMIC_SEQ_CST);
 }
 
 void RingBuffer::write(const uint8_t *data, size_t length) {
+  if (gate.busy)
+    enterGate();
   // Only the last `size` bytes of a long write survive.
   if (length > size) {
     totalWritten += length - size;
@@ -46,6 +67,8 @@ void RingBuffer::write(const uint8_t *data, size_t length) {
   totalWritten += length;
   if (head)
     __atomic_store_n(head, totalWritten, __ATOMIC_RELEASE);
+  if (gate.busy)
+    __atomic_store_n(gate.busy, 0u, __ATOMIC_RELEASE);
 }
 
 std::vector<uint8_t> RingBuffer::snapshot() const {
