@@ -910,7 +910,7 @@ void atExit(qemu_plugin_id_t, void *) {
       finishThread(*thread, 0);
   writeMaps();
   __atomic_store_n(&rec.header->recording, 0u, __ATOMIC_RELEASE);
-  if (!rec.tracing)
+  if (!rec.tracing && !rec.header->note[0])
     warn(rec.options.start.empty()
              ? "nothing was recorded"
              : "the start point " + rec.options.start +

@@ -54,7 +54,9 @@ try:
         config.available_features.add("perf")
 except (OSError, subprocess.TimeoutExpired):
     pass
-# QEMU's user-mode emulator, for magic-trace-emulate --engine qemu.
+# QEMU's user-mode emulator, for magic-trace-emulate --engine qemu. Not in
+# the ASan build: an instrumented libmagic-trace-qemu.so cannot be loaded
+# into the uninstrumented qemu-x86_64 (the ASan runtime must come first).
 import shutil
-if shutil.which("qemu-x86_64"):
+if shutil.which("qemu-x86_64") and "asan" not in config.available_features:
     config.available_features.add("qemu")
