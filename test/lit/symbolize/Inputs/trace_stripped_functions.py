@@ -4,7 +4,7 @@ model shows as distinct frames.
 
 Records --obj (a stripped executable, here Debian's gzip compressing a file)
 with magic-trace-emulate from its ELF entry point (readelf -h) for
---max-insns instructions, and writes the model as folded stacks with
+--max-insns instructions, and writes the model as a call tree (.txt) with
 magic-trace-decode. Ground truth: the recorder's log of every executed
 instruction (DIR/groundtruth/<tid>.insns, docs/emulator-cli.md), each mapped
 to the FDE readelf --debug-dump=frames lists around it. Each FDE outside the
@@ -27,11 +27,15 @@ def run(args, **kwargs):
                           **kwargs).stdout
 
 
-def folded_names(folded):
-    """Every frame name in a folded-stacks file."""
+def tree_names(tree):
+    """The first word of every frame of a call tree (.txt): all of a name
+    like gzip+0x10dd0. The tree, not folded stacks, which leave out frames
+    that took no time (a one-jump thunk FDE tail-calling on)."""
     names = set()
-    for line in open(folded):
-        names.update(line.rsplit(" ", 1)[0].split(";"))
+    for line in open(tree):
+        m = re.match(r"^ *\S+ +\S+  +(\S+)", line)
+        if m and not line.lstrip().startswith("total"):
+            names.add(m.group(1))
     return names
 
 
@@ -81,16 +85,16 @@ def main():
     entry = re.search(r"Entry point address:\s+(0x[0-9a-f]+)",
                       run(["readelf", "-hW", args.obj])).group(1)
     bundle = os.path.join(args.workdir, "bundle")
-    folded = os.path.join(args.workdir, "trace.folded")
+    tree = os.path.join(args.workdir, "trace.txt")
     os.makedirs(args.workdir, exist_ok=True)
     with open(os.devnull, "w") as sink:
         subprocess.run(["magic-trace-emulate", "--start=" + entry,
                         "--max-insns=%d" % args.max_insns, "-o", bundle, "--",
                         args.obj, "-c", args.input],
                        check=True, stdout=sink, stderr=subprocess.PIPE)
-    run(["magic-trace-decode", bundle, "-o", folded])
+    run(["magic-trace-decode", bundle, "-o", tree])
     inside, outside, entered, code, own = fde_counts(args.obj, bundle,
-                                                     folded_names(folded))
+                                                     tree_names(tree))
     basename = os.path.basename(args.obj)
     missing = sorted(set(code) - set(own))
     print("instructions in %s: %d in FDEs, %d outside" % (basename, inside, outside))
