@@ -28,6 +28,7 @@ config.substitutions.append(("%plugin", plugin))
 config.substitutions.append(("%inputs", config.mt_inputs_dir))
 config.substitutions.append(("%srcroot", config.mt_src_root))
 config.substitutions.append(("%python", "python3"))
+config.substitutions.append(("%mt_tools", config.mt_tools_dir))
 # Intel PT recorded on real CPUs (../shared/realpt beside the checkout, as CI
 # lays it out; MT_REALPT overrides). Tests that use it fail without it.
 realpt = os.environ.get("MT_REALPT",
