@@ -91,7 +91,7 @@ row() {
 }
 
 echo "== 1. emulating bench_deep $ROUNDS rounds (~1 M instructions, slow)" >&2
-run "emulate" "$TMP/emulate.out" "$BIN/magic-trace-emulate" --stop stop_here \
+run "emulate" "$TMP/emulate.out" "$BIN/magic-trace-emulate" --engine ptrace --stop stop_here \
   --max-insns 0 -o "$TMP/1M" -- "$PROGRAM" "$ROUNDS"
 must "magic-trace-emulate"
 EMULATE_LINE=$(cat "$TMP/emulate.out")
@@ -218,7 +218,7 @@ LLDB_FC_STATUS=$STATUS
 # LLDB 22 crashes on the 1M bundle here; a smaller trace where it finishes
 # gives a measured ratio too.
 echo "== 4b. LLDB vs magic-trace-decode on the $SMALL_ROUNDS-round bundle" >&2
-run "emulate small" "$TMP/emulate.out" "$BIN/magic-trace-emulate" --stop stop_here \
+run "emulate small" "$TMP/emulate.out" "$BIN/magic-trace-emulate" --engine ptrace --stop stop_here \
   --max-insns 0 -o "$TMP/small" -- "$PROGRAM" "$SMALL_ROUNDS"
 must "magic-trace-emulate ($SMALL_ROUNDS rounds)"
 SMALL_TRACE_INSNS=$(sed -n 's/^magic-trace-emulate: \([0-9]*\) instructions.*/\1/p' "$TMP/emulate.out")

@@ -68,7 +68,7 @@ emulate_seed() {
   local dir=$1
   shift
   if [ ! -f "$dir/trace.json" ]; then
-    "$BUILD/bin/magic-trace-emulate" --buffer-size 4096 "$@" -o "$dir" \
+    "$BUILD/bin/magic-trace-emulate" --engine ptrace --buffer-size 4096 "$@" -o "$dir" \
       -- "$BUILD/test/inputs/emu_calls" >/dev/null
   fi
 }

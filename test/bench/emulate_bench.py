@@ -42,7 +42,7 @@ def main():
           f"{'insns/cpu-s':>11} {'PT bytes':>9} {'bytes/insn':>10}")
     for name, extra in CONFIGS:
         with tempfile.TemporaryDirectory() as out:
-            cmd = [tool, "--max-insns", str(args.insns), "--buffer-size",
+            cmd = [tool, "--engine", "ptrace", "--max-insns", str(args.insns), "--buffer-size",
                    str(64 << 20), *extra, "-o", out, "--", program, "100000"]
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             run = subprocess.run(cmd, capture_output=True, text=True)

@@ -88,7 +88,7 @@ def main():
     tree = os.path.join(args.workdir, "trace.txt")
     os.makedirs(args.workdir, exist_ok=True)
     with open(os.devnull, "w") as sink:
-        subprocess.run(["magic-trace-emulate", "--start=" + entry,
+        subprocess.run(["magic-trace-emulate", "--engine=ptrace", "--start=" + entry,
                         "--max-insns=%d" % args.max_insns, "-o", bundle, "--",
                         args.obj, "-c", args.input],
                        check=True, stdout=sink, stderr=subprocess.PIPE)
