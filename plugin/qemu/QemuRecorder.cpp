@@ -65,6 +65,8 @@ namespace {
 constexpr int64_t kSysRtSigaction = 13;
 constexpr int64_t kSysRtSigreturn = 15;
 constexpr int64_t kSysExit = 60;
+constexpr int64_t kSysExecve = 59;
+constexpr int64_t kSysExecveat = 322;
 /// Blocks a handler may run before its rt_sigreturn tells where the
 /// interrupted code resumes; past this the outcome is marked lost.
 constexpr size_t kMaxDeferred = 1 << 20;
@@ -646,6 +648,23 @@ void stopIdleThreads() {
   }
 }
 
+/// Waits until no recorded thread is Running, at most `limit`.
+void waitForRunningThreads(std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    bool running = false;
+    {
+      std::lock_guard<std::mutex> lock(recorder->mutex);
+      for (ThreadRecorder *thread : recorder->threads)
+        running |= __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) ==
+                   uint32_t(QemuThreadState::Running);
+    }
+    if (!running || std::chrono::steady_clock::now() > deadline)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 void stopRecording(ThreadRecorder &self, uint64_t next) {
   finishThread(self, next);
   bool first = !recorder->header->stopped;
@@ -739,6 +758,17 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
   onSyscall(*thread, number);
   if (number == kSysExit) {
     finishThread(*thread, 0);
+    return;
+  }
+  if (number == kSysExecve || number == kSysExecveat) {
+    // The new program replaces QEMU (and this plugin): the recording ends
+    // here, with every ring, the ground truth and the maps final. Threads
+    // that are running end themselves at their next block; they get a
+    // tenth of a second (exec then ends them anyway).
+    setNote("the program called execve: the recording ends there");
+    rec.stopping = true;
+    stopRecording(*thread, 0);
+    waitForRunningThreads(std::chrono::milliseconds(100));
     return;
   }
   flushCount(*thread);
