@@ -102,10 +102,13 @@ def load_truth(directory, tid):
                     lost.append((first, count))
     # Expected list: addresses, with a None marker where instructions were
     # lost (a gap LLDB may or may not mark with an error).
+    # A range of 0 instructions marks where a recorder wrote OVF with nothing
+    # lost that a decoder could have listed (the QEMU recorder's signals).
     lost_at = {first: count for first, count in lost}
-    expected, index = [], 0
+    expected, index, marked = [], 0, set()
     while index < len(insns):
-        if index in lost_at:
+        if index in lost_at and index not in marked:
+            marked.add(index)
             expected.append(None)
             index += lost_at[index]
             continue
