@@ -149,7 +149,6 @@ struct Recorder {
   std::mutex mutex; ///< Threads, code pages, handlers, classifier.
   std::vector<ThreadRecorder *> threads;
   std::set<uint64_t> codePages;
-  std::atomic<uint64_t> handlerCount{0};
   std::atomic<uint32_t> handlerGeneration{1};
   /// Signal handler address -> the signals it handles (bit n: signal n).
   std::unordered_map<uint64_t, uint64_t> handlers;
@@ -399,7 +398,7 @@ handlerSignals(const BlockInfo &block) {
 
 uint64_t lookUpHandler(const BlockInfo &block, uint32_t generation) {
   uint64_t signals = 0;
-  if (recorder->handlerCount.load(std::memory_order_acquire)) {
+  {
     std::lock_guard<std::mutex> lock(recorder->mutex);
     auto found = recorder->handlers.find(block.start);
     if (found != recorder->handlers.end())
@@ -745,7 +744,6 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
     if (handler > 1 && a1 < 65) {
       std::lock_guard<std::mutex> lock(rec.mutex);
       rec.handlers[handler] |= uint64_t(1) << a1;
-      rec.handlerCount = rec.handlers.size();
       rec.handlerGeneration.fetch_add(1, std::memory_order_acq_rel);
     }
   }

@@ -27,6 +27,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -77,6 +78,11 @@ struct QemuRingHeader {
   char note[256]; ///< One line from the plugin for the user (e.g. a loss).
   QemuThreadSlot threads[kQemuRingMaxThreads];
 };
+
+// scripts/bench-qemu.sh reads these offsets directly (no C++ in a shell
+// benchmark); changing the layout means changing it there too.
+static_assert(offsetof(QemuRingHeader, threads) == 376, "bench-qemu.sh");
+static_assert(sizeof(QemuThreadSlot) == 32, "bench-qemu.sh");
 
 /// What a reader copied out of a ring directory.
 struct QemuRecording {

@@ -124,6 +124,7 @@ private:
   unsigned maxTntBits() const {
     return options.dialect.tnt64 ? maxLongTntBits : maxShortTntBits;
   }
+  llvm::Error checkStep(uint64_t ip, uint8_t size) const;
   llvm::Error emit(const pt_packet &packet);
   llvm::Error emitPacket(const pt_packet &packet);
   llvm::Error emitModeExec();
@@ -526,26 +527,34 @@ llvm::Error PacketWriterImpl::branchPackets(const ExecutedInsn &insn) {
   return emitIp(ppt_tip, insn.nextIp);
 }
 
-llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
+/// A step at `ip` must come while tracing is on, where execution is, with a
+/// classified size.
+llvm::Error PacketWriterImpl::checkStep(uint64_t ip, uint8_t size) const {
   if (!enabled)
     return llvm::createStringError(
         llvm::formatv("step at {0:x} while tracing is disabled (call enable "
                       "first)",
-                      insn.ip)
+                      ip)
             .str());
   // A gap in the instruction stream (a missed step, an unreported signal)
   // would make the packets undecodable; refuse it instead.
-  if (insn.ip != expectedIp)
+  if (ip != expectedIp)
     return llvm::createStringError(
         llvm::formatv("step at {0:x} but execution was at {1:x} (report every "
                       "executed instruction, and signals with interrupt)",
-                      insn.ip, expectedIp)
+                      ip, expectedIp)
             .str());
-  if (insn.size == 0 || insn.size > 15)
+  if (size == 0 || size > 15)
     return llvm::createStringError(
         llvm::formatv("instruction at {0:x} has size {1} (classify it first)",
-                      insn.ip, unsigned(insn.size))
+                      ip, unsigned(size))
             .str());
+  return llvm::Error::success();
+}
+
+llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
+  if (llvm::Error error = checkStep(insn.ip, insn.size))
+    return error;
   expectedIp = insn.nextIp;
   uint64_t index = stepped++;
   bool leavesUser = insn.branch == BranchClass::Syscall ||
@@ -594,9 +603,10 @@ llvm::Error PacketWriterImpl::stepRun(uint64_t ip, uint64_t count,
   if (options.overflowEvery || lostLeft)
     return llvm::createStringError(
         "stepRun with overflow injection (step each instruction instead)");
-  if (!enabled || ip != expectedIp || last.size == 0 || last.size > 15 ||
-      (count == 0 && last.ip != ip))
-    return step(ExecutedInsn{ip, last.size, last.branch, last.nextIp});
+  if (count == 0)
+    return step(last);
+  if (llvm::Error error = checkStep(ip, last.size))
+    return error;
   // The same packets as step() for each instruction, without its per-
   // instruction checks: the run needs no packet, so only the PSB+ and MTC
   // due before it and before `last` are written, and no overflow starts
@@ -624,7 +634,7 @@ llvm::Error PacketWriterImpl::markLoss(uint64_t resumeIp, uint64_t count) {
   if (!enabled)
     return llvm::createStringError(
         "markLoss while tracing is disabled (call enable first)");
-  uint64_t first = std::min(afterLastPacket, stepped);
+  uint64_t first = afterLastPacket;
   if (lostLeft)
     first = lost.back().first; // Extend the injected overflow in progress.
   else

@@ -191,19 +191,15 @@ int main(int argc, char **argv) {
 
   bool useQemu = engineOption.getNumOccurrences() ? engineOption == Engine::Qemu
                                                   : bool(findQemu(qemuPath));
-  Expected<EmulateResult> result = Expected<EmulateResult>(EmulateResult());
-  if (useQemu) {
-    QemuEngineOptions engine;
-    engine.qemuPath = qemuPath;
-    engine.ringDir = ringDir;
-    SmallString<256> plugin(sys::path::parent_path(sys::path::parent_path(
-        sys::fs::getMainExecutable(argv[0], (void *)&fail))));
-    sys::path::append(plugin, "lib", "libmagic-trace-qemu.so");
-    engine.pluginPath = std::string(plugin);
-    result = emulateUnderQemu(options, engine);
-  } else {
-    result = emulateProgram(options);
-  }
+  QemuEngineOptions engine;
+  engine.qemuPath = qemuPath;
+  engine.ringDir = ringDir;
+  SmallString<256> plugin(sys::path::parent_path(sys::path::parent_path(
+      sys::fs::getMainExecutable(argv[0], (void *)&fail))));
+  sys::path::append(plugin, "lib", "libmagic-trace-qemu.so");
+  engine.pluginPath = std::string(plugin);
+  Expected<EmulateResult> result =
+      useQemu ? emulateUnderQemu(options, engine) : emulateProgram(options);
   if (!result)
     return fail(toString(result.takeError()));
   if (!result->recorderNote.empty())

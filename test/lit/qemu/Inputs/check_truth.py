@@ -13,23 +13,14 @@ difference.
 """
 import argparse
 import os
-import struct
 import subprocess
 import sys
+import tempfile
 
-
-def truth(bundle, tid):
-    base = os.path.join(bundle, "groundtruth", str(tid))
-    with open(base + ".insns", "rb") as f:
-        data = f.read()
-    insns = list(struct.unpack("<%dQ" % (len(data) // 8), data))
-    lost = set()
-    if os.path.exists(base + ".lost"):
-        with open(base + ".lost") as f:
-            for line in f:
-                first, count = map(int, line.split())
-                lost.update(range(first, first + count))
-    return [ip for i, ip in enumerate(insns) if i not in lost], len(lost)
+# The ground-truth and dump readers the decoder tests use.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "..", "decode", "Inputs"))
+from compare_insns import read_decoded, read_truth, wrapped_threads  # noqa
 
 
 def decode(bundle, decoder):
@@ -37,17 +28,10 @@ def decode(bundle, decoder):
         command = ["magic-trace-ref-decode", bundle, "--no-errors-in-stream"]
     else:
         command = ["magic-trace-decode", bundle, "--dump", "insns"]
-    out = subprocess.run(command, capture_output=True, text=True,
-                         timeout=600).stdout
-    threads = {}
-    current = None
-    for line in out.splitlines():
-        if line.startswith("# thread"):
-            current = int(line.split()[2])
-            threads[current] = []
-        elif line.startswith("0x") and current is not None:
-            threads[current].append(int(line.split()[0], 16))
-    return threads
+    with tempfile.NamedTemporaryFile("w+") as out:
+        subprocess.run(command, stdout=out, stderr=subprocess.DEVNULL,
+                       timeout=600)
+        return read_decoded(out.name)
 
 
 def main():
@@ -65,12 +49,14 @@ def main():
                       if f.endswith(".insns"))
         total = lost_total = 0
         problem = None
+        wrapped = wrapped_threads(bundle)
         for tid in tids:
-            expected, lost = truth(bundle, tid)
+            expected, lost = read_truth(bundle, tid)
             got = decoded.get(tid, [])
-            lost_total += lost
+            lost_total += sum(count for _, count in lost)
             total += len(got)
-            if args.wrapped and len(got) < len(expected):
+            if ((args.wrapped or tid in wrapped)
+                    and len(got) < len(expected)):
                 expected = expected[len(expected) - len(got):]
             if got != expected:
                 at = next((i for i, (a, b) in enumerate(zip(expected, got))
