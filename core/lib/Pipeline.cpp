@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -61,36 +63,118 @@ void addStats(ModelStats &total, const ModelStats &part) {
   total.modelBytes += part.modelBytes;
 }
 
-/// Builds each thread's model, on up to `jobs` threads (0: one per core)
-/// when several threads were traced. Workers share the symbolizer and the
-/// string table under one lock, and each keeps its own table of the ranges
-/// the symbolizer returned (immutable, at stable addresses), so most lookups
-/// take no lock.
-std::vector<ThreadModel>
-buildModels(const Snapshot &snapshot, const std::vector<ThreadDecode> &decodes,
+/// Carries batches of items from a decode thread to a model thread. At most
+/// kQueued batches wait, so the decoder runs at most that far ahead and the
+/// items in flight stay a few MiB whatever the trace's size.
+class BatchQueue : public ItemSink {
+public:
+  void consume(llvm::ArrayRef<TraceItem> items,
+               llvm::ArrayRef<DecodeError> errors) override {
+    std::unique_lock<std::mutex> hold(lock);
+    changed.wait(hold, [&] { return batches.size() < kQueued; });
+    Batch batch;
+    // Reuse a consumed batch's storage: fresh pages cost a fault each.
+    if (!spare.empty()) {
+      batch.items = std::move(spare.back());
+      spare.pop_back();
+    }
+    hold.unlock();
+    batch.items.assign(items.begin(), items.end());
+    batch.errors.assign(errors.begin(), errors.end());
+    hold.lock();
+    batches.push_back(std::move(batch));
+    changed.notify_all();
+  }
+
+  /// No more batches will come.
+  void close() {
+    std::lock_guard<std::mutex> hold(lock);
+    closed = true;
+    changed.notify_all();
+  }
+
+  /// Hands every batch to `sink`, in order, until close().
+  void drainInto(ItemSink &sink) {
+    for (;;) {
+      Batch batch;
+      {
+        std::unique_lock<std::mutex> hold(lock);
+        changed.wait(hold, [&] { return !batches.empty() || closed; });
+        if (batches.empty())
+          return;
+        batch = std::move(batches.front());
+        batches.pop_front();
+        changed.notify_all();
+      }
+      sink.consume(batch.items, batch.errors);
+      batch.items.clear();
+      std::lock_guard<std::mutex> hold(lock);
+      spare.push_back(std::move(batch.items));
+    }
+  }
+
+private:
+  static constexpr size_t kQueued = 4;
+  struct Batch {
+    std::vector<TraceItem> items;
+    std::vector<DecodeError> errors;
+  };
+  std::mutex lock;
+  std::condition_variable changed;
+  std::deque<Batch> batches;
+  std::vector<std::vector<TraceItem>> spare;
+  bool closed = false;
+};
+
+/// Decodes snapshot thread `index` on a thread of its own while the caller
+/// feeds the batches to `model`: the two stages overlap.
+llvm::Expected<uint64_t> decodeAlongside(const SnapshotDecoder &decoder,
+                                         size_t index, ItemSink &model) {
+  BatchQueue queue;
+  std::optional<llvm::Expected<uint64_t>> decoded;
+  std::thread decoding([&] {
+    DecodeStats stats;
+    decoded.emplace(decoder.decodeThread(index, queue, stats));
+    queue.close();
+  });
+  queue.drainInto(model);
+  decoding.join();
+  return std::move(*decoded);
+}
+
+/// Decodes and models each selected thread, streaming the items into its
+/// model builder, on up to `jobs` threads (0: one per core). Parallelism
+/// goes where it pays (docs/performance.md): across traced threads, and,
+/// when there are cores to spare (a one-thread trace on two cores), between
+/// a thread's decode and its model, which overlap. Never by splitting one
+/// thread's decode into PSB pieces: the model is the longer stage, and the
+/// pieces would have to be held whole. Concurrent workers share the
+/// symbolizer and the string table under one lock, and each keeps its own
+/// table of the ranges the symbolizer returned (immutable, at stable
+/// addresses), so most lookups take no lock.
+llvm::Expected<std::vector<ThreadModel>>
+buildModels(const Snapshot &snapshot, const SnapshotDecoder &decoder,
             Symbolizer &symbolizer, StringTable &strings, unsigned jobs,
             const ModelOptions &options, ModelStats &stats) {
-  std::vector<ThreadModel> models(decodes.size());
+  const std::vector<size_t> &selected = decoder.selected();
+  std::vector<ThreadModel> models(selected.size());
   if (jobs == 0)
     jobs = std::max(1u, std::thread::hardware_concurrency());
-  size_t workers = std::min<size_t>(jobs, decodes.size());
-  if (workers <= 1) {
-    auto lookup = [&](uint64_t address) -> const SymbolRange & {
-      return symbolizer.lookup(address);
-    };
-    for (size_t i = 0; i < decodes.size(); ++i)
-      models[i] = buildThreadModel(decodes[i], lookup,
-                                   findStop(snapshot, decodes[i].tid), strings,
-                                   options, &stats);
-    return models;
-  }
+  size_t workers = std::min<size_t>(jobs, selected.size());
+  bool overlap = jobs >= 2 * selected.size();
+  bool shared = workers > 1;
   std::mutex lock;
   std::atomic<size_t> next{0};
-  std::vector<ModelStats> partStats(decodes.size());
+  std::vector<ModelStats> partStats(selected.size());
+  std::vector<llvm::Error> failures;
   auto work = [&] {
     constexpr unsigned Bits = 12;
-    std::vector<const SymbolRange *> recent(size_t(1) << Bits, nullptr);
+    std::vector<const SymbolRange *> recent;
+    if (shared)
+      recent.assign(size_t(1) << Bits, nullptr);
     auto lookup = [&](uint64_t address) -> const SymbolRange & {
+      if (!shared)
+        return symbolizer.lookup(address);
       const SymbolRange *&slot =
           recent[(address * 0x9e3779b97f4a7c15ull) >> (64 - Bits)];
       if (slot && slot->begin <= address && address < slot->end)
@@ -99,10 +183,22 @@ buildModels(const Snapshot &snapshot, const std::vector<ThreadDecode> &decodes,
       slot = &symbolizer.lookup(address);
       return *slot;
     };
-    for (size_t i; (i = next++) < decodes.size();)
-      models[i] = buildThreadModel(decodes[i], lookup,
-                                   findStop(snapshot, decodes[i].tid), strings,
-                                   options, &partStats[i], &lock);
+    for (size_t i; (i = next++) < selected.size();) {
+      uint64_t tid = snapshot.threads[selected[i]].tid;
+      ThreadModelBuilder builder(tid, lookup, strings,
+                                 shared ? &lock : nullptr);
+      DecodeStats decodeStats;
+      llvm::Expected<uint64_t> decoded =
+          overlap ? decodeAlongside(decoder, selected[i], builder)
+                  : decoder.decodeThread(selected[i], builder, decodeStats);
+      if (!decoded) {
+        std::lock_guard<std::mutex> hold(lock);
+        failures.push_back(decoded.takeError());
+        continue;
+      }
+      models[i] =
+          builder.finish(findStop(snapshot, tid), options, &partStats[i]);
+    }
   };
   std::vector<std::thread> threads;
   for (size_t i = 1; i < workers; ++i)
@@ -110,6 +206,12 @@ buildModels(const Snapshot &snapshot, const std::vector<ThreadDecode> &decodes,
   work();
   for (std::thread &thread : threads)
     thread.join();
+  if (!failures.empty()) {
+    llvm::Error all = llvm::Error::success();
+    for (llvm::Error &failure : failures)
+      all = llvm::joinErrors(std::move(all), std::move(failure));
+    return std::move(all);
+  }
   for (const ModelStats &part : partStats)
     addStats(stats, part);
   return models;
@@ -131,16 +233,19 @@ const ThreadSummary *PipelineResult::mainThread() const {
 llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
                                            const PipelineOptions &options,
                                            SymbolCache *cache) {
-  llvm::Expected<DecodeResult> decoded =
-      decodeSnapshot(snapshot, options.decode);
-  if (!decoded)
-    return decoded.takeError();
+  // Each thread's decode is serial: buildModels parallelizes elsewhere.
+  DecodeOptions decodeOptions = options.decode;
+  decodeOptions.threads = 1;
+  llvm::Expected<std::unique_ptr<SnapshotDecoder>> decoder =
+      SnapshotDecoder::create(snapshot, decodeOptions);
+  if (!decoder)
+    return decoder.takeError();
 
   PipelineResult result;
   result.model.pid = snapshot.pid;
   result.model.processName = snapshot.processName;
   result.errata = cpuErrata(snapshot.cpu);
-  for (const ModuleImageStatus &module : decoded->modules)
+  for (const ModuleImageStatus &module : (*decoder)->modules())
     if (!module.problem.empty())
       result.moduleProblems.push_back(module.path + ": " + module.problem);
 
@@ -152,15 +257,14 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
     symbolizer.emplace(snapshot.modules, *cache);
   else
     symbolizer.emplace(snapshot.modules, strings);
-  std::vector<ThreadModel> models =
-      buildModels(snapshot, decoded->threads, *symbolizer, strings,
+  llvm::Expected<std::vector<ThreadModel>> models =
+      buildModels(snapshot, **decoder, *symbolizer, strings,
                   options.decode.threads, options.model, result.modelStats);
-  for (size_t i = 0; i < models.size(); ++i) {
-    const ThreadDecode &decode = decoded->threads[i];
-    ThreadModel &thread = models[i];
-    thread.tid = decode.tid;
-    result.threads.push_back(summarize(thread, findStop(snapshot, decode.tid),
-                                       traceBytes(snapshot, decode.tid)));
+  if (!models)
+    return models.takeError();
+  for (ThreadModel &thread : *models) {
+    result.threads.push_back(summarize(thread, findStop(snapshot, thread.tid),
+                                       traceBytes(snapshot, thread.tid)));
     result.model.threads.push_back(std::move(thread));
   }
   if (cache)

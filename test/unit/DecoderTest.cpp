@@ -252,6 +252,36 @@ TEST(Decoder, ParallelDecodeIsIdenticalToSerial) {
   }
 }
 
+TEST(Decoder, StreamedBatchesAreIdenticalToOneBatch) {
+  // Batch boundaries fall between every pair of items (and inside the
+  // join and time stages' hold-back); decode errors renumber across them.
+  for (unsigned psbEvery : {1u, 5u, 50u}) {
+    for (bool corrupt : {false, true}) {
+      SCOPED_TRACE("psbEvery " + std::to_string(psbEvery) +
+                   (corrupt ? ", corrupt" : ""));
+      Synthetic trace = makeTrace(300, psbEvery);
+      trace.snapshot.time = {0, 1, 0};
+      std::vector<uint8_t> &bytes = trace.snapshot.threads[0].bytes;
+      if (corrupt)
+        for (size_t i = bytes.size() / 3; i < bytes.size() / 3 + 40; ++i)
+          bytes[i] = static_cast<uint8_t>(i * 37);
+      DecodeOptions whole = options(1);
+      whole.batchItems = 1 << 20;
+      auto expected = decodeSnapshot(trace.snapshot, whole);
+      ASSERT_TRUE(bool(expected));
+      for (unsigned threads : {1u, 3u}) {
+        for (size_t batch : {size_t(1), size_t(3)}) {
+          DecodeOptions small = options(threads);
+          small.batchItems = batch;
+          auto streamed = decodeSnapshot(trace.snapshot, small);
+          ASSERT_TRUE(bool(streamed));
+          expectSameItems(expected->threads[0], streamed->threads[0]);
+        }
+      }
+    }
+  }
+}
+
 TEST(Decoder, TimesAreMonotonicAndWithinTheTscRange) {
   Synthetic trace = makeTrace(300, 5);
   trace.snapshot.time = {0, 1, 0}; // ns == TSC.

@@ -58,6 +58,33 @@ TEST(PipelineTest, SummaryMatchesGroundTruth) {
   EXPECT_EQ(main->traceBytes, recorded.snapshot.threads[0].bytes.size());
 }
 
+TEST(PipelineTest, StreamedAndOverlappedModelsAreTheSame) {
+  // --threads 1 streams decode into the model on one thread; 2 threads
+  // overlap a one-thread trace's decode and model through a queue. Tiny
+  // batches put a batch boundary between every two items.
+  EmulateResult recorded = recordCalls();
+  std::string expected;
+  for (unsigned threads : {1u, 2u}) {
+    for (size_t batch : {size_t(1), size_t(7), size_t(65536)}) {
+      SCOPED_TRACE("threads " + std::to_string(threads) + ", batch " +
+                   std::to_string(batch));
+      PipelineOptions options;
+      options.decode.threads = threads;
+      options.decode.batchItems = batch;
+      llvm::Expected<PipelineResult> result =
+          runPipeline(recorded.snapshot, options);
+      ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
+      EXPECT_EQ(result->threads[0].instructions,
+                recorded.truth[0].insns.size());
+      std::string tree = renderTree(result->model);
+      if (expected.empty())
+        expected = tree;
+      EXPECT_EQ(tree, expected);
+    }
+  }
+  EXPECT_FALSE(expected.empty());
+}
+
 TEST(PipelineTest, WritesEveryFormat) {
   EmulateResult recorded = recordCalls();
   llvm::Expected<PipelineResult> result =

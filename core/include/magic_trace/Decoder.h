@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct DecodeOptions {
   /// always start at a PSB; smaller pieces mean more parallelism and more
   /// (cheap) resyncs. Tests set it low to exercise every boundary.
   uint64_t minChunkBytes = 64 * 1024;
+  /// Items per batch handed to an ItemSink (SnapshotDecoder::decodeThread).
+  /// Tests set it low to exercise every batch boundary.
+  size_t batchItems = 64 * 1024;
 };
 
 /// What became of one module when building the image.
@@ -76,6 +80,40 @@ std::vector<std::string> cpuErrata(const CpuIdentity &cpu);
 /// Parses a --cpu value: "none", or VENDOR/FAMILY/MODEL/STEPPING with vendor
 /// "intel" or "GenuineIntel" ("intel/6/158/9").
 llvm::Expected<CpuIdentity> parseCpu(llvm::StringRef text);
+
+class PtImage;
+
+/// One snapshot's decoder: the CPU checked and the image built once, then
+/// each thread decoded into an ItemSink as it goes (decodeSnapshot collects
+/// the items instead). decodeThread may run on several threads at once, for
+/// different sinks.
+class SnapshotDecoder {
+public:
+  /// Fails as decodeSnapshot does (checkCpu, libipt, onlyTid).
+  static llvm::Expected<std::unique_ptr<SnapshotDecoder>>
+  create(const Snapshot &snapshot, const DecodeOptions &options);
+  ~SnapshotDecoder();
+
+  const std::vector<ModuleImageStatus> &modules() const { return moduleStatus; }
+  /// Indices into snapshot.threads of the threads to decode (options.onlyTid).
+  const std::vector<size_t> &selected() const { return selectedThreads; }
+
+  /// Decodes snapshot.threads[index] into `sink`, in batches; returns its
+  /// instructions. With options.threads == 1 (or one PSB piece) the items
+  /// stream through a bounded buffer; PSB-parallel pieces are held until
+  /// they are joined. Fails only when libipt cannot allocate a decoder.
+  llvm::Expected<uint64_t> decodeThread(size_t index, ItemSink &sink,
+                                        DecodeStats &stats) const;
+
+private:
+  SnapshotDecoder(const Snapshot &snapshot, const DecodeOptions &options);
+
+  const Snapshot &snapshot;
+  DecodeOptions options;
+  std::unique_ptr<PtImage> image;
+  std::vector<ModuleImageStatus> moduleStatus;
+  std::vector<size_t> selectedThreads;
+};
 
 /// Decodes every thread of `snapshot` (or only options.onlyTid). Fails when
 /// nothing can be decoded at all (checkCpu rejects the CPU, libipt cannot

@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 
 namespace magic_trace {
@@ -68,6 +69,30 @@ ThreadModel buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
                              const ModelOptions &options,
                              ModelStats *stats = nullptr,
                              std::mutex *stringsLock = nullptr);
+
+/// Builds one thread's model from its items as the decoder hands them over
+/// (SnapshotDecoder::decodeThread into this sink), so the thread's item
+/// stream is never resident: the same model as buildThreadModel on the
+/// collected items. `lookup` (and what it refers to) must outlive the
+/// builder; `strings` and `stringsLock` are as for buildThreadModel.
+class ThreadModelBuilder : public ItemSink {
+public:
+  ThreadModelBuilder(uint64_t tid, SymbolLookup lookup, StringTable &strings,
+                     std::mutex *stringsLock = nullptr);
+  ~ThreadModelBuilder() override;
+
+  void consume(llvm::ArrayRef<TraceItem> items,
+               llvm::ArrayRef<DecodeError> errors) override;
+
+  /// The model of every item consumed, stitched and anchored to `stop` as
+  /// `options` say; its instructions are the blocks' sum. Call once.
+  ThreadModel finish(const ThreadStop *stop, const ModelOptions &options,
+                     ModelStats *stats = nullptr);
+
+private:
+  struct State;
+  std::unique_ptr<State> state;
+};
 
 /// Bytes the model of one thread occupies (structs plus heap storage).
 size_t threadModelBytes(const ThreadModel &model);

@@ -60,7 +60,11 @@ struct PipelineResult {
 /// the decoder cannot run at all (see decodeSnapshot); bad trace data and
 /// missing modules become marked gaps and moduleProblems. With `cache`, the
 /// object files it holds are reused and what this snapshot reads is added
-/// (the model gets a copy of the cache's strings).
+/// (the model gets a copy of the cache's strings). Each thread's items stream
+/// from its decoder into its model builder (no thread's item stream is ever
+/// held); options.decode.threads workers (0: the cores) build traced
+/// threads in parallel, and with twice as many workers as traced threads a
+/// thread's decode and model run side by side.
 llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
                                            const PipelineOptions &options,
                                            SymbolCache *cache = nullptr);

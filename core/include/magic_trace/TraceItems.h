@@ -9,6 +9,8 @@
 #ifndef MAGIC_TRACE_TRACEITEMS_H
 #define MAGIC_TRACE_TRACEITEMS_H
 
+#include "llvm/ADT/ArrayRef.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -74,6 +76,20 @@ struct ThreadDecode {
   std::vector<TraceItem> items;
   std::vector<DecodeError> errors;
   uint64_t instructions = 0; ///< Sum of Block instruction counts.
+};
+
+/// Receives one thread's items in order, a batch at a time, as the decoder
+/// finishes them (blocks joined, times final): a consumer that needs no more
+/// than the items in hand (the model builder) never holds a thread's whole
+/// item stream.
+class ItemSink {
+public:
+  virtual ~ItemSink() = default;
+  /// `items` continue the previous batches'. `errors` continue theirs: an
+  /// Error item's detail indexes the errors of every batch so far, in order,
+  /// and its error arrives no later than the item.
+  virtual void consume(llvm::ArrayRef<TraceItem> items,
+                       llvm::ArrayRef<DecodeError> errors) = 0;
 };
 
 } // namespace magic_trace

@@ -20,6 +20,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -131,6 +133,24 @@ PsbTable findPsbs(const pt_config &config) {
   return table;
 }
 
+/// Whether the buffer holds a TSC packet. Without one, libipt has no time to
+/// give ("-pte_no_time if there has not been a TSC packet", pt_blk_time), so
+/// every item's time is 0. True when the scan cannot run.
+bool hasTscPacket(const pt_config &config) {
+  std::unique_ptr<pt_packet_decoder, PacketDecoderDeleter> packets(
+      pt_pkt_alloc_decoder(&config));
+  if (!packets)
+    return true;
+  // After a bad packet, search on from the next PSB.
+  while (pt_pkt_sync_forward(packets.get()) >= 0) {
+    pt_packet packet;
+    while (pt_pkt_next(packets.get(), &packet, sizeof(packet)) >= 0)
+      if (packet.type == ppt_tsc)
+        return true;
+  }
+  return false;
+}
+
 /// What one run of the decode loop produced. Error items' detail indexes
 /// `errors`; Block items carry the raw TSC (0 = unknown) in timeNs until
 /// finishTimes() converts them.
@@ -211,21 +231,28 @@ public:
     return std::move(result);
   }
 
+  /// Called with the piece whenever it holds batchItems items, to take
+  /// them (and its errors) away; only for a piece decoded in order, whose
+  /// items are final as they come.
+  std::function<void(Piece &)> flush;
+  size_t batchItems = 1;
+
   /// Decodes from PSB `start` until the end of the buffer, or until a PSB
   /// at index >= `boundary` is reached (the piece then hands off there).
   Piece decodeFrom(size_t start, size_t boundary) {
     Piece piece;
     piece.handoff = psbs.size();
-    // About 1.5 items per PT byte in practice (a TNT byte holds up to six
-    // branches). Reserving only claims address space; pages are touched as
-    // items arrive, and no reallocation copies them (which dominated the
-    // benchmark on a VM where page faults are dear). The first piece
-    // reserves for the whole buffer: the stitcher moves it and appends the
-    // others to it.
-    uint64_t end =
-        boundary < psbs.size() && start ? psbs[boundary] : bufferSize;
-    piece.items.reserve((end - psbs[start]) * 2);
-    adviseHugePages(piece.items);
+    if (flush) {
+      piece.items.reserve(batchItems);
+    } else {
+      // About 1.5 items per PT byte in practice (a TNT byte holds up to six
+      // branches). Reserving only claims address space; pages are touched
+      // as items arrive, and no reallocation copies them (which dominated
+      // the benchmark on a VM where page faults are dear).
+      uint64_t end = boundary < psbs.size() ? psbs[boundary] : bufferSize;
+      piece.items.reserve((end - psbs[start]) * 2);
+      adviseHugePages(piece.items);
+    }
     size_t index = start;
     while (index < psbs.size()) {
       if (index >= boundary) {
@@ -279,6 +306,11 @@ private:
     return tsc;
   }
 
+  void maybeFlush(Piece &piece) {
+    if (flush && piece.items.size() >= batchItems)
+      flush(piece);
+  }
+
   void addError(Piece &piece, uint64_t offset, int status, uint64_t ip) {
     TraceItem item;
     item.kind = ItemKind::Error;
@@ -287,6 +319,7 @@ private:
     item.detail = static_cast<uint32_t>(piece.errors.size());
     piece.items.push_back(item);
     piece.errors.push_back({offset, status, ip, ptErrorText(status)});
+    maybeFlush(piece);
   }
 
   void addEvent(Piece &piece, ItemKind kind, uint64_t ip, uint64_t tsc) {
@@ -295,6 +328,7 @@ private:
     item.ip = ip;
     item.timeNs = tsc;
     piece.items.push_back(item);
+    maybeFlush(piece);
   }
 
   /// The classifier for code of `mode`, made on first use; null if LLVM
@@ -450,6 +484,7 @@ private:
           item.lastClass = last.branch;
           item.lastSize = last.size;
           piece.items.push_back(item);
+          maybeFlush(piece);
           lastIp = block.end_ip;
         }
         if (status >= 0 && (status & pts_eos)) {
@@ -491,82 +526,197 @@ private:
   DenseMap<uint64_t, LastInsn> classes;
 };
 
-/// Appends `piece` to `out`, renumbering its error references. The first
-/// piece is moved, not copied.
-void appendPiece(ThreadDecode &out, Piece &piece) {
-  uint32_t base = static_cast<uint32_t>(out.errors.size());
-  if (base)
-    for (TraceItem &item : piece.items)
+/// Finishes a thread's items as pieces arrive, in order, and hands them to
+/// an ItemSink in batches. Two stages, each holding back only what the next
+/// item can still change:
+///  - join: Blocks split where no branch was (at a section change, at a
+///    PSB, or at libipt's 16-bit block size) are joined, so every Block ends
+///    at a branch or right before a non-Block item, whatever the piece
+///    boundaries were; the last item waits for the next.
+///  - time: raw TSC samples become monotonic nanoseconds. A TSC sample is
+///    the time of the last timing packet libipt read; items between two
+///    different samples share the interval in proportion to their
+///    instruction counts, so a run of items with one sample waits for the
+///    next sample. Items before the first known time take that time, so
+///    they wait for it, unless `anyTsc` (asked once, when a batch of them
+///    waits) says no time will come: a trace without TSC packets (the
+///    real-hardware ones from kAFL) streams like any other.
+class ItemStream {
+public:
+  ItemStream(ItemSink &sink, const TimeConversion &time, size_t batchItems,
+             std::function<bool()> anyTsc)
+      : sink(sink), time(time), batchItems(std::max<size_t>(1, batchItems)),
+        anyTsc(std::move(anyTsc)) {
+    out.reserve(this->batchItems);
+  }
+
+  /// Appends `piece`'s items and errors, renumbering its error references;
+  /// leaves the piece empty.
+  void append(Piece &piece) {
+    uint32_t base = static_cast<uint32_t>(errorCount);
+    for (TraceItem &item : piece.items) {
       if (item.kind == ItemKind::Error)
         item.detail += base;
-  if (out.items.empty() && !out.items.capacity())
-    out.items = std::move(piece.items);
-  else
-    out.items.insert(out.items.end(), piece.items.begin(), piece.items.end());
-  for (DecodeError &error : piece.errors)
-    out.errors.push_back(std::move(error));
-}
-
-/// Joins Blocks split where no branch was: at a section change, at a PSB,
-/// or at libipt's 16-bit block size. Afterwards every Block ends at a branch
-/// or right before a non-Block item, whatever the piece boundaries were.
-void joinBlocks(std::vector<TraceItem> &items) {
-  size_t out = 0;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const TraceItem &item = items[i];
-    if (out > 0 && item.kind == ItemKind::Block &&
-        items[out - 1].kind == ItemKind::Block &&
-        items[out - 1].lastClass == BranchClass::Other &&
-        items[out - 1].mode == item.mode &&
-        uint64_t(items[out - 1].detail) + item.detail <= UINT32_MAX) {
-      TraceItem &previous = items[out - 1];
-      previous.detail += item.detail;
-      previous.lastIp = item.lastIp;
-      previous.lastClass = item.lastClass;
-      previous.lastSize = item.lastSize;
-      continue;
+      join(item);
     }
-    items[out++] = item;
+    errorCount += piece.errors.size();
+    for (DecodeError &error : piece.errors)
+      errors.push_back(std::move(error));
+    piece.items.clear();
+    piece.errors.clear();
   }
-  items.resize(out);
-}
 
-/// Raw TSC samples -> monotonic nanoseconds. A TSC sample is the time of
-/// the last timing packet libipt read; items between two different samples
-/// share the interval in proportion to their instruction counts.
-void finishTimes(std::vector<TraceItem> &items, const TimeConversion &time) {
-  size_t runStart = 0;
-  while (runStart < items.size()) {
-    uint64_t tsc = items[runStart].timeNs;
-    size_t runEnd = runStart + 1;
-    uint64_t runInsns =
-        items[runStart].kind == ItemKind::Block ? items[runStart].detail : 0;
-    while (runEnd < items.size() && items[runEnd].timeNs == tsc) {
-      if (items[runEnd].kind == ItemKind::Block)
-        runInsns += items[runEnd].detail;
-      ++runEnd;
+  /// Hands everything held back to the sink; returns the instructions of
+  /// every Block.
+  uint64_t finish() {
+    if (pending)
+      timeRun(*pending);
+    pending.reset();
+    endRun(run.empty() ? 0 : run.front().timeNs);
+    // No item had a time: they keep 0.
+    for (TraceItem &item : leading)
+      emit(item);
+    leading.clear();
+    send();
+    return instructions;
+  }
+
+private:
+  void join(const TraceItem &item) {
+    if (pending && item.kind == ItemKind::Block &&
+        pending->kind == ItemKind::Block &&
+        pending->lastClass == BranchClass::Other &&
+        pending->mode == item.mode &&
+        uint64_t(pending->detail) + item.detail <= UINT32_MAX) {
+      pending->detail += item.detail;
+      pending->lastIp = item.lastIp;
+      pending->lastClass = item.lastClass;
+      pending->lastSize = item.lastSize;
+      return;
     }
-    uint64_t nextTsc = runEnd < items.size() ? items[runEnd].timeNs : tsc;
+    if (pending)
+      timeRun(*pending);
+    pending = item;
+  }
+
+  void timeRun(const TraceItem &item) {
+    if (!run.empty() && run.front().timeNs != item.timeNs)
+      endRun(item.timeNs);
+    // Without a sample, the time is 0 whatever the next sample is.
+    if (item.timeNs == 0) {
+      TraceItem timeless = item;
+      monotonic(timeless);
+      return;
+    }
+    run.push_back(item);
+  }
+
+  /// Converts the run's times, `nextTsc` being the next run's sample.
+  void endRun(uint64_t nextTsc) {
+    if (run.empty())
+      return;
+    uint64_t tsc = run.front().timeNs;
+    uint64_t runInsns = 0;
+    for (const TraceItem &item : run)
+      if (item.kind == ItemKind::Block)
+        runInsns += item.detail;
     uint64_t span = (tsc && nextTsc > tsc) ? nextTsc - tsc : 0;
     uint64_t done = 0;
-    for (size_t i = runStart; i < runEnd; ++i) {
+    for (TraceItem &item : run) {
       uint64_t share =
           runInsns ? uint64_t((__uint128_t(span) * done) / runInsns) : 0;
-      items[i].timeNs = tsc ? time.tscToNs(tsc + share) : 0;
-      if (items[i].kind == ItemKind::Block)
-        done += items[i].detail;
+      uint64_t detail = item.kind == ItemKind::Block ? item.detail : 0;
+      item.timeNs = tsc ? time.tscToNs(tsc + share) : 0;
+      done += detail;
+      monotonic(item);
     }
-    runStart = runEnd;
+    run.clear();
   }
-  // Items before the first timing packet take its time; then monotonic.
-  auto firstKnown = llvm::find_if(
-      items, [](const TraceItem &item) { return item.timeNs != 0; });
-  uint64_t floor = firstKnown == items.end() ? 0 : firstKnown->timeNs;
-  for (TraceItem &item : items) {
+
+  void monotonic(TraceItem &item) {
+    if (!known && !timeless) {
+      if (item.timeNs == 0) {
+        leading.push_back(item);
+        if (leading.size() >= batchItems && anyTsc) {
+          bool timeMayCome = anyTsc();
+          anyTsc = nullptr;
+          if (!timeMayCome)
+            giveUpWaiting();
+        }
+        return;
+      }
+      known = true;
+      floor = item.timeNs;
+      for (TraceItem &before : leading) {
+        before.timeNs = floor;
+        emit(before);
+      }
+      leading.clear();
+      leading.shrink_to_fit();
+    }
     floor = std::max(floor, item.timeNs);
     item.timeNs = floor;
+    emit(item);
   }
-}
+
+  /// No time will come: the items waiting for one keep 0.
+  void giveUpWaiting() {
+    timeless = true;
+    for (const TraceItem &before : leading)
+      emit(before);
+    leading.clear();
+    leading.shrink_to_fit();
+  }
+
+  void emit(const TraceItem &item) {
+    if (item.kind == ItemKind::Block)
+      instructions += item.detail;
+    out.push_back(item);
+    if (out.size() >= batchItems)
+      send();
+  }
+
+  void send() {
+    if (out.empty() && errors.empty())
+      return;
+    sink.consume(out, errors);
+    out.clear();
+    errors.clear();
+  }
+
+  ItemSink &sink;
+  const TimeConversion &time;
+  size_t batchItems;
+  std::function<bool()> anyTsc;
+  bool timeless = false; ///< No TSC packet: every time is 0.
+  size_t errorCount = 0;
+  std::vector<DecodeError> errors;  ///< Not yet handed to the sink.
+  std::optional<TraceItem> pending; ///< The join stage's last item.
+  std::vector<TraceItem> run;       ///< Items sharing one raw TSC sample.
+  bool known = false;               ///< A time has been seen.
+  uint64_t floor = 0;               ///< The latest time handed out.
+  std::vector<TraceItem> leading;   ///< Items before the first time.
+  std::vector<TraceItem> out;       ///< The batch being filled.
+  uint64_t instructions = 0;
+};
+
+/// Collects a thread's items into a ThreadDecode (decodeSnapshot).
+class CollectSink : public ItemSink {
+public:
+  CollectSink(ThreadDecode &out, uint64_t bufferBytes) : out(out) {
+    // About 1.5 items per PT byte (see decodeFrom).
+    out.items.reserve(bufferBytes * 2);
+    adviseHugePages(out.items);
+  }
+  void consume(ArrayRef<TraceItem> items,
+               ArrayRef<DecodeError> errors) override {
+    out.items.insert(out.items.end(), items.begin(), items.end());
+    out.errors.insert(out.errors.end(), errors.begin(), errors.end());
+  }
+
+private:
+  ThreadDecode &out;
+};
 
 unsigned decodeThreads(const DecodeOptions &options) {
   if (options.threads)
@@ -595,29 +745,59 @@ std::vector<size_t> pieceStarts(const PsbTable &table, uint64_t bufferSize,
   return starts;
 }
 
-Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
-                                    const Snapshot &snapshot,
-                                    const PtImage &image,
-                                    const DecodeOptions &options,
-                                    DecodeStats &stats) {
-  ThreadDecode out;
-  out.tid = trace.tid;
+} // namespace
+
+Expected<std::unique_ptr<SnapshotDecoder>>
+SnapshotDecoder::create(const Snapshot &snapshot,
+                        const DecodeOptions &options) {
+  if (Error error = checkCpu(snapshot.cpu))
+    return std::move(error);
+  std::unique_ptr<SnapshotDecoder> decoder(
+      new SnapshotDecoder(snapshot, options));
+  auto image = PtImage::build(snapshot.modules, options.readMemory,
+                              decoder->moduleStatus);
+  if (!image)
+    return image.takeError();
+  decoder->image = std::move(*image);
+  for (size_t i = 0; i < snapshot.threads.size(); ++i)
+    if (!options.onlyTid || snapshot.threads[i].tid == options.onlyTid)
+      decoder->selectedThreads.push_back(i);
+  if (options.onlyTid && decoder->selectedThreads.empty())
+    return createStringError("no thread " + std::to_string(options.onlyTid) +
+                             " in the snapshot (leave out --tid to decode "
+                             "every thread)");
+  return std::move(decoder);
+}
+
+SnapshotDecoder::SnapshotDecoder(const Snapshot &snapshot,
+                                 const DecodeOptions &options)
+    : snapshot(snapshot), options(options) {}
+
+SnapshotDecoder::~SnapshotDecoder() = default;
+
+Expected<uint64_t> SnapshotDecoder::decodeThread(size_t threadIndex,
+                                                 ItemSink &sink,
+                                                 DecodeStats &stats) const {
+  const ThreadTrace &trace = snapshot.threads[threadIndex];
   if (trace.bytes.empty())
-    return out;
+    return 0;
   pt_config config = makeConfig(trace.bytes, snapshot.cpu, snapshot.timing);
   PsbTable table = findPsbs(config);
   ArrayRef<uint64_t> psbs = table.offsets;
   stats.psbs += psbs.size();
   if (psbs.empty()) {
-    out.items.push_back({0, 0, 0, 0, ItemKind::Error});
-    out.errors.push_back({0, -pte_nosync, 0,
-                          "no PSB packet in " +
-                              std::to_string(trace.bytes.size()) +
-                              " bytes (the buffer holds no point to start "
-                              "decoding; record a larger buffer)"});
-    return out;
+    TraceItem item;
+    item.kind = ItemKind::Error;
+    DecodeError error{0, -pte_nosync, 0,
+                      "no PSB packet in " + std::to_string(trace.bytes.size()) +
+                          " bytes (the buffer holds no point to start "
+                          "decoding; record a larger buffer)"};
+    sink.consume(item, error);
+    return 0;
   }
 
+  ItemStream stream(sink, snapshot.time, options.batchItems,
+                    [&config] { return hasTscPacket(config); });
   unsigned threads = decodeThreads(options);
   std::vector<size_t> starts =
       pieceStarts(table, trace.bytes.size(), threads, options);
@@ -628,15 +808,22 @@ Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
     return next == starts.end() ? psbs.size() : *next;
   };
 
-  // Decode every piece, on up to `threads` workers.
+  // Decode every piece, on up to `threads` workers. One piece (one worker)
+  // streams into `stream` as it is decoded; parallel pieces are held until
+  // the stitcher below joins them in order.
   std::atomic<size_t> nextPiece{0};
   std::mutex failureLock;
+  bool streaming = starts.size() == 1;
   auto worker = [&] {
-    auto decoder = PieceDecoder::create(config, image, table);
+    auto decoder = PieceDecoder::create(config, *image, table);
     if (!decoder) {
       std::lock_guard<std::mutex> lock(failureLock);
       failures.push_back(decoder.takeError());
       return;
+    }
+    if (streaming) {
+      (*decoder)->flush = [&](Piece &piece) { stream.append(piece); };
+      (*decoder)->batchItems = std::max<size_t>(1, options.batchItems);
     }
     for (size_t i = nextPiece++; i < starts.size(); i = nextPiece++)
       pieces[i] = (*decoder)->decodeFrom(starts[i], boundaryAfter(starts[i]));
@@ -671,7 +858,7 @@ Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
       piece = &pieces[start - starts.begin()];
     } else {
       if (!stragglers) {
-        auto decoder = PieceDecoder::create(config, image, table);
+        auto decoder = PieceDecoder::create(config, *image, table);
         if (!decoder)
           return decoder.takeError();
         stragglers = std::move(*decoder);
@@ -682,43 +869,32 @@ Expected<ThreadDecode> decodeThread(const ThreadTrace &trace,
     }
     if (piece->handoff < psbs.size())
       ++stats.handoffs;
-    appendPiece(out, *piece);
+    stream.append(*piece);
     index = std::max(piece->handoff, index + 1);
+    // Each piece's items are no longer needed once in the stream.
+    *piece = Piece();
   }
-
-  joinBlocks(out.items);
-  finishTimes(out.items, snapshot.time);
-  for (const TraceItem &item : out.items)
-    if (item.kind == ItemKind::Block)
-      out.instructions += item.detail;
-  return out;
+  return stream.finish();
 }
-
-} // namespace
 
 Expected<DecodeResult> decodeSnapshot(const Snapshot &snapshot,
                                       const DecodeOptions &options) {
-  if (Error error = checkCpu(snapshot.cpu))
-    return std::move(error);
+  auto decoder = SnapshotDecoder::create(snapshot, options);
+  if (!decoder)
+    return decoder.takeError();
   DecodeResult result;
-  auto image =
-      PtImage::build(snapshot.modules, options.readMemory, result.modules);
-  if (!image)
-    return image.takeError();
-  bool found = false;
-  for (const ThreadTrace &trace : snapshot.threads) {
-    if (options.onlyTid && trace.tid != options.onlyTid)
-      continue;
-    found = true;
-    auto decode = decodeThread(trace, snapshot, **image, options, result.stats);
-    if (!decode)
-      return decode.takeError();
-    result.threads.push_back(std::move(*decode));
+  result.modules = (*decoder)->modules();
+  for (size_t index : (*decoder)->selected()) {
+    const ThreadTrace &trace = snapshot.threads[index];
+    ThreadDecode out;
+    out.tid = trace.tid;
+    CollectSink sink(out, trace.bytes.size());
+    auto instructions = (*decoder)->decodeThread(index, sink, result.stats);
+    if (!instructions)
+      return instructions.takeError();
+    out.instructions = *instructions;
+    result.threads.push_back(std::move(out));
   }
-  if (options.onlyTid && !found)
-    return createStringError("no thread " + std::to_string(options.onlyTid) +
-                             " in the snapshot (leave out --tid to decode "
-                             "every thread)");
   return result;
 }
 

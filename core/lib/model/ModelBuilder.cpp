@@ -16,6 +16,8 @@
 #include "llvm/ADT/StringRef.h"
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 
 using namespace magic_trace;
 using namespace magic_trace::model;
@@ -85,20 +87,29 @@ bool sameInlined(const OpenFrame &open, const SymbolRange &range,
 class SegmentBuilder {
 public:
   SegmentBuilder(ThreadModel &model, std::vector<SegmentFacts> &facts,
-                 const ThreadDecode &decode, SymbolLookup lookup,
-                 StringTable &strings, std::mutex *stringsLock)
-      : model(model), facts(facts), decode(decode), lookup(lookup),
-        strings(strings), stringsLock(stringsLock) {
+                 SymbolLookup lookup, StringTable &strings,
+                 std::mutex *stringsLock)
+      : model(model), facts(facts), lookup(lookup), strings(strings),
+        stringsLock(stringsLock) {
     syscallName = intern("[syscall]");
     untracedName = intern("[untraced]");
     overflowName = intern("[overflow]");
   }
 
-  void run();
+  /// Takes the next items. An item is handled when the one after it
+  /// arrives (a block's end time is the next item's time).
+  void consume(llvm::ArrayRef<TraceItem> items,
+               llvm::ArrayRef<DecodeError> newErrors);
+  /// Handles the last item and closes the open segment and gap.
+  void finish();
+  uint64_t instructions() const { return instructionCount; }
 
 private:
+  /// Handles `item`; `next` is the item after it, or null at the end.
+  void handle(const TraceItem &item, const TraceItem *next);
+
   // Item handlers.
-  void onBlock(size_t index);
+  void onBlock(const TraceItem &block, const TraceItem *next);
   void onDisable(const TraceItem &item, bool last);
   void onEnable(const TraceItem &item);
   void onLoss(const TraceItem &item);
@@ -139,8 +150,10 @@ private:
 
   ThreadModel &model;
   std::vector<SegmentFacts> &facts;
-  const ThreadDecode &decode;
   SymbolLookup lookup;
+  std::vector<DecodeError> errors;  ///< Every error so far, by index.
+  std::optional<TraceItem> pending; ///< The item awaiting its successor.
+  uint64_t instructionCount = 0;
   StringId intern(llvm::StringRef text) {
     if (!stringsLock)
       return strings.intern(text);
@@ -177,42 +190,54 @@ private:
   std::string gapReason;
 };
 
-void SegmentBuilder::run() {
-  const std::vector<TraceItem> &items = decode.items;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const TraceItem &item = items[i];
-    // Times are monotonic per thread by contract; clamp so a bad input can
-    // never produce a frame that ends before it begins.
-    lastTime = std::max(lastTime, item.timeNs);
-    switch (item.kind) {
-    case ItemKind::Block:
-      onBlock(i);
-      break;
-    case ItemKind::Disable:
-      onDisable(item, /*last=*/i + 1 == items.size());
-      break;
-    case ItemKind::Enable:
-      onEnable(item);
-      break;
-    case ItemKind::Overflow:
-    case ItemKind::Error:
-      onLoss(item);
-      break;
-    }
+void SegmentBuilder::consume(llvm::ArrayRef<TraceItem> items,
+                             llvm::ArrayRef<DecodeError> newErrors) {
+  errors.insert(errors.end(), newErrors.begin(), newErrors.end());
+  for (const TraceItem &item : items) {
+    if (pending)
+      handle(*pending, &item);
+    pending = item;
   }
+}
+
+void SegmentBuilder::handle(const TraceItem &item, const TraceItem *next) {
+  // Times are monotonic per thread by contract; clamp so a bad input can
+  // never produce a frame that ends before it begins.
+  lastTime = std::max(lastTime, item.timeNs);
+  switch (item.kind) {
+  case ItemKind::Block:
+    instructionCount += item.detail;
+    onBlock(item, next);
+    break;
+  case ItemKind::Disable:
+    onDisable(item, /*last=*/!next);
+    break;
+  case ItemKind::Enable:
+    onEnable(item);
+    break;
+  case ItemKind::Overflow:
+  case ItemKind::Error:
+    onLoss(item);
+    break;
+  }
+}
+
+void SegmentBuilder::finish() {
+  if (pending)
+    handle(*pending, nullptr);
+  pending.reset();
   if (inSegment)
     closeSegment(lastTime, /*gapFollows=*/false);
   if (gapPending)
     finishGap(lastTime);
 }
 
-void SegmentBuilder::onBlock(size_t index) {
-  const TraceItem &block = decode.items[index];
+void SegmentBuilder::onBlock(const TraceItem &block, const TraceItem *next) {
   uint64_t begin = lastTime;
   // Time of the first instruction after the block: the next item's time.
   uint64_t after = begin;
-  if (index + 1 < decode.items.size())
-    after = std::max(begin, decode.items[index + 1].timeNs);
+  if (next)
+    after = std::max(begin, next->timeNs);
   if (!inSegment)
     startSegment(begin);
   closeSpan(begin);
@@ -292,8 +317,8 @@ void SegmentBuilder::onLoss(const TraceItem &item) {
   StringId name = overflowName;
   if (item.kind == ItemKind::Error) {
     llvm::StringRef message = "unknown error";
-    if (item.detail < decode.errors.size())
-      message = decode.errors[item.detail].message;
+    if (item.detail < errors.size())
+      message = errors[item.detail].message;
     reason = ("decode error: " + message).str();
     name = intern("[" + reason + "]");
   }
@@ -664,16 +689,39 @@ size_t magic_trace::threadModelBytes(const ThreadModel &model) {
   return bytes;
 }
 
-ThreadModel
-magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
-                              const ThreadStop *stop, StringTable &strings,
-                              const ModelOptions &options, ModelStats *stats,
-                              std::mutex *stringsLock) {
+struct magic_trace::ThreadModelBuilder::State {
+  State(uint64_t tid, SymbolLookup lookup, StringTable &strings,
+        std::mutex *stringsLock)
+      : lookup(lookup), segments(model, facts, lookup, strings, stringsLock) {
+    model.tid = tid;
+  }
+
   ThreadModel model;
-  model.tid = decode.tid;
-  model.instructions = decode.instructions;
   std::vector<SegmentFacts> facts;
-  SegmentBuilder(model, facts, decode, lookup, strings, stringsLock).run();
+  SymbolLookup lookup;
+  SegmentBuilder segments;
+};
+
+magic_trace::ThreadModelBuilder::ThreadModelBuilder(uint64_t tid,
+                                                    SymbolLookup lookup,
+                                                    StringTable &strings,
+                                                    std::mutex *stringsLock)
+    : state(std::make_unique<State>(tid, lookup, strings, stringsLock)) {}
+
+magic_trace::ThreadModelBuilder::~ThreadModelBuilder() = default;
+
+void magic_trace::ThreadModelBuilder::consume(
+    llvm::ArrayRef<TraceItem> items, llvm::ArrayRef<DecodeError> errors) {
+  state->segments.consume(items, errors);
+}
+
+ThreadModel magic_trace::ThreadModelBuilder::finish(const ThreadStop *stop,
+                                                    const ModelOptions &options,
+                                                    ModelStats *stats) {
+  state->segments.finish();
+  ThreadModel &model = state->model;
+  std::vector<SegmentFacts> &facts = state->facts;
+  model.instructions = state->segments.instructions();
 
   ModelStats local;
   ModelStats &counters = stats ? *stats : local;
@@ -683,7 +731,7 @@ magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
     stitchSegments(model, facts, counters);
   if (options.anchor && stop && !stop->frames.empty() &&
       !model.segments.empty())
-    anchorToStop(model, facts, *stop, lookup, counters);
+    anchorToStop(model, facts, *stop, state->lookup, counters);
 
   // Stitching and anchoring may have grown a segment past its size.
   for (Segment &segment : model.segments)
@@ -695,6 +743,19 @@ magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
       counters.inferredFrames += frame.inferred;
   }
   counters.modelBytes += threadModelBytes(model);
+  return std::move(model);
+}
+
+ThreadModel
+magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
+                              const ThreadStop *stop, StringTable &strings,
+                              const ModelOptions &options, ModelStats *stats,
+                              std::mutex *stringsLock) {
+  ThreadModelBuilder builder(decode.tid, lookup, strings, stringsLock);
+  builder.consume(decode.items, decode.errors);
+  ThreadModel model = builder.finish(stop, options, stats);
+  // The caller's count (a test's fake stream may not sum its blocks).
+  model.instructions = decode.instructions;
   return model;
 }
 
