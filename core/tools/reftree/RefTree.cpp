@@ -131,6 +131,7 @@ void addPltStubs(const object::ELFObjectFileBase &elf, uint64_t bias,
     if (*name != ".plt" && *name != ".plt.sec" && *name != ".plt.got")
       continue;
     bool stubAtStart = false;
+    size_t first = out.size();
     for (auto [stub, slot] : analysis->findPltEntries(
              section.getAddress(), arrayRefFromStringRef(*contents),
              *subtarget)) {
@@ -144,6 +145,16 @@ void addPltStubs(const object::ELFObjectFileBase &elf, uint64_t bias,
     if (!stubAtStart && !contents->empty())
       out.push_back(
           {section.getAddress() + bias, 0, name->str(), {name->str()}, false});
+    // The last stub ends with its section (the code after it, .text in a
+    // stripped file, is no part of it).
+    uint64_t sectionEnd = section.getAddress() + section.getSize() + bias;
+    for (size_t i = first; i < out.size(); ++i) {
+      uint64_t next = sectionEnd;
+      for (size_t j = first; j < out.size(); ++j)
+        if (out[j].begin > out[i].begin)
+          next = std::min(next, out[j].begin);
+      out[i].end = next;
+    }
   }
 }
 
@@ -379,11 +390,17 @@ private:
 
 void ReferenceBuilder::onReturn(uint64_t target, const RefFunction &function,
                                 uint64_t time) {
-  // The frame whose call instruction ends right before the target.
+  // The frame whose call instruction ends right before the target: the
+  // return address it pushed. Its caller's symbol may differ from the
+  // target's when the call was its last instruction and another symbol
+  // starts after it (ld.so's _start calls _dl_start, which returns into
+  // _dl_start_user): still the caller's frame.
   for (size_t i = stack.size(); i-- > 0;) {
     uint64_t site = nodes[stack[i]].callSite;
     if (site != 0 && site < target && target - site <= MaxInsnLength && i > 0 &&
-        same(nodes[stack[i - 1]].function, function)) {
+        (same(nodes[stack[i - 1]].function, function) ||
+         (!function.unknown && function.begin > site &&
+          function.begin <= target))) {
       popTo(i, time);
       return;
     }
