@@ -36,9 +36,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <memory>
 #include <mutex>
 #include <pthread.h>
@@ -122,6 +124,7 @@ struct Options {
 
 struct ThreadRecorder {
   uint64_t tid = 0;
+  uint32_t index = 0; ///< Of the slot in the header's tables.
   QemuThreadSlot *slot = nullptr;
   std::unique_ptr<PacketWriter> writer;
   ThreadTruth truth;
@@ -147,6 +150,10 @@ struct Recorder {
   QemuRingHeader *header = nullptr;
   std::unique_ptr<InsnClassifier> classifier;
   std::mutex mutex; ///< Threads, code pages, handlers, classifier.
+  /// Held by the flusher while it ends stopped threads' traces, and by
+  /// every callback that may run while a debugger holds the guest stopped
+  /// (syscall entry, exit): block callbacks do not run then.
+  std::mutex flushLock;
   std::vector<ThreadRecorder *> threads;
   std::set<uint64_t> codePages;
   std::atomic<uint32_t> handlerGeneration{1};
@@ -619,6 +626,7 @@ ThreadRecorder *registerThread() {
     return nullptr;
   }
   thread->writer = std::move(*writer);
+  thread->index = index;
   thread->slot = &rec.header->threads[index];
   thread->slot->tid = thread->tid;
   __atomic_store_n(&thread->slot->state, uint32_t(QemuThreadState::Running),
@@ -673,6 +681,102 @@ void stopRecording(ThreadRecorder &self, uint64_t next) {
     stopIdleThreads();
     __atomic_store_n(&recorder->header->stopped, 1u, __ATOMIC_RELEASE);
   }
+}
+
+//===-- The stop flush ----------------------------------------------------===//
+//
+// At a debugger's stop each thread's last block is pending: where it went
+// is known only when the next block runs, after the debugger resumes. A
+// snapshot then would end before the stop, without the instructions that
+// led to the breakpoint. So a reader (QemuRings.h, flushQemuRings) gives
+// each thread's stop address, and the flusher thread ends the thread's
+// trace there as a syscall would: the pending block's instructions up to
+// the stop address, then TIP.PGD; the thread's next block writes TIP.PGE.
+// Safe because QEMU's gdbstub holds every vCPU outside its blocks while
+// the debugger has the process stopped (measured: docs/qemu.md), and the
+// callbacks that can still run take flushLock.
+
+/// Ends `thread`'s trace at `pc`, where the debugger stopped it.
+void flushToStop(ThreadRecorder &thread, uint64_t pc) {
+  if (pc == 0 || !thread.running || !thread.enabled || thread.failed ||
+      thread.deferring ||
+      __atomic_load_n(&thread.slot->state, __ATOMIC_ACQUIRE) !=
+          uint32_t(QemuThreadState::Running))
+    return;
+  const BlockInfo *previous = thread.pending;
+  thread.pending = nullptr;
+  if (previous && (previous->lastIsRep || previous->lastCrossesPage) &&
+      pc == previous->last().ip) {
+    resolve(thread, *previous, previous->insns.size() - 1, pc);
+  } else if (previous && previous->valid && possibleSuccessor(*previous, pc)) {
+    resolve(thread, *previous, previous->insns.size(), pc);
+  } else if (previous) {
+    // Stopped inside the block (a fault the debugger sees first, a REP
+    // iteration): the instructions before `pc` ran.
+    size_t ran = previous->insns.size();
+    for (size_t i = 0; i < previous->insns.size(); ++i)
+      if (previous->insns[i].ip == pc)
+        ran = i;
+    if (ran < previous->insns.size() && previous->valid)
+      resolve(thread, *previous, ran, pc);
+    else
+      markLoss(thread, pc);
+  }
+  if (thread.failed || !check(thread, thread.writer->disable(pc)))
+    return;
+  if (recorder->options.groundTruth)
+    thread.truth.addEvent(
+        TruthEventKind::Disable,
+        thread.truth.insns.empty() ? 0 : thread.truth.insns.back(), pc);
+  thread.enabled = false;
+  flushCount(thread);
+}
+
+void flushStopped() {
+  Recorder &rec = *recorder;
+  std::vector<ThreadRecorder *> threads;
+  {
+    std::lock_guard<std::mutex> lock(rec.mutex);
+    threads = rec.threads;
+  }
+  std::lock_guard<std::mutex> hold(rec.flushLock);
+  for (ThreadRecorder *thread : threads) {
+    flushToStop(*thread, __atomic_load_n(&rec.header->stopPc[thread->index],
+                                         __ATOMIC_ACQUIRE));
+    // The ground truth so far, for every thread the debugger may show (a
+    // finished thread's is final already).
+    if (__atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
+        uint32_t(QemuThreadState::Done))
+      writeTruth(*thread);
+  }
+}
+
+void flusherLoop() {
+  QemuRingHeader &header = *recorder->header;
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t request = __atomic_load_n(&header.flushRequest, __ATOMIC_ACQUIRE);
+    if (request == seen) {
+      timespec timeout{0, 200 * 1000 * 1000};
+      syscall(SYS_futex, &header.flushRequest, FUTEX_WAIT, request, &timeout,
+              nullptr, 0);
+      continue;
+    }
+    seen = request;
+    if (!recorder->forked.load())
+      flushStopped();
+    __atomic_store_n(&header.flushDone, request, __ATOMIC_RELEASE);
+  }
+}
+
+/// Starts the flusher with every signal blocked: QEMU's host signal
+/// handler assumes it runs on a vCPU thread.
+void startFlusher() {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  std::thread(flusherLoop).detach();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 //===-- QEMU callbacks ----------------------------------------------------===//
@@ -750,6 +854,9 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
   ThreadRecorder *thread = current;
   if (!thread)
     return;
+  // A syscall entry may race a debugger's stop (QEMU stops the vCPUs at
+  // their next block, not here).
+  std::lock_guard<std::mutex> hold(rec.flushLock);
   uint32_t state = __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE);
   if (state != uint32_t(QemuThreadState::Running))
     return;
@@ -932,6 +1039,7 @@ void atExit(qemu_plugin_id_t, void *) {
     threads = rec.threads;
   }
   // Other vCPUs are stopped here (QEMU's exit runs exclusively).
+  std::lock_guard<std::mutex> hold(rec.flushLock);
   for (ThreadRecorder *thread : threads)
     if (__atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
         uint32_t(QemuThreadState::Done))
@@ -1154,6 +1262,7 @@ llvm::Error install(int argc, char **argv) {
   // Publish the header last: a reader checks the magic first.
   std::memcpy(header.magic, kQemuRingMagic, sizeof(kQemuRingMagic));
   pthread_atfork(nullptr, nullptr, inForkedChild);
+  startFlusher();
   return llvm::Error::success();
 }
 

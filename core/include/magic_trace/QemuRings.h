@@ -27,6 +27,7 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -77,6 +78,15 @@ struct QemuRingHeader {
   uint32_t reserved1;
   char note[256]; ///< One line from the plugin for the user (e.g. a loss).
   QemuThreadSlot threads[kQemuRingMaxThreads];
+  /// The stop flush (docs/qemu.md, "Snapshots from a debugger"): while a
+  /// debugger holds every guest thread stopped, a reader stores each
+  /// thread's stop address in stopPc[slot], increments flushRequest (a futex
+  /// word) and waits until flushDone equals it. The plugin's flusher thread
+  /// has then written each stopped thread's pending block up to its stop
+  /// address and a TIP.PGD there; the thread resumes with a TIP.PGE.
+  uint32_t flushRequest;
+  uint32_t flushDone;
+  uint64_t stopPc[kQemuRingMaxThreads];
 };
 
 // scripts/bench-qemu.sh reads these offsets directly (no C++ in a shell
@@ -104,6 +114,35 @@ struct QemuRecording {
 /// size, a ring file that is missing or shorter than its header says.
 llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
                                             bool withTruth);
+
+/// The header's counters, read without pausing anyone (for status lines).
+struct QemuRingStatus {
+  uint64_t pid = 0;
+  uint64_t ringSize = 0;
+  uint64_t instructions = 0; ///< Recorded so far, every thread.
+  bool recording = false;
+  bool stopped = false;
+  std::vector<QemuThreadSlot> threads;
+  std::string note;
+};
+llvm::Expected<QemuRingStatus> readQemuRingStatus(llvm::StringRef dir);
+
+/// The stop flush: asks the plugin recording into `dir` to end each
+/// thread's trace at its stop address (`stops`: tid, address; every guest
+/// thread must be stopped by a debugger), waiting at most `deadline`.
+/// Threads not listed, or in a syscall, are left as they are. Fails (one
+/// line) when there is no header or the plugin does not answer in time.
+llvm::Error
+flushQemuRings(llvm::StringRef dir,
+               const std::vector<std::pair<uint64_t, uint64_t>> &stops,
+               std::chrono::milliseconds deadline);
+
+/// The magic-trace plugin's options (KEY=VALUE, in order) in the command
+/// line of the process thread `tid` belongs to, when that process is QEMU
+/// running the plugin (`-plugin .../libmagic-trace-qemu.so,dir=DIR,...`);
+/// false otherwise.
+bool qemuPluginOptionsOf(
+    uint64_t tid, std::vector<std::pair<std::string, std::string>> &options);
 
 } // namespace magic_trace
 

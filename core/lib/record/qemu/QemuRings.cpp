@@ -20,8 +20,10 @@
 #include <chrono>
 #include <cstring>
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <thread>
 #include <unistd.h>
 
@@ -69,6 +71,9 @@ public:
       munmap(address, length);
   }
   uint8_t *bytes() const { return static_cast<uint8_t *>(address); }
+  QemuRingHeader &header() const {
+    return *reinterpret_cast<QemuRingHeader *>(address);
+  }
   uint64_t size() const { return length; }
 
 private:
@@ -181,15 +186,13 @@ void readModules(llvm::StringRef dir, QemuRecording &recording) {
   }
 }
 
-} // namespace
-
-llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
-                                            bool withTruth) {
+/// DIR/header, mapped and checked.
+llvm::Expected<FileMapping> openHeader(llvm::StringRef dir) {
   llvm::Expected<FileMapping> headerMap =
       FileMapping::open(joinPath(dir, "header"), sizeof(QemuRingHeader));
   if (!headerMap)
     return headerMap.takeError();
-  auto &header = *reinterpret_cast<QemuRingHeader *>(headerMap->bytes());
+  const QemuRingHeader &header = headerMap->header();
   if (std::memcmp(header.magic, kQemuRingMagic, sizeof(kQemuRingMagic)) != 0 ||
       header.headerSize != sizeof(QemuRingHeader))
     return llvm::createStringError(
@@ -197,6 +200,109 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
                       "this version (rebuild the plugin and record again)",
                       dir)
             .str());
+  return headerMap;
+}
+
+} // namespace
+
+llvm::Error
+flushQemuRings(llvm::StringRef dir,
+               const std::vector<std::pair<uint64_t, uint64_t>> &stops,
+               std::chrono::milliseconds deadline) {
+  llvm::Expected<FileMapping> headerMap = openHeader(dir);
+  if (!headerMap)
+    return headerMap.takeError();
+  QemuRingHeader &header = headerMap->header();
+  uint32_t count =
+      std::min(__atomic_load_n(&header.threadCount, __ATOMIC_ACQUIRE),
+               kQemuRingMaxThreads);
+  for (uint32_t i = 0; i < count; ++i) {
+    uint64_t pc = 0;
+    for (const auto &[tid, address] : stops)
+      if (tid == header.threads[i].tid)
+        pc = address;
+    __atomic_store_n(&header.stopPc[i], pc, __ATOMIC_RELAXED);
+  }
+  uint32_t request =
+      __atomic_add_fetch(&header.flushRequest, 1u, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, &header.flushRequest, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+  auto end = std::chrono::steady_clock::now() + deadline;
+  while (__atomic_load_n(&header.flushDone, __ATOMIC_ACQUIRE) != request) {
+    if (std::chrono::steady_clock::now() > end)
+      return llvm::createStringError(
+          llvm::formatv("the QEMU recorder in {0} did not end its threads' "
+                        "traces at their stops within {1} ms (the last "
+                        "blocks before the stop are missing; is the "
+                        "process still alive?)",
+                        dir, deadline.count())
+              .str());
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return llvm::Error::success();
+}
+
+llvm::Expected<QemuRingStatus> readQemuRingStatus(llvm::StringRef dir) {
+  llvm::Expected<FileMapping> headerMap = openHeader(dir);
+  if (!headerMap)
+    return headerMap.takeError();
+  const QemuRingHeader &header = headerMap->header();
+  QemuRingStatus status;
+  status.pid = header.pid;
+  status.ringSize = header.ringSize;
+  status.recording = __atomic_load_n(&header.recording, __ATOMIC_ACQUIRE);
+  status.stopped = __atomic_load_n(&header.stopped, __ATOMIC_ACQUIRE);
+  status.note =
+      std::string(header.note, strnlen(header.note, sizeof(header.note)));
+  uint32_t count =
+      std::min(__atomic_load_n(&header.threadCount, __ATOMIC_ACQUIRE),
+               kQemuRingMaxThreads);
+  for (uint32_t i = 0; i < count; ++i) {
+    QemuThreadSlot slot;
+    slot.tid = header.threads[i].tid;
+    slot.state = __atomic_load_n(&header.threads[i].state, __ATOMIC_ACQUIRE);
+    slot.instructions =
+        __atomic_load_n(&header.threads[i].instructions, __ATOMIC_RELAXED);
+    slot.lostInstructions =
+        __atomic_load_n(&header.threads[i].lostInstructions, __ATOMIC_RELAXED);
+    status.instructions += slot.instructions;
+    status.threads.push_back(slot);
+  }
+  return status;
+}
+
+bool qemuPluginOptionsOf(
+    uint64_t tid, std::vector<std::pair<std::string, std::string>> &options) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> cmdline =
+      llvm::MemoryBuffer::getFileAsStream("/proc/" + std::to_string(tid) +
+                                          "/cmdline");
+  if (!cmdline)
+    return false;
+  llvm::SmallVector<llvm::StringRef> args;
+  (*cmdline)->getBuffer().split(args, '\0');
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] != "-plugin" && args[i] != "--plugin")
+      continue;
+    llvm::SmallVector<llvm::StringRef> parts;
+    args[i + 1].split(parts, ',');
+    if (parts.empty() ||
+        !llvm::sys::path::filename(parts[0]).starts_with("libmagic-trace-qemu"))
+      continue;
+    options.clear();
+    for (llvm::StringRef part : llvm::ArrayRef(parts).drop_front()) {
+      auto [key, value] = part.split('=');
+      options.emplace_back(key.str(), value.str());
+    }
+    return true;
+  }
+  return false;
+}
+
+llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
+                                            bool withTruth) {
+  llvm::Expected<FileMapping> headerMap = openHeader(dir);
+  if (!headerMap)
+    return headerMap.takeError();
+  QemuRingHeader &header = headerMap->header();
 
   QemuRecording recording;
   Snapshot &snapshot = recording.snapshot;
