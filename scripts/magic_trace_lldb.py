@@ -7,7 +7,8 @@ dicts (from the commands' --json forms).
     import magic_trace_lldb as mt
     session = mt.Session()
     session.launch("build/test/inputs/hello", stop_at="main")
-    session.attach(backend="emulate")
+    session.attach(backend="emulate")   # or, under QEMU at emulator speed:
+    # session.launch_recorded("build/test/inputs/hello", start="main")
     session.snapshot_on(function="leaf", count=1, output="leaf-%N.fxt")
     snapshots = session.continue_traced()   # [{"number": 1, "path": ...}]
     print(session.report(depth=6))
@@ -20,6 +21,7 @@ LLDB's Python module must be importable: on Debian, PYTHONPATH=
 import json
 import os
 import shlex
+import sys
 
 import lldb
 
@@ -43,6 +45,11 @@ class Session:
             debugger = lldb.SBDebugger.Create(False)
         self.debugger = debugger
         self.debugger.SetAsync(False)
+        if self.owns_debugger:
+            # What LLDB prints on its own (process events, the lines of
+            # snapshots that triggers take as they are hit) goes to stderr:
+            # stdout is the script's.
+            self.debugger.SetOutputFileHandle(sys.stderr, False)
         self.run("plugin load " + shlex.quote(plugin))
 
     def close(self):
@@ -81,6 +88,30 @@ class Session:
         if error.Fail() or process.GetState() != lldb.eStateStopped:
             raise MagicTraceError("cannot launch {}: {}".format(program, error))
         return process
+
+    def launch_recorded(self, program, args=(), start=None,
+                        snapshot_size=None, timer=None, threads=None,
+                        ground_truth=False):
+        """`magic-trace run`: launches `program` under QEMU with the
+        recorder (every thread, at emulator speed) and stops at its first
+        instruction, or at `start`, with recording on."""
+        target = self.debugger.CreateTarget(program)
+        if not target.IsValid():
+            raise MagicTraceError("cannot create a target for " + program)
+        command = "magic-trace run"
+        if start:
+            command += " --start " + shlex.quote(start)
+        if snapshot_size:
+            command += " --snapshot-size " + str(snapshot_size)
+        if timer:
+            command += " --timer-resolution " + timer
+        if threads:
+            command += " --threads " + str(threads)
+        if ground_truth:
+            command += " --ground-truth"
+        if args:
+            command += " -- " + " ".join(shlex.quote(a) for a in args)
+        return self.run(command)
 
     def attach(self, backend="auto", snapshot_size=None, timer=None, threads=None):
         command = "magic-trace attach --backend " + backend

@@ -67,8 +67,9 @@ llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
     return outcome;
   }
   std::vector<std::string> notes;
-  if (llvm::Error error = addThreads(session, process, notes))
-    llvm::consumeError(std::move(error)); // A thread that died is skipped.
+  if (session.perf) // The QEMU recorder finds new threads by itself.
+    if (llvm::Error error = addThreads(session, process, notes))
+      llvm::consumeError(std::move(error)); // A thread that died is skipped.
   lldb::SBThread thread = process.GetSelectedThread();
   outcome.tid = thread.GetThreadID();
   outcome.pc = thread.GetFrameAtIndex(0).GetPC();

@@ -23,7 +23,8 @@ llvm::Error startPerf(Session &session, lldb::SBProcess &process,
                       std::vector<std::string> &notes);
 
 /// Resumes the process until it stops or exits; threads that appeared are
-/// added to the recording at the stop (they were untraced until then).
+/// added to the recording at the stop (they were untraced until then). Also
+/// the qemu backend's resume (its recorder needs nothing at a stop).
 llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
                                     Session &session);
 

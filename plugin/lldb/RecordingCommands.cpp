@@ -10,9 +10,11 @@
 #include "Commands.h"
 #include "EmulateStepper.h"
 #include "PerfBackend.h"
+#include "QemuBackend.h"
 #include "Session.h"
 
 #include "magic_trace/MachineFacts.h"
+#include "magic_trace/QemuRings.h"
 #include "magic_trace/VirtualClock.h"
 
 #include "lldb/API/SBBreakpoint.h"
@@ -23,14 +25,17 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
+
 namespace magic_trace::plugin {
 namespace {
 
 // --- attach --------------------------------------------------------------
 
 const OptionSpec attachOptions[] = {
-    {'b', "backend", true, "auto|perf|emulate",
-     "Recording backend (default auto: perf where Intel PT exists, else "
+    {'b', "backend", true, "auto|perf|qemu|emulate",
+     "Recording backend (default auto: perf where Intel PT exists, qemu "
+     "when the process runs under magic-trace's QEMU recorder, else "
      "emulate)."},
     {'s', "snapshot-size", true, "SIZE",
      "Ring buffer per thread, a power of two (default 4M)."},
@@ -58,8 +63,16 @@ public:
       return failCommand(result,
                          error("no process to trace (start one first, e.g. "
                                "'b main' and 'run')"));
+    std::vector<std::pair<std::string, std::string>> qemuOptions;
+    bool underQemu = qemuOptionsFor(process, qemuOptions);
+    std::string qemuDir;
+    for (const auto &[key, value] : qemuOptions)
+      if (key == "dir")
+        qemuDir = value;
+    // Under QEMU every process is pid 1 to LLDB: its ring directory tells
+    // one launch from the next.
     if (session.attached && session.pid == process.GetProcessID() &&
-        !session.exited && !session.execed)
+        session.qemuDir == qemuDir && !session.exited && !session.execed)
       return failCommand(
           result, error("magic-trace is already attached to process %llu "
                         "(run 'magic-trace detach' first)",
@@ -74,17 +87,50 @@ public:
     if (backend == "auto") {
       MachineFacts facts = probeMachine();
       bool perfWorks = facts.backends.size() > 0 && facts.backends[0].available;
-      note = perfWorks ? " (auto: Intel PT is present)"
-                       : " (auto: " + facts.backends[0].reason + ")";
-      backend = perfWorks ? "perf" : "emulate";
-    } else if (backend != "emulate" && backend != "perf") {
+      if (underQemu) {
+        note = " (auto: the process runs under magic-trace's QEMU recorder)";
+        backend = "qemu";
+      } else {
+        note = perfWorks ? " (auto: Intel PT is present)"
+                         : " (auto: " + facts.backends[0].reason + ")";
+        backend = perfWorks ? "perf" : "emulate";
+      }
+    } else if (backend != "emulate" && backend != "perf" && backend != "qemu") {
       return failCommand(result,
-                         error("unknown backend '%s' (use auto, perf or "
+                         error("unknown backend '%s' (use auto, perf, qemu or "
                                "emulate)",
                                backend.c_str()));
     }
+    if (backend == "qemu" && !underQemu)
+      return failCommand(
+          result, error("the process does not run under magic-trace's QEMU "
+                        "recorder (launch it with 'magic-trace run')"));
+    if (underQemu && backend != "qemu")
+      return failCommand(
+          result, error("the process runs under QEMU, which the %s backend "
+                        "cannot record (use --backend qemu)",
+                        backend.c_str()));
+    QemuRingStatus qemuStatus;
+    if (backend == "qemu") {
+      llvm::Expected<QemuRingStatus> status = readQemuRingStatus(qemuDir);
+      if (!status)
+        return failCommand(result, status.takeError());
+      qemuStatus = *status;
+      if (args->has("snapshot-size") || args->has("timer-resolution") ||
+          args->has("ground-truth"))
+        return failCommand(
+            result, error("under QEMU the ring size, timer and ground truth "
+                          "are set at launch (give them to 'magic-trace "
+                          "run')"));
+    }
 
     PacketWriter::Options writerOptions;
+    if (backend == "qemu") {
+      writerOptions.bufferSize = qemuStatus.ringSize;
+      for (const auto &[key, value] : qemuOptions)
+        if (key == "timer")
+          args->values["timer-resolution"] = value;
+    }
     if (args->has("snapshot-size")) {
       llvm::Expected<uint64_t> size = parseSize(args->get("snapshot-size", ""));
       if (!size)
@@ -149,7 +195,12 @@ public:
     session.exited = false;
     session.execed = false;
     session.keepTruth = args->has("ground-truth") && backend == "emulate";
+    for (const auto &[key, value] : qemuOptions)
+      if (key == "ground-truth" && value != "off" && value != "0")
+        session.keepTruth = backend == "qemu";
     session.pid = process.GetProcessID();
+    session.qemuDir = qemuDir;
+    session.qemuPid = qemuStatus.pid;
     session.backend = backend;
     session.writerOptions = writerOptions;
     session.timerName = timer;
@@ -165,7 +216,8 @@ public:
     session.cpu = session.perf ? probeMachine().cpu : emulatorCpu();
     lldb::SBTarget target = debugger.GetSelectedTarget();
     session.lastModules = captureModules(target);
-    for (uint32_t i = 0; i < process.GetNumThreads() && !session.perf; ++i) {
+    bool recordsRunning = session.perf || backend == "qemu";
+    for (uint32_t i = 0; i < process.GetNumThreads() && !recordsRunning; ++i) {
       uint64_t tid = process.GetThreadAtIndex(i).GetThreadID();
       if (!session.traces(tid))
         continue;
@@ -178,7 +230,8 @@ public:
 
     std::string text;
     llvm::raw_string_ostream os(text);
-    os << "magic-trace: recording process " << session.pid << " with backend "
+    os << "magic-trace: recording process "
+       << (session.qemuPid ? session.qemuPid : session.pid) << " with backend "
        << backend << note << ", " << (writerOptions.bufferSize >> 10)
        << " KiB per thread, timer " << timer << ", threads " << threads << "\n";
     for (const std::string &perfNote : perfNotes)
@@ -186,6 +239,10 @@ public:
     if (session.perf)
       os << "magic-trace: the hardware records while the process runs; "
             "'magic-trace continue' or 'continue' both trace";
+    else if (backend == "qemu")
+      os << "magic-trace: the QEMU recorder records while the process runs: "
+            "'continue', 'next', 'step', 'finish' and 'magic-trace continue' "
+            "all trace";
     else
       os << "warning: under the emulate backend only 'magic-trace continue' "
             "records; a plain 'continue' runs untraced (shown as [untraced])";
@@ -215,7 +272,8 @@ public:
     if (!session.attached)
       os << "magic-trace: not attached\n";
     else
-      os << "magic-trace: recording process " << session.pid << " ("
+      os << "magic-trace: recording process "
+         << (session.qemuPid ? session.qemuPid : session.pid) << " ("
          << session.backend << ", " << (session.writerOptions.bufferSize >> 10)
          << " KiB per thread, timer " << session.timerName << ")"
          << (session.exited ? ", process exited" : "") << "\n";
@@ -229,6 +287,19 @@ public:
       for (uint64_t tid : session.perf->threadIds())
         os << "  thread " << tid << ": Intel PT ring of "
            << (session.perf->bufferSize(tid) >> 10) << " KiB\n";
+    if (session.attached && !session.qemuDir.empty()) {
+      llvm::Expected<QemuRingStatus> status =
+          readQemuRingStatus(session.qemuDir);
+      if (!status)
+        os << "  QEMU recorder: " << llvm::toString(status.takeError()) << "\n";
+      else
+        for (const QemuThreadSlot &slot : status->threads)
+          os << "  thread " << slot.tid << ": " << slot.instructions
+             << " instructions"
+             << (slot.state == uint32_t(QemuThreadState::Done) ? ", exited"
+                                                               : "")
+             << "\n";
+    }
     for (const Trigger &trigger : session.triggers)
       os << "  trigger: breakpoint " << trigger.breakpoint << " ("
          << trigger.description << "), " << trigger.hits << " hits"
@@ -267,6 +338,14 @@ public:
     (*session)->recorders.clear();
     (*session)->perf.reset(); // Closes the perf events and unmaps the rings.
     (*session)->attached = false;
+    if (!(*session)->qemuDir.empty())
+      return succeed(result,
+                     "magic-trace: detached from process " +
+                         std::to_string((*session)->qemuPid) +
+                         " (its QEMU recorder keeps writing its rings until "
+                         "it exits: 'magic-trace attach' takes them up "
+                         "again; snapshots stay available to save and "
+                         "report)");
     return succeed(result, "magic-trace: stopped recording process " +
                                std::to_string((*session)->pid) +
                                " (snapshots stay available to save and "
@@ -334,14 +413,29 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
     printNow(debugger, progressLine(progress));
   };
   uint64_t before = session.stats.instructions;
+  bool qemu = !session.qemuDir.empty();
+  uint64_t qemuBefore = qemu ? qemuInstructions(session) : 0;
+  auto began = std::chrono::steady_clock::now();
   while (true) {
+    session.triggered.clear();
     llvm::Expected<StepOutcome> outcome =
-        session.perf ? runPerf(debugger, session)
-                     : runTraced(debugger, session, progress);
+        session.perf || qemu ? runPerf(debugger, session)
+                             : runTraced(debugger, session, progress);
     if (!outcome)
       return outcome.takeError();
     for (const std::string &note : outcome->notes)
       os << "magic-trace: " << note << "\n";
+    // Triggers of backends that record while the process runs took their
+    // snapshots as they were hit (and printed their lines then).
+    if (json)
+      for (SnapshotRecord *record : session.triggered)
+        os << jsonText(snapshotJson(*record)) << "\n";
+    if (outcome->kind == StepOutcome::Breakpoint && (session.perf || qemu)) {
+      os << "magic-trace: thread " << outcome->tid << " stopped at breakpoint "
+         << outcome->breakpoint << " at " << llvm::format_hex(outcome->pc, 0)
+         << "\n";
+      break;
+    }
     if (outcome->kind == StepOutcome::Breakpoint) {
       Trigger *trigger = findTrigger(session, outcome->breakpoint);
       if (!trigger || !trigger->active()) {
@@ -368,6 +462,7 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
       break;
     }
     if (outcome->kind == StepOutcome::Exited) {
+      session.exited = true;
       os << "magic-trace: process exited with status " << outcome->exitStatus
          << "\n";
       if (llvm::Error error =
@@ -392,6 +487,15 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
     os << "magic-trace: thread " << outcome->tid
        << " stopped: " << outcome->description << "\n";
     break;
+  }
+  if (qemu) {
+    double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+            .count();
+    uint64_t traced = qemuInstructions(session) - qemuBefore;
+    os << "magic-trace: the QEMU recorder traced " << traced
+       << " instructions in " << llvm::format("%.2f", seconds) << " s";
+    return llvm::Error::success();
   }
   uint64_t traced = session.stats.instructions - before;
   os << "magic-trace: traced " << traced << " instructions ("
@@ -442,6 +546,7 @@ public:
 } // namespace
 
 void registerRecordingCommands(lldb::SBCommand &root) {
+  registerRunCommand(root);
   addCommand(
       root, "attach", new AttachCommand(),
       "Start recording the current process (stopped, e.g. at a breakpoint "
@@ -449,7 +554,7 @@ void registerRecordingCommands(lldb::SBCommand &root) {
       "'magic-trace continue' runs.\n\nExample:\n  (lldb) b main\n  (lldb) "
       "run\n  (lldb) magic-trace attach --snapshot-size 1M\n" +
           describeOptions(attachOptions),
-      "magic-trace attach [--backend auto|perf|emulate] [--snapshot-size "
+      "magic-trace attach [--backend auto|perf|qemu|emulate] [--snapshot-size "
       "SIZE] [--timer-resolution low|normal|high] [--threads "
       "all|current|TID,...] [--ground-truth]");
   addCommand(

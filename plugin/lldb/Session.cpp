@@ -1,7 +1,9 @@
 //===- Session.cpp - One debugger's magic-trace recording -----------------===//
 #include "Session.h"
 #include "PerfBackend.h"
+#include "QemuBackend.h"
 
+#include "magic_trace/QemuRings.h"
 #include "magic_trace/TraceWriters.h"
 #include "magic_trace/VirtualClock.h"
 
@@ -54,7 +56,10 @@ public:
   }
   ~TemporaryFiles() {
     for (const std::string &path : paths)
-      llvm::sys::fs::remove(path);
+      if (llvm::sys::fs::is_directory(path))
+        llvm::sys::fs::remove_directories(path);
+      else
+        llvm::sys::fs::remove(path);
   }
 
 private:
@@ -117,6 +122,8 @@ std::string withCommas(uint64_t value) {
 
 } // namespace
 
+void removeAtExit(const std::string &path) { temporaryFiles().add(path); }
+
 bool Session::traces(uint64_t tid) const {
   if (allThreads)
     return true;
@@ -170,6 +177,20 @@ llvm::json::Value Session::statusJson() const {
       threads.push_back(
           llvm::json::Object{{"tid", int64_t(tid)},
                              {"ringBytes", int64_t(perf->bufferSize(tid))}});
+  int64_t recorded = 0;
+  if (!qemuDir.empty()) {
+    llvm::Expected<QemuRingStatus> status = readQemuRingStatus(qemuDir);
+    if (status) {
+      recorded = int64_t(status->instructions);
+      for (const QemuThreadSlot &slot : status->threads)
+        threads.push_back(llvm::json::Object{
+            {"tid", int64_t(slot.tid)},
+            {"instructions", int64_t(slot.instructions)},
+            {"exited", slot.state == uint32_t(QemuThreadState::Done)}});
+    } else {
+      llvm::consumeError(status.takeError());
+    }
+  }
   llvm::json::Array triggerList;
   for (const Trigger &trigger : triggers)
     triggerList.push_back(
@@ -186,7 +207,7 @@ llvm::json::Value Session::statusJson() const {
   double rate = stats.seconds > 0 ? stats.instructions / stats.seconds : 0;
   return llvm::json::Object{
       {"attached", attached},
-      {"pid", int64_t(pid)},
+      {"pid", int64_t(qemuPid ? qemuPid : pid)},
       {"backend", backend},
       {"snapshotSize", int64_t(writerOptions.bufferSize)},
       {"timerResolution", timerName},
@@ -198,7 +219,8 @@ llvm::json::Value Session::statusJson() const {
                           {"steps", int64_t(stats.steps)},
                           {"seconds", stats.seconds},
                           {"instructionsPerSecond", rate}}},
-      {"exited", exited}};
+      {"exited", exited},
+      {"recorderInstructions", recorded}};
 }
 
 Session &sessionFor(lldb::SBDebugger &debugger) {
@@ -296,14 +318,17 @@ std::vector<ThreadStop> captureStop(lldb::SBProcess &process,
   return stops;
 }
 
-llvm::Expected<SnapshotRecord *>
-takeSnapshot(lldb::SBDebugger &debugger, Session &session,
-             uint64_t triggeredTid, std::string reason, std::string path) {
+llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
+                                              Session &session,
+                                              uint64_t triggeredTid,
+                                              std::string reason,
+                                              std::string path, bool stopped) {
   lldb::SBTarget target = debugger.GetSelectedTarget();
   lldb::SBProcess process = target.GetProcess();
   // After an exec the process runs another program: the trace's modules
   // and stacks are the ones seen before it.
-  bool alive = process.IsValid() && process.GetState() == lldb::eStateStopped &&
+  bool alive = process.IsValid() &&
+               (stopped || process.GetState() == lldb::eStateStopped) &&
                !session.execed;
 
   auto record = std::make_unique<SnapshotRecord>();
@@ -322,6 +347,10 @@ takeSnapshot(lldb::SBDebugger &debugger, Session &session,
   if (session.perf)
     if (llvm::Error error = fillPerfSnapshot(session, snapshot))
       return std::move(error);
+  if (!session.qemuDir.empty())
+    if (llvm::Error error =
+            fillQemuSnapshot(session, process, alive, snapshot, record->truth))
+      return std::move(error);
   for (auto &[tid, recorder] : session.recorders) {
     if (!recorder.writer || recorder.writer->buffer().written() == 0)
       continue;
@@ -335,8 +364,10 @@ takeSnapshot(lldb::SBDebugger &debugger, Session &session,
   }
   if (snapshot.threads.empty())
     return llvm::createStringError(
-        "nothing recorded yet (run 'magic-trace continue' first: under the "
-        "emulate backend only that command records)");
+        session.backend == "emulate"
+            ? "nothing recorded yet (run 'magic-trace continue' first: under "
+              "the emulate backend only that command records)"
+            : "nothing recorded yet (continue the process first)");
   if (alive)
     snapshot.stop = captureStop(process, session, triggeredTid);
 

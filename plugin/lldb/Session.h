@@ -84,6 +84,13 @@ struct Session {
   std::string backend; ///< "emulate" or "perf".
   /// The perf backend's recorder (backend "perf" only).
   std::unique_ptr<PerfRecorder> perf;
+  /// The QEMU recorder's ring directory (backend "qemu" only), and the QEMU
+  /// process's pid (LLDB's gdb-remote connection to QEMU reports pid 1).
+  std::string qemuDir;
+  uint64_t qemuPid = 0;
+  /// Snapshots trigger callbacks took since the last command resumed the
+  /// process (backends that record while it runs).
+  std::vector<SnapshotRecord *> triggered;
   PacketWriter::Options writerOptions;
   std::string timerName = "normal";
   /// Which threads to trace; empty with allThreads false means the thread
@@ -119,6 +126,10 @@ struct Session {
   llvm::json::Value statusJson() const;
 };
 
+/// Removes `path` (a directory this plugin made, with its files) when the
+/// debugger exits.
+void removeAtExit(const std::string &path);
+
 /// The session of `debugger`, created on first use.
 Session &sessionFor(lldb::SBDebugger &debugger);
 
@@ -135,9 +146,12 @@ std::vector<ThreadStop> captureStop(lldb::SBProcess &process,
 /// Builds the Snapshot (ring bytes of every recorder, modules, stop context),
 /// runs the pipeline, writes `path` when not empty, and records it. Writers
 /// must already be disabled (the stepper does that at every stop).
+/// `stopped`: the process is stopped even if its public state does not say
+/// so yet (in a breakpoint callback).
 llvm::Expected<SnapshotRecord *>
 takeSnapshot(lldb::SBDebugger &debugger, Session &session,
-             uint64_t triggeredTid, std::string reason, std::string path);
+             uint64_t triggeredTid, std::string reason, std::string path,
+             bool stopped = false);
 
 /// The line printed for a snapshot: "magic-trace: snapshot N: thread T,
 /// SPAN, C calls, E errors -> FILE (open in ui.perfetto.dev)".

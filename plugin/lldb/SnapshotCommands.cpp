@@ -6,6 +6,7 @@
 #include "CommandArgs.h"
 #include "CommandSupport.h"
 #include "Commands.h"
+#include "QemuBackend.h"
 #include "Session.h"
 
 #include "lldb/API/SBBreakpoint.h"
@@ -127,14 +128,18 @@ public:
       created = false;
       trigger.description = "breakpoint " + std::to_string(id);
     }
-    if (!breakpoint.IsValid() || breakpoint.GetNumLocations() == 0) {
+    // A function or line of a library not loaded yet (a process stopped at
+    // its first instruction has none): pending, as LLDB's own breakpoints.
+    bool pending = breakpoint.IsValid() && breakpoint.GetNumLocations() == 0 &&
+                   created && !args->has("address");
+    if (!breakpoint.IsValid() ||
+        (breakpoint.GetNumLocations() == 0 && !pending)) {
       if (breakpoint.IsValid() && created)
         target.BreakpointDelete(breakpoint.GetID());
-      return failCommand(
-          result, error("%s matches no code in the target (check the "
-                        "spelling; for a library loaded later, set a pending "
-                        "breakpoint with 'breakpoint set' and pass its id)",
-                        trigger.description.c_str()));
+      return failCommand(result,
+                         error("%s matches no code in the target (check the "
+                               "address)",
+                               trigger.description.c_str()));
     }
     if (args->has("count")) {
       llvm::Expected<unsigned> count =
@@ -148,8 +153,16 @@ public:
     trigger.continueAfter = args->has("continue");
     trigger.pattern = args->get("output", "magic-trace-%N.fxt");
     (*session)->triggers.push_back(trigger);
+    bool recordsRunning =
+        (*session)->backend == "qemu" || (*session)->backend == "perf";
+    if (recordsRunning)
+      armTrigger(debugger, breakpoint);
     std::string text;
     llvm::raw_string_ostream os(text);
+    if (pending)
+      os << "warning: " << trigger.description
+         << " matches no code yet: the trigger waits for a library that has "
+            "it to load (check the spelling)\n";
     os << "magic-trace: snapshot on breakpoint " << trigger.breakpoint << " ("
        << trigger.description << ", " << breakpoint.GetNumLocations()
        << (breakpoint.GetNumLocations() == 1 ? " location" : " locations")
@@ -158,7 +171,9 @@ public:
       os << ", " << trigger.count << (trigger.count == 1 ? " hit" : " hits");
     if (trigger.continueAfter)
       os << ", continuing after each";
-    os << "; run 'magic-trace continue'";
+    os << (recordsRunning ? "; continue as usual (any command that resumes "
+                            "the process records)"
+                          : "; run 'magic-trace continue'");
     return succeed(result, text);
   }
 };
@@ -176,7 +191,9 @@ void registerSnapshotCommands(lldb::SBCommand &root) {
   addCommand(
       root, "snapshot-on", new SnapshotOnCommand(),
       "Take a snapshot whenever a breakpoint is hit (any thread) during "
-      "'magic-trace continue', and print one line: snapshot number, thread, "
+      "'magic-trace continue' (with the qemu and perf backends, during any "
+      "command that resumes the process), and print one line: snapshot number, "
+      "thread, "
       "time span, calls, errors, file.\n\nExample:\n  (lldb) magic-trace "
       "snapshot-on -n handle_order --count 2 -o order-%N.fxt\n" +
           describeOptions(snapshotOnOptions),

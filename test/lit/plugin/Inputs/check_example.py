@@ -24,7 +24,8 @@ for line in result["report"].splitlines():
 assert frames and frames[-1][1] == "leaf", frames
 middle = [depth for depth, name in frames if name == "middle"]
 assert middle and middle[-1] + 2 == frames[-1][0], frames
-assert result["instructionsPerSecond"] > 0
+# The stepper's speed (the QEMU recorder is not the stepper).
+assert result["backend"] == "qemu" or result["instructionsPerSecond"] > 0
 check = subprocess.run(["magic-trace-fxt-check", snapshot["path"]],
                        capture_output=True, text=True)
 assert check.returncode == 0, check.stderr

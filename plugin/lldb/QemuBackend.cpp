@@ -1,0 +1,466 @@
+//===- QemuBackend.cpp - Recording under QEMU from LLDB -------------------===//
+#include "QemuBackend.h"
+#include "CommandArgs.h"
+#include "CommandSupport.h"
+#include "Commands.h"
+
+#include "magic_trace/QemuRings.h"
+
+#include "lldb/API/SBAddress.h"
+#include "lldb/API/SBBreakpointLocation.h"
+#include "lldb/API/SBCommandInterpreter.h"
+#include "lldb/API/SBCommandReturnObject.h"
+#include "lldb/API/SBError.h"
+#include "lldb/API/SBFileSpec.h"
+#include "lldb/API/SBFrame.h"
+#include "lldb/API/SBFunction.h"
+#include "lldb/API/SBLaunchInfo.h"
+#include "lldb/API/SBModule.h"
+#include "lldb/API/SBPlatform.h"
+#include "lldb/API/SBProcess.h"
+#include "lldb/API/SBSymbol.h"
+#include "lldb/API/SBSymbolContext.h"
+#include "lldb/API/SBSymbolContextList.h"
+#include "lldb/API/SBTarget.h"
+#include "lldb/API/SBThread.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <dlfcn.h>
+
+namespace magic_trace::plugin {
+
+bool qemuOptionsFor(lldb::SBProcess &process,
+                    std::vector<std::pair<std::string, std::string>> &options) {
+  // Thread ids are host thread ids under QEMU (its gdbstub reports them);
+  // the process id LLDB shows is not.
+  for (uint32_t i = 0; i < process.GetNumThreads(); ++i)
+    if (qemuPluginOptionsOf(process.GetThreadAtIndex(i).GetThreadID(), options))
+      return true;
+  return false;
+}
+
+llvm::Error fillQemuSnapshot(Session &session, lldb::SBProcess &process,
+                             bool alive, Snapshot &snapshot,
+                             std::vector<ThreadTruth> &truth) {
+  if (alive) {
+    std::vector<std::pair<uint64_t, uint64_t>> stops;
+    for (uint32_t i = 0; i < process.GetNumThreads(); ++i) {
+      lldb::SBThread thread = process.GetThreadAtIndex(i);
+      stops.emplace_back(thread.GetThreadID(),
+                         thread.GetFrameAtIndex(0).GetPC());
+    }
+    // With --ground-truth the recorder also writes every instruction so
+    // far (8 bytes each): a test's wait, not a user's.
+    std::chrono::milliseconds deadline(session.keepTruth ? 120000 : 2000);
+    if (llvm::Error error = flushQemuRings(session.qemuDir, stops, deadline))
+      return error;
+  }
+  llvm::Expected<QemuRecording> recording =
+      readQemuRings(session.qemuDir, session.keepTruth);
+  if (!recording)
+    return recording.takeError();
+  snapshot.pid = recording->snapshot.pid;
+  snapshot.cpu = recording->snapshot.cpu;
+  snapshot.time = recording->snapshot.time;
+  snapshot.timing = recording->snapshot.timing;
+  for (size_t i = 0; i < recording->snapshot.threads.size(); ++i) {
+    ThreadTrace &trace = recording->snapshot.threads[i];
+    if (!session.traces(trace.tid) || trace.bytes.empty())
+      continue;
+    if (i < recording->truth.size())
+      truth.push_back(std::move(recording->truth[i]));
+    snapshot.threads.push_back(std::move(trace));
+  }
+  return llvm::Error::success();
+}
+
+uint64_t qemuInstructions(const Session &session) {
+  llvm::Expected<QemuRingStatus> status = readQemuRingStatus(session.qemuDir);
+  if (!status) {
+    llvm::consumeError(status.takeError());
+    return 0;
+  }
+  return status->instructions;
+}
+
+// --- triggers ------------------------------------------------------------
+
+namespace {
+
+/// A snapshot-on breakpoint was hit (LLDB's private state thread, the
+/// process stopped): take the trigger's snapshot. Returns whether the
+/// process stays stopped.
+bool triggerHit(void *baton, lldb::SBProcess &process, lldb::SBThread &thread,
+                lldb::SBBreakpointLocation &location) {
+  lldb::SBDebugger debugger = lldb::SBDebugger::FindDebuggerWithID(
+      static_cast<int>(reinterpret_cast<uintptr_t>(baton)));
+  if (!debugger.IsValid())
+    return true;
+  Session &session = sessionFor(debugger);
+  if (!session.attached || session.pid != process.GetProcessID() ||
+      (session.backend != "qemu" && session.backend != "perf"))
+    return true;
+  lldb::break_id_t id = location.GetBreakpoint().GetID();
+  Trigger *trigger = nullptr;
+  for (Trigger &candidate : session.triggers)
+    if (candidate.breakpoint == id)
+      trigger = &candidate;
+  if (!trigger || !trigger->active())
+    return true;
+  ++trigger->hits;
+  std::string path =
+      expandPattern(trigger->pattern, session.snapshots.size() + 1);
+  llvm::Expected<SnapshotRecord *> record =
+      takeSnapshot(debugger, session, thread.GetThreadID(),
+                   "breakpoint " + std::to_string(id), path, true);
+  if (!record) {
+    printNow(debugger, "error: magic-trace: snapshot at breakpoint " +
+                           std::to_string(id) +
+                           " failed: " + llvm::toString(record.takeError()));
+    return true;
+  }
+  session.triggered.push_back(*record);
+  printNow(debugger, snapshotLine(**record));
+  if (!trigger->active()) {
+    lldb::SBBreakpoint breakpoint = location.GetBreakpoint();
+    breakpoint.SetEnabled(false);
+  }
+  return !trigger->continueAfter;
+}
+
+} // namespace
+
+void armTrigger(lldb::SBDebugger &debugger, lldb::SBBreakpoint &breakpoint) {
+  breakpoint.SetCallback(triggerHit,
+                         reinterpret_cast<void *>(uintptr_t(debugger.GetID())));
+}
+
+// --- run -----------------------------------------------------------------
+
+namespace {
+
+const OptionSpec runOptions[] = {
+    {'s', "snapshot-size", true, "SIZE",
+     "Ring buffer per thread, a power of two (default 4M)."},
+    {'t', "timer-resolution", true, "low|normal|high",
+     "Timing packets: TSC only, +MTC/CYC, +every return as TIP."},
+    {'S', "start", true, "SYMBOL",
+     "Run to this function (a one-shot breakpoint) instead of stopping at "
+     "the program's first instruction."},
+    {'T', "threads", true, "all|current|TID,...",
+     "Threads to trace (default all)."},
+    {'g', "ground-truth", false, nullptr,
+     "Also keep every executed address, which 'save --format bundle' "
+     "writes as groundtruth/ (for tests; 8 bytes an instruction)."},
+};
+
+/// libmagic-trace-qemu.so: MT_QEMU_PLUGIN, else beside this plugin.
+llvm::Expected<std::string> qemuPluginPath() {
+  if (const char *path = std::getenv("MT_QEMU_PLUGIN"))
+    return std::string(path);
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void *>(&qemuPluginPath), &info) == 0 ||
+      !info.dli_fname)
+    return error("cannot find where the magic-trace LLDB plugin was loaded "
+                 "from (set MT_QEMU_PLUGIN to libmagic-trace-qemu.so)");
+  llvm::SmallString<256> path(llvm::sys::path::parent_path(info.dli_fname));
+  llvm::sys::path::append(path, "libmagic-trace-qemu.so");
+  if (!llvm::sys::fs::exists(path))
+    return error("%s is missing (build it: it is built with the LLDB plugin; "
+                 "or set MT_QEMU_PLUGIN)",
+                 path.c_str());
+  return std::string(path);
+}
+
+/// qemu-x86_64: MT_QEMU, else from PATH.
+llvm::Expected<std::string> qemuPath() {
+  if (const char *path = std::getenv("MT_QEMU")) {
+    if (!llvm::sys::fs::can_execute(path))
+      return error("MT_QEMU=%s is not an executable (unset it, or install "
+                   "Debian's qemu-user package: apt-get install qemu-user)",
+                   path);
+    return std::string(path);
+  }
+  llvm::ErrorOr<std::string> found =
+      llvm::sys::findProgramByName("qemu-x86_64");
+  if (!found)
+    return error("qemu-x86_64 is not installed: install Debian's qemu-user "
+                 "package (apt-get install qemu-user), or record without it "
+                 "with 'magic-trace attach'");
+  return *found;
+}
+
+bool runCommand(lldb::SBDebugger &debugger, const std::string &command,
+                std::string &failure) {
+  lldb::SBCommandReturnObject result;
+  debugger.GetCommandInterpreter().HandleCommand(command.c_str(), result);
+  if (result.Succeeded())
+    return true;
+  failure = result.GetError() ? result.GetError() : command;
+  failure = llvm::StringRef(failure).trim().str();
+  return false;
+}
+
+/// Quotes `text` for LLDB's command line.
+std::string quoted(llvm::StringRef text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+/// The selected target, on LLDB's qemu-user platform: a target made for the
+/// host is made again for qemu-user (same executable, launch settings and
+/// breakpoints; LLDB fixes a target's platform when it creates it).
+llvm::Expected<lldb::SBTarget> qemuTarget(lldb::SBDebugger &debugger,
+                                          std::string &note) {
+  lldb::SBTarget target = debugger.GetSelectedTarget();
+  const char *name = target.GetPlatform().GetName();
+  if (name && llvm::StringRef(name) == "qemu-user")
+    return target;
+  char exe[4096];
+  if (!target.GetExecutable().GetPath(exe, sizeof(exe)))
+    return error("the target has no executable (create one with 'file "
+                 "PROGRAM')");
+  llvm::SmallString<128> saved;
+  llvm::sys::fs::createTemporaryFile("magic-trace-breakpoints", "json", saved);
+  lldb::SBFileSpec savedSpec(saved.c_str(), false);
+  bool haveBreakpoints = target.GetNumBreakpoints() > 0;
+  if (haveBreakpoints && target.BreakpointsWriteToFile(savedSpec).Fail())
+    haveBreakpoints = false;
+  lldb::SBLaunchInfo launch = target.GetLaunchInfo();
+  lldb::SBError error;
+  lldb::SBTarget made =
+      debugger.CreateTarget(exe, nullptr, "qemu-user", true, error);
+  if (!made.IsValid() || error.Fail()) {
+    llvm::sys::fs::remove(saved);
+    return llvm::createStringError(
+        "cannot create a qemu-user target for %s: %s", exe,
+        error.GetCString() ? error.GetCString() : "unknown error");
+  }
+  made.SetLaunchInfo(launch);
+  if (haveBreakpoints) {
+    lldb::SBBreakpointList created(made);
+    made.BreakpointsCreateFromFile(savedSpec, created);
+  }
+  llvm::sys::fs::remove(saved);
+  debugger.DeleteTarget(target);
+  debugger.SetSelectedTarget(made);
+  note = "the target now uses LLDB's qemu-user platform (breakpoints "
+         "and launch settings carried over)";
+  return made;
+}
+
+class RunCommand : public lldb::SBCommandPluginInterface {
+public:
+  bool DoExecute(lldb::SBDebugger debugger, char **command,
+                 lldb::SBCommandReturnObject &result) override {
+    llvm::Expected<ParsedArgs> args = parseArgs(command, runOptions, "run");
+    if (!args)
+      return failCommand(result, args.takeError());
+    lldb::SBTarget target = debugger.GetSelectedTarget();
+    if (!target.IsValid() || !target.GetExecutable().IsValid())
+      return failCommand(result,
+                         error("no target to run (create one first: 'file "
+                               "PROGRAM', then 'magic-trace run')"));
+    lldb::SBProcess old = target.GetProcess();
+    if (old.IsValid() && old.GetState() != lldb::eStateExited &&
+        old.GetState() != lldb::eStateDetached &&
+        old.GetState() != lldb::eStateInvalid)
+      return failCommand(result,
+                         error("the target already has a process (kill it with "
+                               "'process kill' first, or record it with "
+                               "'magic-trace attach')"));
+    uint64_t size = 4 << 20;
+    if (args->has("snapshot-size")) {
+      llvm::Expected<uint64_t> parsed =
+          parseSize(args->get("snapshot-size", ""));
+      if (!parsed)
+        return failCommand(result, parsed.takeError());
+      size = *parsed;
+    }
+    std::string timer = args->get("timer-resolution", "normal");
+    if (timer != "low" && timer != "normal" && timer != "high")
+      return failCommand(result, error("unknown timer resolution '%s' (use "
+                                       "low, normal or high)",
+                                       timer.c_str()));
+    llvm::Expected<std::string> qemu = qemuPath();
+    if (!qemu)
+      return failCommand(result, qemu.takeError());
+    llvm::Expected<std::string> plugin = qemuPluginPath();
+    if (!plugin)
+      return failCommand(result, plugin.takeError());
+
+    // One ring directory per launch, removed when the debugger exits.
+    llvm::SmallString<128> dir;
+    llvm::sys::path::system_temp_directory(true, dir);
+    llvm::sys::path::append(dir, "magic-trace-qemu-%%%%%%");
+    llvm::SmallString<128> unique;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory(dir.str(), unique))
+      return failCommand(result,
+                         error("cannot create a ring directory in the temp "
+                               "directory: %s (check TMPDIR)",
+                               ec.message().c_str()));
+    removeAtExit(unique.str().str());
+
+    // Recording starts at --start when it is a function of the program (the
+    // recorder reads only the program's symbols), else at the first
+    // instruction.
+    std::string startSymbol;
+    if (args->has("start")) {
+      std::string symbol = args->get("start", "");
+      lldb::SBSymbolContextList found = target.FindFunctions(symbol.c_str());
+      for (uint32_t i = 0; i < found.GetSize() && startSymbol.empty(); ++i) {
+        lldb::SBSymbolContext context = found.GetContextAtIndex(i);
+        lldb::SBAddress entry = context.GetFunction().IsValid()
+                                    ? context.GetFunction().GetStartAddress()
+                                    : context.GetSymbol().GetStartAddress();
+        // The recorder takes a link-time address of the program.
+        if (context.GetModule().GetFileSpec() == target.GetExecutable() &&
+            entry.IsValid())
+          startSymbol = llvm::formatv("{0:x}", entry.GetFileAddress()).str();
+      }
+    }
+    std::string pluginArgs = *plugin + ",dir=" + unique.str().str() +
+                             ",size=" + std::to_string(size) +
+                             ",timer=" + timer + ",start=" + startSymbol;
+    if (timer == "high")
+      pluginArgs += ",noretcomp=on";
+    if (args->has("ground-truth"))
+      pluginArgs += ",ground-truth=on";
+    std::string failure;
+    if (!runCommand(debugger,
+                    "settings set platform.plugin.qemu-user.architecture "
+                    "x86_64",
+                    failure) ||
+        !runCommand(debugger,
+                    "settings set platform.plugin.qemu-user.emulator-path " +
+                        quoted(*qemu),
+                    failure) ||
+        !runCommand(debugger,
+                    "settings set -- platform.plugin.qemu-user.emulator-args "
+                    "-plugin " +
+                        quoted(pluginArgs),
+                    failure))
+      return failCommand(result,
+                         error("cannot set up LLDB's qemu-user platform: %s",
+                               failure.c_str()));
+    std::string note;
+    llvm::Expected<lldb::SBTarget> made = qemuTarget(debugger, note);
+    if (!made)
+      return failCommand(result, made.takeError());
+    target = *made;
+
+    lldb::SBBreakpoint start;
+    bool toStart = args->has("start");
+    if (toStart) {
+      std::string symbol = args->get("start", "");
+      start = target.BreakpointCreateByName(symbol.c_str());
+      if (!start.IsValid() || start.GetNumLocations() == 0) {
+        if (start.IsValid())
+          target.BreakpointDelete(start.GetID());
+        return failCommand(result, error("--start %s matches no code in the "
+                                         "target (check the spelling)",
+                                         symbol.c_str()));
+      }
+      start.SetOneShot(true);
+    }
+
+    lldb::SBLaunchInfo launch = target.GetLaunchInfo();
+    if (!args->positional.empty()) {
+      std::vector<const char *> argv;
+      for (const std::string &arg : args->positional)
+        argv.push_back(arg.c_str());
+      argv.push_back(nullptr);
+      launch.SetArguments(argv.data(), false);
+    }
+    launch.SetLaunchFlags(launch.GetLaunchFlags() |
+                          lldb::eLaunchFlagStopAtEntry);
+    bool wasAsync = debugger.GetAsync();
+    debugger.SetAsync(false);
+    lldb::SBError launchError;
+    lldb::SBProcess process = target.Launch(launch, launchError);
+    if (process.IsValid() && launchError.Success() && toStart &&
+        process.GetState() == lldb::eStateStopped)
+      launchError = process.Continue();
+    debugger.SetAsync(wasAsync);
+    if (!process.IsValid() || launchError.Fail())
+      return failCommand(
+          result, error("cannot launch under %s: %s", qemu->c_str(),
+                        launchError.GetCString() ? launchError.GetCString()
+                                                 : "unknown error"));
+    if (process.GetState() != lldb::eStateStopped)
+      return failCommand(result,
+                         error("the program %s before it could be traced "
+                               "(exit status %d)",
+                               process.GetState() == lldb::eStateExited
+                                   ? "exited"
+                                   : "did not stop",
+                               process.GetExitStatus()));
+
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    if (!note.empty())
+      os << "magic-trace: " << note << "\n";
+    os << "magic-trace: launched " << target.GetExecutable().GetFilename()
+       << " under " << *qemu << " with the magic-trace recorder (rings in "
+       << unique << ")";
+    if (toStart)
+      os << ", stopped at " << args->get("start", "")
+         << (startSymbol.empty() ? " (recording since the first instruction)"
+                                 : " (recording from there)");
+    else
+      os << ", stopped at its first instruction";
+    os << "\n";
+    std::string attach = "magic-trace attach --backend qemu";
+    if (args->has("threads"))
+      attach += " --threads " + quoted(args->get("threads", ""));
+    lldb::SBCommandReturnObject attached;
+    debugger.GetCommandInterpreter().HandleCommand(attach.c_str(), attached);
+    if (!attached.Succeeded()) {
+      result.Printf("%s", text.c_str());
+      return failCommand(
+          result,
+          error("%s",
+                llvm::StringRef(attached.GetError() ? attached.GetError() : "")
+                    .trim()
+                    .str()
+                    .c_str()));
+    }
+    os << llvm::StringRef(attached.GetOutput()).rtrim();
+    return succeed(result, text);
+  }
+};
+
+} // namespace
+
+void registerRunCommand(lldb::SBCommand &root) {
+  addCommand(
+      root, "run", new RunCommand(),
+      "Launch the target under QEMU (qemu-x86_64) with magic-trace's "
+      "recorder, which writes Intel PT of every thread at emulator speed "
+      "(no Intel PT hardware needed), and stop at its first instruction "
+      "(or at --start) with recording on. Then set breakpoints and "
+      "snapshot-on triggers and 'continue' as usual: the recorder runs "
+      "whatever resumes the process.\n\nExample:\n  (lldb) file ./server\n  "
+      "(lldb) magic-trace run --start main -- --port 8080\n  (lldb) "
+      "magic-trace snapshot-on -n handle_order\n  (lldb) continue\n" +
+          describeOptions(runOptions),
+      "magic-trace run [--snapshot-size SIZE] [--timer-resolution "
+      "low|normal|high] [--start SYMBOL] [--threads all|current|TID,...] "
+      "[--ground-truth] [-- ARGS...]");
+}
+
+} // namespace magic_trace::plugin

@@ -1,0 +1,53 @@
+//===- QemuBackend.h - Recording under QEMU from LLDB -----------*- C++ -*-===//
+//
+// The qemu backend: the process runs under qemu-x86_64 with magic-trace's
+// TCG plugin (plugin/qemu/), launched through LLDB's qemu-user platform by
+// `magic-trace run`. The plugin records every thread into shared-memory
+// rings while the process runs, so a plain continue records; a snapshot
+// asks the plugin to end each stopped thread's trace at its stop (the stop
+// flush, QemuRings.h) and copies the rings. docs/qemu.md, "From LLDB".
+//
+// Also the trigger callbacks of backends that record while the process
+// runs (qemu, perf): a snapshot-on breakpoint takes its snapshot when it is
+// hit, whichever command resumed the process.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PLUGIN_QEMUBACKEND_H
+#define MAGIC_TRACE_PLUGIN_QEMUBACKEND_H
+
+#include "Session.h"
+
+#include "lldb/API/SBBreakpoint.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace magic_trace::plugin {
+
+/// The plugin's options when `process` runs under magic-trace's QEMU
+/// recorder (found from the command line of any of its threads); false
+/// for a native process.
+bool qemuOptionsFor(lldb::SBProcess &process,
+                    std::vector<std::pair<std::string, std::string>> &options);
+
+/// Fills the snapshot's threads, CPU, clock and (with --ground-truth) the
+/// recorder's ground truth from the session's rings; when `alive`, first
+/// ends each stopped thread's trace at its PC. Errors are one line.
+llvm::Error fillQemuSnapshot(Session &session, lldb::SBProcess &process,
+                             bool alive, Snapshot &snapshot,
+                             std::vector<ThreadTruth> &truth);
+
+/// Instructions the QEMU recorder has recorded so far (every thread).
+uint64_t qemuInstructions(const Session &session);
+
+/// Makes `breakpoint`'s hits take the trigger's snapshot as they happen
+/// (backends that record while the process runs).
+void armTrigger(lldb::SBDebugger &debugger, lldb::SBBreakpoint &breakpoint);
+
+/// `magic-trace run` (registered with the recording commands).
+void registerRunCommand(lldb::SBCommand &root);
+
+} // namespace magic_trace::plugin
+
+#endif
