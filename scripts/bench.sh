@@ -8,7 +8,11 @@
 #      4 MiB ring ("wrap4M") with magic-trace-decode-bench --save;
 #   3. times whole processes with /usr/bin/time (wall, user+sys CPU, peak
 #      RSS): the raw libipt block-decoder loop (the baseline) vs our decode,
-#      decode+symbolize and the full pipeline to .fxt, 1 and 2 threads;
+#      decode+symbolize and the full pipeline to .fxt, 1 and 2 threads, and
+#      Linux perf's `perf script --itrace=cr` and `--call-trace` on the same
+#      bytes (magic-trace-perfdata writes them as a perf.data); on these
+#      bundles and on a real-hardware one (../shared/realpt/mruby, kAFL) and
+#      a QEMU-recorder one ("qemu30M", 30 M instructions);
 #      LLDB's `thread trace dump function-calls` / `dump info` on "1M" vs
 #      magic-trace-decode -o out.fxt; magic-trace-symbolize vs
 #      llvm-symbolizer-22 --inlining on the trace's distinct addresses;
@@ -17,7 +21,11 @@
 # MT_BENCH_ROUNDS (bench_deep rounds, 950 ~ 1 M instructions),
 # MT_BENCH_SMALL_ROUNDS (280 ~ 300 k instructions, where LLDB finishes),
 # MT_BENCH_INSNS (10000000), MT_BENCH_LLDB_TIMEOUT (seconds, 240),
-# MT_BENCH_LLDB_VMEM_GB (address-space cap for lldb, 14), MT_BENCH_DOC.
+# MT_BENCH_LLDB_VMEM_GB (address-space cap for lldb, 14), MT_BENCH_DOC,
+# MT_BENCH_REALPT (the real-hardware bundle, ../shared/realpt/mruby; skipped
+# when missing), MT_BENCH_QEMU_INSNS (30000000; 0 skips the QEMU bundle),
+# MT_BENCH_PIPELINE_RUNS (3: full-pipeline runs per thread count, median),
+# PERF (perf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,6 +41,10 @@ DOC=${MT_BENCH_DOC:-docs/performance.md}
 WRAP_BYTES=$((4 * 1024 * 1024))
 LLDB=${LLDB:-lldb-22}
 LLVM_SYMBOLIZER=${LLVM_SYMBOLIZER:-llvm-symbolizer-22}
+PERF=${PERF:-perf}
+REALPT=${MT_BENCH_REALPT:-../shared/realpt/mruby}
+QEMU_INSNS=${MT_BENCH_QEMU_INSNS:-30000000}
+PIPELINE_RUNS=${MT_BENCH_PIPELINE_RUNS:-3}
 
 die() {
   echo "bench.sh: error: $*" >&2
@@ -40,7 +52,8 @@ die() {
 }
 
 for tool in magic-trace-emulate magic-trace-decode magic-trace-decode-bench \
-  magic-trace-stage-bench magic-trace-symbolize magic-trace-fxt-check; do
+  magic-trace-stage-bench magic-trace-symbolize magic-trace-fxt-check \
+  magic-trace-perfdata; do
   [ -x "$BIN/$tool" ] || die "$BIN/$tool is missing (run ./scripts/build.sh)"
 done
 [ -x "$PROGRAM" ] || die "$PROGRAM is missing (run ./scripts/build.sh)"
@@ -48,6 +61,8 @@ done
 command -v "$LLDB" >/dev/null || die "$LLDB not found (set LLDB=...)"
 command -v "$LLVM_SYMBOLIZER" >/dev/null ||
   die "$LLVM_SYMBOLIZER not found (set LLVM_SYMBOLIZER=...)"
+command -v "$PERF" >/dev/null ||
+  die "$PERF not found (apt-get install linux-perf, or set PERF=...)"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mt-bench.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
@@ -115,18 +130,67 @@ WRAP_REPEAT=$((WRAP_BYTES / SMALL_BYTES + 2))
 run "save wrap4M" "$TMP/save.out" "$BIN/magic-trace-decode-bench" "$TMP/1M" \
   --repeat "$WRAP_REPEAT" --save "$TMP/wrap4M" --wrap-bytes "$WRAP_BYTES"
 must "magic-trace-decode-bench --save --wrap-bytes"
+BUNDLES=(10M 10Mx2 wrap4M)
+if [ -f "$REALPT/trace.json" ]; then
+  ln -s "$(cd "$REALPT" && pwd)" "$TMP/mruby"
+  BUNDLES+=(mruby)
+fi
+if [ "$QEMU_INSNS" != 0 ]; then
+  # The QEMU recorder (docs/qemu.md) on the same program, unwrapped.
+  run "emulate qemu" "$TMP/emulate.out" "$BIN/magic-trace-emulate" --engine qemu \
+    --max-insns "$QEMU_INSNS" --buffer-size $((256 * 1024 * 1024)) \
+    -o "$TMP/qemu30M" -- "$PROGRAM" 100000
+  must "magic-trace-emulate --engine qemu"
+  BUNDLES+=(qemu30M)
+fi
 
-declare -A INSNS MODEL_BPI
+declare -A INSNS MODEL_BPI MODEL_BYTES PT_BYTES PERF_LINES
+# pt_bytes BUNDLE_DIR: the PT bytes of every thread of a bundle.
+pt_bytes() {
+  python3 -c 'import json, os, sys
+d = sys.argv[1]
+t = json.load(open(os.path.join(d, "trace.json")))
+print(sum(os.path.getsize(os.path.join(d, th["iptTrace"]))
+          for p in t["processes"] for th in p["threads"]))' "$1"
+}
+# perf_rows BUNDLE: Linux perf decoding the same bytes (as a perf.data).
+perf_rows() {
+  local bundle=$1 dir=$TMP/$1 itrace
+  run "perf.data $bundle" /dev/null "$BIN/magic-trace-perfdata" "$dir" \
+    -o "$TMP/$bundle.data"
+  if [ "$STATUS" != 0 ]; then
+    ROWS+=("perf script|$bundle|1||||-|no perf.data: $(head -c 120 "$TMP/last.err" | tr '|\n' '/ ')")
+    return
+  fi
+  for itrace in "--itrace=cr" "--call-trace"; do
+    run "perf $itrace $bundle" /dev/null "$PERF" script -i "$TMP/$bundle.data" $itrace
+    if [ "$STATUS" != 0 ]; then
+      row "perf script $itrace" "$bundle" 1 - "failed: status $STATUS$([ "$STATUS" -gt 128 ] && echo " (signal $((STATUS - 128)))" || true) $(head -c 120 "$TMP/last.err" | tr '|\n' '/ ')"
+      continue
+    fi
+    row "perf script $itrace" "$bundle" 1 "$bundle"
+  done
+  # Whether perf printed anything at all (it prints nothing when it finds
+  # no code to follow the trace through).
+  PERF_LINES[$bundle]=$(timeout 60 "$PERF" script -i "$TMP/$bundle.data" --itrace=cr 2>/dev/null |
+    head -n 1 | wc -l || true)
+  rm -f "$TMP/$bundle.data"
+}
 # stages BUNDLE: raw loop, decode, decode+symbolize, pipeline -> .fxt.
 stages() {
   local bundle=$1 dir=$TMP/$1
   echo "== 3. stages on $bundle" >&2
-  run "raw $bundle" /dev/null "$BIN/magic-trace-stage-bench" "$dir" --stage raw
-  must "raw libipt loop on $bundle"
+  local i raws=()
+  for ((i = 0; i < PIPELINE_RUNS; i++)); do
+    run "raw $bundle" /dev/null "$BIN/magic-trace-stage-bench" "$dir" --stage raw
+    must "raw libipt loop on $bundle"
+    raws+=("$WALL $CPU $RSS")
+  done
+  read -r WALL CPU RSS <<<"$(median_run "${raws[@]}")"
   INSNS[$bundle]=$(sed -n 's/^instructions //p' "$TMP/last.err")
   BASE_WALL[$bundle]=$WALL
   BASE_CPU[$bundle]=$CPU
-  row "raw libipt block loop (baseline)" "$bundle" 1 "$bundle"
+  row "raw libipt block loop (baseline)" "$bundle" 1 "$bundle" "median of $PIPELINE_RUNS"
   local t
   for t in 1 2; do
     run "decode $bundle $t" /dev/null "$BIN/magic-trace-stage-bench" "$dir" \
@@ -137,18 +201,38 @@ stages() {
       --stage symbolize --jobs "$t"
     must "decode+symbolize on $bundle"
     row "decode + symbolize" "$bundle" "$t" "$bundle"
-    run "pipeline $bundle $t" "$TMP/pipeline.out" "$BIN/magic-trace-decode" \
-      "$dir" --threads "$t" -o "$TMP/$bundle.$t.fxt"
-    must "magic-trace-decode -o on $bundle"
-    row "full pipeline -> .fxt" "$bundle" "$t" "$bundle"
-    MODEL_BPI[$bundle]=$(sed -n 's/.*model [0-9]* bytes (\([0-9.]*\) per instruction).*/\1/p' "$TMP/pipeline.out")
+  done
+  # The full pipeline, 1 and 2 threads alternating, PIPELINE_RUNS times
+  # each: the median run (by wall time) is the row, so that the two are
+  # compared under the same load.
+  local runs1=() runs2=() line
+  for ((i = 0; i < PIPELINE_RUNS; i++)); do
+    for t in 1 2; do
+      run "pipeline $bundle $t" "$TMP/pipeline.out" "$BIN/magic-trace-decode" \
+        "$dir" --threads "$t" -o "$TMP/$bundle.$t.fxt"
+      must "magic-trace-decode -o on $bundle"
+      if [ "$t" = 1 ]; then runs1+=("$WALL $CPU $RSS"); else runs2+=("$WALL $CPU $RSS"); fi
+    done
+  done
+  for t in 1 2; do
+    if [ "$t" = 1 ]; then line=$(median_run "${runs1[@]}"); else line=$(median_run "${runs2[@]}"); fi
+    read -r WALL CPU RSS <<<"$line"
+    row "full pipeline -> .fxt" "$bundle" "$t" "$bundle" "median of $PIPELINE_RUNS"
     "$BIN/magic-trace-fxt-check" "$TMP/$bundle.$t.fxt" >/dev/null ||
       die "the .fxt of $bundle ($t threads) does not validate"
   done
+  MODEL_BPI[$bundle]=$(sed -n 's/.*model [0-9]* bytes (\([0-9.]*\) per instruction).*/\1/p' "$TMP/pipeline.out")
+  MODEL_BYTES[$bundle]=$(sed -n 's/.*model \([0-9]*\) bytes.*/\1/p' "$TMP/pipeline.out")
 }
-stages 10M
-stages 10Mx2
-stages wrap4M
+# median_run "WALL CPU RSS"...: the run with the median wall time.
+median_run() {
+  printf '%s\n' "$@" | sort -n | sed -n "$((($# + 1) / 2))p"
+}
+for bundle in "${BUNDLES[@]}"; do
+  stages "$bundle"
+  PT_BYTES[$bundle]=$(pt_bytes "$TMP/$bundle")
+  perf_rows "$bundle"
+done
 
 # inprocess BUNDLE: the same work inside one process that has its libraries
 # loaded and the bundle read (as in the plugin): best of 3 runs of each part.
@@ -269,8 +353,8 @@ table() {
     IFS='|' read -r name bundle threads wall cpu rss group note <<<"$entry"
     printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$bundle" \
       "$threads" "$wall" "$cpu" "$([ -n "$rss" ] && echo $((rss / 1024)) || echo -)" \
-      "$(ratio "$wall" "${BASE_WALL[$group]}")" \
-      "$(ratio "$cpu" "${BASE_CPU[$group]}")" "$note"
+      "$(ratio "$wall" "${BASE_WALL[$group]:-}")" \
+      "$(ratio "$cpu" "${BASE_CPU[$group]:-}")" "$note"
   done
 }
 
@@ -307,7 +391,44 @@ else
   LLDB_SMALL_VERDICT="on the small trace ($SMALL_TRACE_INSNS instructions) LLDB did not finish either (status $LLDB_SMALL_STATUS)"
 fi
 
+# verdict A OP B: "met" when A OP B holds (OP is <= or >=), else "not met".
+verdict() {
+  awk -v a="$1" -v op="$2" -v b="$3" 'BEGIN {
+    if (a == "" || b == "") { print "not measured"; exit }
+    ok = op == "<=" ? a + 0 <= b + 0 : a + 0 >= b + 0
+    print ok ? "met" : "not met" }'
+}
+quotient() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f", a / b }'; }
+
+# Issue 20's goals, per bundle.
+speed_goals() {
+  local bundle w1 c1 r1 w2 c2 r2 pw pc pr base cbase limit
+  for bundle in "${BUNDLES[@]}"; do
+    read -r w1 c1 r1 < <(find_row "full pipeline -> .fxt" "$bundle" 1)
+    read -r w2 c2 r2 < <(find_row "full pipeline -> .fxt" "$bundle" 2)
+    read -r pw pc pr < <(find_row "perf script --itrace=cr" "$bundle" 1)
+    base=${BASE_WALL[$bundle]}
+    cbase=${BASE_CPU[$bundle]}
+    limit=$(((PT_BYTES[$bundle] + ${MODEL_BYTES[$bundle]:-0}) / 1024 + 100 * 1024))
+    echo "- **$bundle** (${INSNS[$bundle]} instructions, ${PT_BYTES[$bundle]} bytes of PT, model ${MODEL_BYTES[$bundle]} bytes):"
+    echo "  - pipeline, 1 thread <= 1.5x the raw loop: wall $(ratio "$w1" "$base"), CPU $(ratio "$c1" "$cbase"): $(verdict "$(quotient "$c1" "$cbase")" "<=" 1.5) (CPU), $(verdict "$(quotient "$w1" "$base")" "<=" 1.5) (wall)."
+    echo "  - pipeline, 2 threads <= 1.0x the raw loop (wall): $(ratio "$w2" "$base"): $(verdict "$(quotient "$w2" "$base")" "<=" 1.0); 2 threads vs 1 thread: wall $(ratio "$w2" "$w1"), CPU $(ratio "$c2" "$c1") (never slower than 1 thread: $(verdict "$(quotient "$w2" "$w1")" "<=" 1.0))."
+    if [ "${PERF_LINES[$bundle]:-0}" = 0 ]; then
+      echo "  - >= 3x faster than \`perf script --itrace=cr\`: not comparable: perf printed nothing for this bundle (see its rows)."
+    else
+      echo "  - >= 3x faster than \`perf script --itrace=cr\`: perf takes $(ratio "$pw" "$w1") our wall time (1 thread), $(ratio "$pc" "$c1") our CPU time: $(verdict "$(quotient "$pw" "$w1")" ">=" 3) (wall), $(verdict "$(quotient "$pc" "$c1")" ">=" 3) (CPU); perf's peak RSS $((${pr:-0} / 1024)) MiB."
+    fi
+    echo "  - peak RSS <= PT + model + 100 MiB ($((limit / 1024)) MiB): 1 thread $((${r1:-0} / 1024)) MiB, 2 threads $((${r2:-0} / 1024)) MiB: $(verdict "$r1" "<=" "$limit") (1 thread), $(verdict "$r2" "<=" "$limit") (2 threads)."
+  done
+}
+
 goals() {
+  echo "Issue 20 (speed and memory), in this run:"
+  echo
+  speed_goals
+  echo
+  echo "Earlier goals:"
+  echo
   echo "- End-to-end <= 1.5x raw block decode (whole process, same bytes; goal met only if both are):"
   echo "  10M, 1 thread: wall $(ratio "$P_WALL" "${BASE_WALL[10M]}"), CPU $(ratio "$P_CPU" "${BASE_CPU[10M]}");"
   echo "  10M, 2 threads: wall $(ratio "$P2_WALL" "${BASE_WALL[10M]}"), CPU $(ratio "$P2_CPU" "${BASE_CPU[10M]}");"
@@ -362,10 +483,23 @@ fi
   echo "  4 MiB ring that wrapped): ${INSNS[wrap4M]} instructions."
   echo "- **small**: \`magic-trace-emulate --stop stop_here -- build/test/inputs/bench_deep $SMALL_ROUNDS\`:"
   echo "  $SMALL_TRACE_INSNS instructions (a size LLDB's \`dump function-calls\` completes on here)."
+  if [ -n "${INSNS[mruby]:-}" ]; then
+    echo "- **mruby**: real Intel PT (\`$REALPT\`, recorded by kAFL on real hardware; no timing"
+    echo "  packets, no symbols): ${INSNS[mruby]} instructions, ${PT_BYTES[mruby]} bytes of PT."
+  fi
+  if [ -n "${INSNS[qemu30M]:-}" ]; then
+    echo "- **qemu30M**: \`magic-trace-emulate --engine qemu --max-insns $QEMU_INSNS\` (the QEMU"
+    echo "  recorder, docs/qemu.md) on bench_deep: ${INSNS[qemu30M]} instructions, ${PT_BYTES[qemu30M]} bytes of PT."
+  fi
+  echo "- perf rows: the bundle written as a perf.data (\`magic-trace-perfdata BUNDLE -o FILE\`, the"
+  echo "  same PT bytes), then \`$PERF script -i FILE --itrace=cr\` (calls and returns, what a"
+  echo "  call-stack tool needs) and \`--call-trace\`, output to /dev/null; $($PERF --version)."
   echo
   echo "## Results"
   echo
-  echo "Each row is one whole process under \`/usr/bin/time\` (load, decode, output, exit), run once."
+  echo "Each row is one whole process under \`/usr/bin/time\` (load, decode, output, exit), run once,"
+  echo "except the raw loop and the full pipeline: $PIPELINE_RUNS runs each (the pipeline's 1- and 2-thread runs"
+  echo "alternating, so both see the same load), and the row is the run with the median wall time."
   echo "Ratios are against the first row of the group: the raw libipt block-decoder loop on the same"
   echo "bundle (\`magic-trace-stage-bench --stage raw\`: sync, \`pt_blk_next\`, drain events, resync"
   echo "on error; no output), magic-trace-decode for the LLDB rows, magic-trace-symbolize for"
