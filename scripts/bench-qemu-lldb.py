@@ -9,11 +9,12 @@ gets at every breakpoint of a long run); the stepper runs a bounded number of
 rounds (it records ~2 k instructions a second). Each line gives the
 instructions recorded, the ones the snapshot decoded, the wall time from the
 command that resumed the process to its return (snapshot taken and written)
-and the rate; the last line their ratio.
+and the rate, and the time of the snapshot alone (taken again at the same
+stop); the last line the ratio of the rates.
 
     PYTHONPATH=/usr/lib/llvm-22/lib/python3.11/site-packages \\
     LLDB_DEBUGSERVER_PATH=/usr/lib/llvm-22/bin/lldb-server \\
-      scripts/bench-qemu-lldb.py [--build build] [--rounds 200000]
+      scripts/bench-qemu-lldb.py [--build build] [--rounds 20000]
                                  [--stepper-rounds 20]
 """
 import argparse
@@ -43,29 +44,36 @@ def measure(build, rounds, qemu, out):
         seconds = time.monotonic() - began
         if not snapshots:
             raise SystemExit("no snapshot was taken")
+        # The snapshot alone, again at the same stop (the rings are as the
+        # trigger read them).
+        began = time.monotonic()
+        session.snapshot(output=os.path.join(out, "again.fxt"))
+        again = time.monotonic() - began
         status = session.status()
         recorded = (status["recorderInstructions"] if qemu
                     else status["stepper"]["instructions"])
-        return recorded, snapshots[0]["instructions"], seconds
+        return recorded, snapshots[0]["instructions"], seconds, again
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default="build")
-    parser.add_argument("--rounds", type=int, default=200000)
+    parser.add_argument("--rounds", type=int, default=20000)
     parser.add_argument("--stepper-rounds", type=int, default=20)
     options = parser.parse_args()
     out = tempfile.mkdtemp(prefix="mt-bench-qemu-lldb-")
     rows = []
     for name, qemu, rounds in (("qemu", True, options.rounds),
                                ("stepper", False, options.stepper_rounds)):
-        recorded, decoded, seconds = measure(options.build, rounds, qemu, out)
+        recorded, decoded, seconds, again = measure(options.build, rounds,
+                                                    qemu, out)
         rate = recorded / seconds
         rows.append(rate)
         print("%-8s %8d rounds: %12s instructions recorded, %10s in the "
-              "snapshot, continue -> snapshot %.2f s (%.0f instructions/s)" % (
+              "snapshot, continue -> snapshot %.2f s (%.0f instructions/s; "
+              "the snapshot alone %.2f s)" % (
                   name, rounds, "{:,}".format(recorded),
-                  "{:,}".format(decoded), seconds, rate), flush=True)
+                  "{:,}".format(decoded), seconds, rate, again), flush=True)
     print("qemu / stepper: %.0fx the instructions per second" %
           (rows[0] / rows[1]))
     return 0
