@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -142,8 +143,31 @@ llvm::Expected<uint64_t> decodeAlongside(const SnapshotDecoder &decoder,
   return std::move(*decoded);
 }
 
+/// Workers when the caller asks for the default (0): the cores no other
+/// task is running on right now. Like make's --load-average, so that a
+/// shared machine does not make the default slower than one worker: a
+/// second worker that must wait for a busy core only adds the cost of
+/// handing items over (docs/performance.md measured 1.1-1.3x the wall time
+/// of one worker that way). The instantaneous count of runnable tasks (the
+/// fourth field of /proc/loadavg, this one included) is used, not the load
+/// average, which remembers the last minute. All cores when it cannot be
+/// read.
+unsigned defaultWorkers() {
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::ifstream loadavg("/proc/loadavg");
+  double averages[3];
+  unsigned running = 0;
+  char slash = 0;
+  if (!(loadavg >> averages[0] >> averages[1] >> averages[2] >> running >>
+        slash) ||
+      slash != '/' || running == 0)
+    return cores;
+  unsigned others = running - 1;
+  return others >= cores ? 1 : cores - others;
+}
+
 /// Decodes and models each selected thread, streaming the items into its
-/// model builder, on up to `jobs` threads (0: one per core). Parallelism
+/// model builder, on up to `jobs` threads (0: defaultWorkers()). Parallelism
 /// goes where it pays (docs/performance.md): across traced threads, and,
 /// when there are cores to spare (a one-thread trace on two cores), between
 /// a thread's decode and its model, which overlap. Never by splitting one
@@ -159,7 +183,7 @@ buildModels(const Snapshot &snapshot, const SnapshotDecoder &decoder,
   const std::vector<size_t> &selected = decoder.selected();
   std::vector<ThreadModel> models(selected.size());
   if (jobs == 0)
-    jobs = std::max(1u, std::thread::hardware_concurrency());
+    jobs = defaultWorkers();
   size_t workers = std::min<size_t>(jobs, selected.size());
   bool overlap = jobs >= 2 * selected.size();
   bool shared = workers > 1;

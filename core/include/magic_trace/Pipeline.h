@@ -62,7 +62,8 @@ struct PipelineResult {
 /// object files it holds are reused and what this snapshot reads is added
 /// (the model gets a copy of the cache's strings). Each thread's items stream
 /// from its decoder into its model builder (no thread's item stream is ever
-/// held); options.decode.threads workers (0: the cores) build traced
+/// held); options.decode.threads workers (0: the cores no other task is
+/// running on, see Pipeline.cpp) build traced
 /// threads in parallel, and with twice as many workers as traced threads a
 /// thread's decode and model run side by side.
 llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
