@@ -492,6 +492,14 @@ llvm::Error PacketWriterImpl::branchPackets(const ExecutedInsn &insn) {
       returns.pop();
       return addTnt(true);
     }
+    // A return that does not go to its call's next IP (a signal handler's,
+    // longjmp's, an unwinder's): libipt pops its stack only on a compressed
+    // return, Linux perf's decoder on every return, and the SDM's text we
+    // could read does not settle which the CPU does (docs/decoder.md,
+    // "Return compression"). Compression is optional, so no return below
+    // this point is compressed: the stack starts again empty, and every
+    // decoder reads the same targets whichever rule it follows.
+    returns.clear();
     break;
   case BranchClass::IndirectJump:
   case BranchClass::Unknown:
