@@ -28,6 +28,12 @@ struct PerfDataWriteOptions {
   bool noRetComp = false;
   /// The attr's config says CYC packets are on.
   bool cyc = true;
+  /// More than 1: write each thread's trace as this many snapshot-mode
+  /// AUXTRACE buffers (what `perf record --snapshot` writes when signalled
+  /// several times), each overlapping the one before by `snapshotOverlap`
+  /// bytes; for tests of a reader's de-duplication.
+  unsigned snapshotPieces = 1;
+  uint64_t snapshotOverlap = 0;
 };
 
 /// The bytes of a perf.data for `snapshot`: one intel_pt attr, AUXTRACE_INFO

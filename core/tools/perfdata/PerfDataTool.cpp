@@ -5,9 +5,12 @@
 //       bundle: process, CPU, time conversion, threads and their PT byte
 //       counts, modules with build-id, file and segments. --sideband reads a
 //       perf.data without Intel PT (`perf record -e cpu-clock --per-thread`).
-//   magic-trace-perfdata INPUT -o FILE
+//   magic-trace-perfdata INPUT -o FILE [--snapshots N:OVERLAP]
 //       writes INPUT's Snapshot as a per-thread Intel PT perf.data that
 //       `perf script --itrace` decodes (a perf.data INPUT: a round trip).
+//       --snapshots writes each thread as N snapshot-mode buffers, each
+//       overlapping the one before by OVERLAP bytes, as `perf record
+//       --snapshot` signalled N times writes them (for reader tests).
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
@@ -25,7 +28,7 @@ namespace {
 
 const char *const kUsage =
     "usage: magic-trace-perfdata PERF_DATA|BUNDLE [--sideband] [-o "
-    "PERF_DATA]\n";
+    "PERF_DATA [--snapshots N:OVERLAP]]\n";
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "magic-trace-perfdata") << message << "\n";
@@ -65,10 +68,17 @@ int main(int argc, char **argv) {
   std::vector<StringRef> args(argv + 1, argv + argc);
   StringRef input, output;
   PerfDataReadOptions options;
+  PerfDataWriteOptions writeOptions;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "-o" && i + 1 < args.size())
       output = args[++i];
-    else if (args[i] == "--sideband")
+    else if (args[i] == "--snapshots" && i + 1 < args.size()) {
+      auto [pieces, overlap] = args[++i].split(':');
+      if (pieces.getAsInteger(10, writeOptions.snapshotPieces) ||
+          overlap.getAsInteger(10, writeOptions.snapshotOverlap) ||
+          writeOptions.snapshotPieces == 0)
+        return fail("--snapshots takes N:OVERLAP, e.g. 3:4096");
+    } else if (args[i] == "--sideband")
       options.requireTrace = false;
     else if (input.empty() && !args[i].starts_with("-"))
       input = args[i];
@@ -87,7 +97,7 @@ int main(int argc, char **argv) {
     printSnapshot(*snapshot);
     return 0;
   }
-  if (Error err = writePerfData(*snapshot, output))
+  if (Error err = writePerfData(*snapshot, output, writeOptions))
     return fail(toString(std::move(err)));
   return 0;
 }

@@ -137,6 +137,7 @@ void writeAuxtraceInfo(ByteWriter &out, const Snapshot &snapshot,
   priv[kPtCycBit] = kPtConfigCyc;
   priv[kPtMaxNonTurboRatio] = snapshot.timing.nomFreq;
   priv[kPtFilterStrLen] = 0;
+  priv[kPtSnapshotMode] = options.snapshotPieces > 1;
   for (uint64_t word : priv)
     out.u64(word);
   out.u64(0); // cap_event_trace (perf 5.19+): no event trace
@@ -188,21 +189,22 @@ struct AuxtraceEntry {
 /// One AUXTRACE record and its PT, zero-padded to 8 bytes (zeros are PAD
 /// packets) as perf record pads it.
 AuxtraceEntry writeAuxtrace(ByteWriter &out, const ThreadTrace &thread,
-                            uint32_t idx) {
+                            ArrayRef<uint8_t> bytes, uint64_t offset,
+                            uint64_t reference, uint32_t idx) {
   AuxtraceEntry entry;
   entry.fileOffset = out.size();
-  uint64_t size = alignTo(thread.bytes.size(), 8);
+  uint64_t size = alignTo(bytes.size(), 8);
   size_t start = beginRecord(out, kRecordAuxtrace, 0);
   out.u64(size);
-  out.u64(0);       // offset in the AUX area
-  out.u64(idx + 1); // reference: perf needs it non-zero
+  out.u64(offset);    // offset in the AUX area
+  out.u64(reference); // perf needs it non-zero
   out.u32(idx);
   out.u32(uint32_t(thread.tid));
   out.u32(UINT32_MAX); // cpu: -1, a per-thread buffer
   out.u32(0);
   finishRecord(out, start);
-  out.raw(thread.bytes);
-  out.zeros(size - thread.bytes.size());
+  out.raw(bytes);
+  out.zeros(size - bytes.size());
   // perf checks that an index entry's size is the record's header.size,
   // without the trace after it.
   entry.size = kAuxtraceRecordSize;
@@ -311,8 +313,38 @@ std::vector<uint8_t> buildPerfData(const Snapshot &snapshot,
       if (segment.executable)
         writeMmap2(out, pid, module, segment, time);
   std::vector<AuxtraceEntry> index;
-  for (size_t i = 0; i < snapshot.threads.size(); ++i)
-    index.push_back(writeAuxtrace(out, snapshot.threads[i], uint32_t(i)));
+  uint64_t reference = 0;
+  for (size_t i = 0; i < snapshot.threads.size(); ++i) {
+    const ThreadTrace &thread = snapshot.threads[i];
+    ArrayRef<uint8_t> bytes(thread.bytes);
+    unsigned pieces = std::max(1u, options.snapshotPieces);
+    // Snapshot pieces: [start, start + length), each starting `overlap`
+    // bytes before the previous one ended.
+    uint64_t overlap = pieces > 1 ? options.snapshotOverlap : 0;
+    uint64_t length =
+        (bytes.size() + (pieces - 1) * overlap + pieces - 1) / pieces;
+    if (length <= overlap)
+      pieces = 1, overlap = 0, length = bytes.size();
+    // A snapshot ends where the ring's head was, after a whole packet: here
+    // before the first PSB at or after `length` bytes; the next starts
+    // `overlap` bytes earlier, anywhere (a wrapped ring's oldest byte).
+    static const uint8_t psb[2] = {0x02, 0x82};
+    for (uint64_t begin = 0;;) {
+      uint64_t end = bytes.size();
+      if (pieces > 1 && begin + length < bytes.size()) {
+        const uint8_t *at =
+            std::search(bytes.begin() + begin + length, bytes.end(),
+                        std::begin(psb), std::end(psb));
+        end = at - bytes.begin();
+      }
+      index.push_back(writeAuxtrace(out, thread,
+                                    bytes.slice(begin, end - begin), begin,
+                                    ++reference, uint32_t(i)));
+      if (end == bytes.size() || end <= overlap)
+        break;
+      begin = end - overlap;
+    }
+  }
   size_t round = beginRecord(out, kRecordFinishedRound, 0);
   finishRecord(out, round);
   out.patch64(40, data);

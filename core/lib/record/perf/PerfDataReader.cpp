@@ -179,6 +179,51 @@ Error readAuxtraceInfo(Cursor &record, uint64_t at, Contents &contents) {
   return Error::success();
 }
 
+/// The 16 bytes of a PSB packet.
+constexpr uint8_t kPsb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                              0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82};
+/// An OVF packet: what a CPU writes when it lost trace.
+constexpr uint8_t kOvf[2] = {0x02, 0xf3};
+
+/// Appends snapshot-mode buffer `next` to a thread's trace `trace`. Each is a
+/// copy of the ring at one snapshot, so `next` may begin with bytes `trace`
+/// already ends with: those are dropped (perf's decoder does the same). The
+/// overlap is the longest end of `trace` (less up to 7 bytes of the zero
+/// padding perf adds after each buffer) that `next` begins with, found from
+/// where `next`'s first 16 bytes occur in `trace`. Without one, data was lost
+/// between the snapshots: an OVF marks it, then `next` from its first PSB
+/// (the bytes before it cannot be decoded).
+void appendSnapshot(std::vector<uint8_t> &trace, ArrayRef<uint8_t> next) {
+  size_t padding = 0;
+  while (padding < 7 && padding < trace.size() &&
+         trace[trace.size() - 1 - padding] == 0)
+    ++padding;
+  ArrayRef<uint8_t> anchor = next.take_front(16);
+  size_t window = trace.size() > next.size() ? trace.size() - next.size() : 0;
+  if (anchor.size() == 16)
+    for (auto at = std::search(trace.begin() + window, trace.end(),
+                               anchor.begin(), anchor.end());
+         at != trace.end();
+         at = std::search(at + 1, trace.end(), anchor.begin(), anchor.end())) {
+      size_t q = at - trace.begin();
+      for (size_t pad = 0; pad <= padding; ++pad) {
+        if (trace.size() - pad < q + anchor.size())
+          break;
+        size_t length = trace.size() - pad - q;
+        if (length > next.size() ||
+            !std::equal(trace.begin() + q, trace.end() - pad, next.begin()))
+          continue;
+        trace.resize(trace.size() - pad);
+        trace.insert(trace.end(), next.begin() + length, next.end());
+        return;
+      }
+    }
+  trace.insert(trace.end(), std::begin(kOvf), std::end(kOvf));
+  const uint8_t *psb =
+      std::search(next.begin(), next.end(), std::begin(kPsb), std::end(kPsb));
+  trace.insert(trace.end(), psb, next.end());
+}
+
 /// An AUXTRACE record and the trace after it; `cursor` is the data section.
 Error readAuxtrace(Cursor &data, Cursor &record, uint64_t at,
                    Contents &contents) {
@@ -199,6 +244,9 @@ Error readAuxtrace(Cursor &data, Cursor &record, uint64_t at,
   if (it == contents.threads.end()) {
     contents.threads.push_back(ThreadTrace{tid, {}, false});
     it = contents.threads.end() - 1;
+  } else if ((*contents.ptPriv)[kPtSnapshotMode]) {
+    appendSnapshot(it->bytes, trace);
+    return Error::success();
   }
   it->bytes.insert(it->bytes.end(), trace.begin(), trace.end());
   return Error::success();
