@@ -127,16 +127,49 @@ TEST(PerfData, ReadsAHandBuiltPerThreadFile) {
   EXPECT_TRUE(app.segments[0].executable);
 }
 
-TEST(PerfData, SnapshotModeBuffersOfOneThreadAreJoinedInFileOrder) {
+TEST(PerfData, SnapshotModeBuffersWithoutOverlapAreMarkedAsGaps) {
+  // Three snapshots of 8 bytes with nothing in common and no PSB: what lay
+  // between them is lost, and each gap is an OVF (the buffers after the
+  // first hold no PSB to resume at).
   auto snapshot = parsePerfData(handBuiltFile(3));
   ASSERT_TRUE(bool(snapshot)) << toString(snapshot.takeError());
   ASSERT_EQ(snapshot->threads.size(), 1u);
   const std::vector<uint8_t> &bytes = snapshot->threads[0].bytes;
-  ASSERT_EQ(bytes.size(), 24u);
+  ASSERT_EQ(bytes.size(), 12u);
   EXPECT_EQ(bytes[0], 0x00);
-  EXPECT_EQ(bytes[8], 0x10);
-  EXPECT_EQ(bytes[23], 0x27);
+  EXPECT_EQ(bytes[8], 0x02);
+  EXPECT_EQ(bytes[9], 0xf3);
+  EXPECT_EQ(bytes[10], 0x02);
+  EXPECT_EQ(bytes[11], 0xf3);
   EXPECT_TRUE(snapshot->threads[0].wrapped);
+}
+
+TEST(PerfData, OverlappingSnapshotBuffersReadBackAsOneTrace) {
+  // A stream of PSBs and distinct bytes, written as 3 snapshot-mode buffers
+  // that overlap by 20 bytes (each ends before a PSB): read back, the
+  // overlaps are gone and the stream is whole, at most padded with zeros.
+  // (An overlap under 16 bytes, the reader's anchor, reads as a gap.)
+  Snapshot in;
+  in.pid = 7;
+  std::vector<uint8_t> stream;
+  for (int block = 0; block < 6; ++block) {
+    for (int i = 0; i < 8; ++i)
+      stream.insert(stream.end(), {0x02, 0x82});
+    for (int i = 0; i < 16; ++i)
+      stream.push_back(uint8_t(0x10 + block * 16 + i));
+  }
+  in.threads.push_back({7, stream, false});
+  PerfDataWriteOptions options;
+  options.snapshotPieces = 3;
+  options.snapshotOverlap = 20;
+  auto out = parsePerfData(buildPerfData(in, options));
+  ASSERT_TRUE(bool(out)) << toString(out.takeError());
+  ASSERT_EQ(out->threads.size(), 1u);
+  std::vector<uint8_t> bytes = out->threads[0].bytes;
+  while (bytes.size() > stream.size() && bytes.back() == 0)
+    bytes.pop_back();
+  EXPECT_EQ(bytes, stream);
+  EXPECT_TRUE(out->threads[0].wrapped);
 }
 
 TEST(PerfData, PerCpuRecordingNamesPerThread) {

@@ -190,7 +190,8 @@ constexpr uint8_t kOvf[2] = {0x02, 0xf3};
 /// already ends with: those are dropped (perf's decoder does the same). The
 /// overlap is the longest end of `trace` (less up to 7 bytes of the zero
 /// padding perf adds after each buffer) that `next` begins with, found from
-/// where `next`'s first 16 bytes occur in `trace`. Without one, data was lost
+/// where `next`'s first 16 bytes occur in `trace` (a shorter overlap reads
+/// as a gap). Without one, data was lost
 /// between the snapshots: an OVF marks it, then `next` from its first PSB
 /// (the bytes before it cannot be decoded).
 void appendSnapshot(std::vector<uint8_t> &trace, ArrayRef<uint8_t> next) {
