@@ -1,0 +1,415 @@
+//===- QemuFlow.cpp - Executed blocks become a thread's packets ---------===//
+//
+// The plugin's hot path: the block callback derives the outcome of the
+// block before from where this one starts and writes it with the core's
+// PacketWriter; signals, faults and REP iterations per docs/qemu.md.
+//
+//===----------------------------------------------------------------------===//
+#include "Recorder.h"
+
+#include "magic_trace/GroundTruth.h"
+#include "magic_trace/InsnClassifier.h"
+#include "magic_trace/PacketWriter.h"
+#include "magic_trace/ProcessModules.h"
+#include "magic_trace/QemuRings.h"
+#include "magic_trace/VirtualClock.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <linux/perf_event.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <memory>
+#include <mutex>
+#include <pthread.h>
+#include <set>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
+#include <unordered_map>
+#include <vector>
+namespace magic_trace::qemu_plugin {
+
+//===-- Writing one thread ------------------------------------------------===//
+
+void fail(ThreadRecorder &thread, llvm::Error error) {
+  warn(llvm::formatv("thread {0}: {1}; its trace ends here", thread.tid,
+                     llvm::toString(std::move(error)))
+           .str());
+  thread.failed = true;
+}
+
+bool check(ThreadRecorder &thread, llvm::Error error) {
+  if (!error)
+    return true;
+  fail(thread, std::move(error));
+  return false;
+}
+
+/// Adds the thread's uncounted instructions to its slot and the total, and
+/// starts the stop when the total reached --max-insns.
+void flushCount(ThreadRecorder &thread) {
+  uint64_t count = thread.uncounted;
+  thread.uncounted = 0;
+  __atomic_add_fetch(&thread.slot->instructions, count, __ATOMIC_RELAXED);
+  uint64_t total = recorder->totalInsns.fetch_add(count) + count;
+  if (recorder->options.maxInsns && total >= recorder->options.maxInsns)
+    recorder->stopping = true;
+}
+
+/// Counting goes through shared words only every `countBatch` instructions
+/// (the limit is then reached at most that many late: a 64th of it).
+uint64_t countBatch = 65536;
+
+inline void countInstructions(ThreadRecorder &thread, uint64_t count) {
+  thread.uncounted += count;
+  if (thread.uncounted >= countBatch)
+    flushCount(thread);
+}
+
+/// Writes the first `count` instructions of `block`; the last of them went
+/// on to `next`.
+void resolve(ThreadRecorder &thread, const BlockInfo &block, size_t count,
+             uint64_t next) {
+  if (count == 0 || thread.failed)
+    return;
+  const InsnInfo &last = block.insns[count - 1];
+  ExecutedInsn executed{last.ip, last.size, last.branch, next};
+  bool perInsn = !block.straight || recorder->options.writer.overflowEvery;
+  if (perInsn) {
+    for (size_t i = 0; i + 1 < count; ++i) {
+      const InsnInfo &insn = block.insns[i];
+      ExecutedInsn step{insn.ip, insn.size, insn.branch, insn.ip + insn.size};
+      if (!check(thread, thread.writer->step(step)))
+        return;
+    }
+    if (!check(thread, thread.writer->step(executed)))
+      return;
+  } else if (!check(thread,
+                    thread.writer->stepRun(block.start, count - 1, executed))) {
+    return;
+  }
+  if (recorder->options.groundTruth) {
+    for (size_t i = 0; i + 1 < count; ++i) {
+      const InsnInfo &insn = block.insns[i];
+      thread.truth.addInstruction(insn.ip, insn.size, insn.branch,
+                                  insn.ip + insn.size);
+    }
+    thread.truth.addInstruction(last.ip, last.size, last.branch, next);
+  }
+  countInstructions(thread, count);
+}
+
+/// Could `block`'s last instruction, run to its end, have gone to `next`?
+bool possibleSuccessor(const BlockInfo &block, uint64_t next) {
+  const InsnInfo &last = block.last();
+  uint64_t fallThrough = last.ip + last.size;
+  switch (last.branch) {
+  case BranchClass::Other:
+    return next == fallThrough || (block.lastIsRep && next == last.ip);
+  case BranchClass::DirectJump:
+  case BranchClass::DirectCall:
+    return next == last.target;
+  case BranchClass::CondBranch:
+    return next == fallThrough || next == last.target;
+  case BranchClass::Syscall:
+    return next == fallThrough;
+  default:
+    return true;
+  }
+}
+
+/// Where a block that ran to its end went, when only one place is possible.
+bool knownSuccessor(const BlockInfo &block, uint64_t &next) {
+  const InsnInfo &last = block.last();
+  switch (last.branch) {
+  case BranchClass::Other:
+    next = last.ip + last.size;
+    return true;
+  case BranchClass::DirectJump:
+  case BranchClass::DirectCall:
+    next = last.target;
+    return true;
+  default:
+    return false;
+  }
+}
+
+bool enable(ThreadRecorder &thread, uint64_t ip) {
+  if (!check(thread, thread.writer->enable(ip)))
+    return false;
+  thread.enabled = true;
+  if (recorder->options.groundTruth)
+    thread.truth.addEvent(TruthEventKind::Enable, 0, ip);
+  return true;
+}
+
+/// The loss of everything since the last packet: OVF, resume at `resume`.
+void markLoss(ThreadRecorder &thread, uint64_t resume) {
+  if (!check(thread, thread.writer->markLoss(resume, 0)))
+    return;
+}
+
+void onBlock(ThreadRecorder &thread, const BlockInfo &block);
+void onSyscall(ThreadRecorder &thread, int64_t number);
+
+/// The deferred handler run ends: the interrupted code resumes at `resume`.
+void replayDeferred(ThreadRecorder &thread, uint64_t resume) {
+  std::vector<Deferred> items = std::move(thread.deferred);
+  const BlockInfo *interrupted = thread.interrupted;
+  uint64_t handler = thread.handler;
+  thread.deferring = thread.awaitingResume = false;
+  thread.deferred.clear();
+  thread.interrupted = nullptr;
+  resolve(thread, *interrupted, interrupted->insns.size(), resume);
+  if (thread.failed || !check(thread, thread.writer->interrupt(resume)))
+    return;
+  if (recorder->options.groundTruth)
+    thread.truth.addEvent(TruthEventKind::Interrupt, resume, handler);
+  thread.enabled = false;
+  thread.pending = nullptr;
+  if (!enable(thread, handler))
+    return;
+  for (const Deferred &item : items) {
+    if (item.block)
+      onBlock(thread, *item.block);
+    else
+      onSyscall(thread, item.syscall);
+  }
+}
+
+/// The handler run cannot be tied to the interrupted code's outcome (it
+/// never returned, or ran too long): the interrupted instruction is lost.
+void abandonDeferred(ThreadRecorder &thread) {
+  std::vector<Deferred> items = std::move(thread.deferred);
+  const BlockInfo *interrupted = thread.interrupted;
+  thread.deferring = thread.awaitingResume = false;
+  thread.deferred.clear();
+  resolve(thread, *interrupted, interrupted->insns.size() - 1,
+          interrupted->last().ip);
+  markLoss(thread, thread.handler);
+  thread.pending = nullptr;
+  for (const Deferred &item : items) {
+    if (item.block)
+      onBlock(thread, *item.block);
+    else
+      onSyscall(thread, item.syscall);
+  }
+}
+
+/// The signals the start of `block` is the handler of (bit n: signal n), or
+/// 0; cached in the block until the handlers change.
+uint64_t lookUpHandler(const BlockInfo &block, uint32_t generation);
+
+__attribute__((always_inline)) inline uint64_t
+handlerSignals(const BlockInfo &block) {
+  uint32_t generation =
+      recorder->handlerGeneration.load(std::memory_order_acquire);
+  if (block.handlerGeneration.load(std::memory_order_acquire) == generation)
+    return block.signals.load(std::memory_order_relaxed);
+  return lookUpHandler(block, generation);
+}
+
+uint64_t lookUpHandler(const BlockInfo &block, uint32_t generation) {
+  uint64_t signals = 0;
+  {
+    std::lock_guard<std::mutex> lock(recorder->mutex);
+    auto found = recorder->handlers.find(block.start);
+    if (found != recorder->handlers.end())
+      signals = found->second;
+  }
+  block.signals.store(signals, std::memory_order_relaxed);
+  block.handlerGeneration.store(generation, std::memory_order_release);
+  return signals;
+}
+
+bool isHandler(const BlockInfo &block) { return handlerSignals(block) != 0; }
+
+/// Signals the CPU raises for the instruction it runs (SIGILL, SIGTRAP,
+/// SIGBUS, SIGFPE, SIGSEGV): delivered inside a block, not after it.
+constexpr uint64_t kFaultSignals =
+    (1u << 4) | (1u << 5) | (1u << 7) | (1u << 8) | (1u << 11);
+
+void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
+  if (thread.deferring) {
+    if (thread.awaitingResume && isHandler(block)) {
+      // Another signal, delivered as the handler returned: the interrupted
+      // code has still not run, so its resume point is still unknown.
+      thread.awaitingResume = false;
+      thread.deferDepth = 1;
+      thread.deferred.push_back({&block, 0});
+      return;
+    }
+    if (thread.awaitingResume) {
+      replayDeferred(thread, block.start);
+    } else {
+      // A signal nested in the handler returns through its own
+      // rt_sigreturn first.
+      const Deferred &last = thread.deferred.back();
+      if (isHandler(block) && last.block &&
+          last.block->last().branch != BranchClass::DirectCall &&
+          last.block->last().branch != BranchClass::IndirectCall &&
+          last.block->last().branch != BranchClass::IndirectJump)
+        ++thread.deferDepth;
+      thread.deferred.push_back({&block, 0});
+      if (thread.deferred.size() > kMaxDeferred)
+        abandonDeferred(thread);
+      return;
+    }
+  }
+  if (thread.failed)
+    return;
+  if (!thread.enabled) {
+    if (!enable(thread, block.start))
+      return;
+    thread.pending = &block;
+    return;
+  }
+  const BlockInfo *previous = thread.pending;
+  thread.pending = &block;
+  if (!previous)
+    return;
+  // A REP string instruction runs one iteration per execution of a block
+  // that starts at it: one instruction for PT and for the ground truth.
+  if ((previous->lastIsRep || previous->lastCrossesPage) &&
+      block.start == previous->last().ip) {
+    resolve(thread, *previous, previous->insns.size() - 1, block.start);
+    return;
+  }
+  if (!previous->valid) {
+    markLoss(thread, block.start);
+    return;
+  }
+  uint64_t signals = handlerSignals(block);
+  bool viaBranch = block.start == previous->last().target ||
+                   ((previous->last().branch == BranchClass::IndirectCall ||
+                     previous->last().branch == BranchClass::IndirectJump) &&
+                    !(signals & kFaultSignals));
+  if (signals & kFaultSignals && !viaBranch) {
+    // A fault inside `previous`: which instruction faulted is unknown, so
+    // none of its instructions is claimed, and the loss is marked.
+    markLoss(thread, block.start);
+    return;
+  }
+  if (signals && !viaBranch) {
+    // A signal delivered after `previous` ran.
+    uint64_t resume = 0;
+    if (knownSuccessor(*previous, resume)) {
+      resolve(thread, *previous, previous->insns.size(), resume);
+      if (thread.failed || !check(thread, thread.writer->interrupt(resume)))
+        return;
+      if (recorder->options.groundTruth)
+        thread.truth.addEvent(TruthEventKind::Interrupt, resume, block.start);
+      thread.enabled = false;
+      if (enable(thread, block.start))
+        thread.pending = &block;
+      return;
+    }
+    thread.deferring = true;
+    thread.deferDepth = 1;
+    thread.interrupted = previous;
+    thread.handler = block.start;
+    thread.deferred.push_back({&block, 0});
+    thread.pending = nullptr;
+    return;
+  }
+  if (!possibleSuccessor(*previous, block.start)) {
+    // A fault inside `previous` (a synchronous signal): where it stopped is
+    // unknown, so its instructions are not claimed, and the loss is marked.
+    markLoss(thread, block.start);
+    return;
+  }
+  resolve(thread, *previous, previous->insns.size(), block.start);
+}
+
+void onSyscall(ThreadRecorder &thread, int64_t number) {
+  if (thread.deferring && !thread.awaitingResume) {
+    thread.deferred.push_back({nullptr, number});
+    if (number == kSysRtSigreturn && --thread.deferDepth == 0)
+      thread.awaitingResume = true;
+    return;
+  }
+  if (thread.failed || !thread.enabled)
+    return;
+  const BlockInfo *previous = thread.pending;
+  thread.pending = nullptr;
+  if (previous && previous->valid &&
+      previous->last().branch == BranchClass::Syscall) {
+    resolve(thread, *previous, previous->insns.size(),
+            previous->last().ip + previous->last().size);
+  } else if (previous) {
+    // A syscall without a syscall instruction at the end of the block: the
+    // trace stops before the block's last instruction.
+    resolve(thread, *previous, previous->insns.size() - 1, previous->last().ip);
+    if (!thread.failed)
+      check(thread, thread.writer->interrupt(previous->last().ip));
+  }
+  thread.enabled = false;
+}
+
+void blockExecuted(unsigned int, void *userdata) {
+  const auto &block = *static_cast<const BlockInfo *>(userdata);
+  Recorder &rec = *recorder;
+  if (rec.forked.load(std::memory_order_relaxed))
+    return;
+  if (!rec.tracing.load(std::memory_order_relaxed)) {
+    if (block.start != rec.startAddress || rec.stopping)
+      return;
+    rec.tracing = true;
+    __atomic_store_n(&rec.header->recording, 1u, __ATOMIC_RELEASE);
+  }
+  ThreadRecorder *thread = current;
+  if (!thread) {
+    thread = current = registerThread();
+    if (!thread)
+      return;
+  }
+  if (!thread->running) {
+    uint32_t state = __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE);
+    if (state == uint32_t(QemuThreadState::Done))
+      return;
+    // Back from a syscall, unless a stopping thread finished us meanwhile.
+    if (!__atomic_compare_exchange_n(&thread->slot->state, &state,
+                                     uint32_t(QemuThreadState::Running), false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return;
+    thread->running = true;
+  }
+  if (rec.stopping.load(std::memory_order_relaxed) ||
+      (rec.stopAddress && block.start == rec.stopAddress)) {
+    rec.stopping = true;
+    stopRecording(*thread, block.start);
+    return;
+  }
+  // The common case in one step: the block before ran straight to its end
+  // and went here, no signal is involved.
+  const BlockInfo *previous = thread->pending;
+  if (previous && previous->fast && thread->enabled && !thread->deferring &&
+      !thread->failed && !rec.options.groundTruth &&
+      !rec.options.writer.overflowEvery && !handlerSignals(block) &&
+      possibleSuccessor(*previous, block.start)) {
+    thread->pending = &block;
+    const InsnInfo &last = previous->lastInsn;
+    if (llvm::Error error = thread->writer->stepRun(
+            previous->start, previous->count - 1,
+            ExecutedInsn{last.ip, last.size, last.branch, block.start}))
+      return fail(*thread, std::move(error));
+    countInstructions(*thread, previous->count);
+    return;
+  }
+  onBlock(*thread, block);
+}
+
+} // namespace magic_trace::qemu_plugin

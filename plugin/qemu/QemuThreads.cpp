@@ -1,0 +1,403 @@
+//===- QemuThreads.cpp - Guest threads, the stop flush, the maps file ----===//
+//
+// Each guest thread's ring and slot from its first block to its end (exit,
+// the stop point, exec, the program's exit); the stop flush a debugger's
+// snapshot asks for; DIR/maps when recording ends.
+//
+//===----------------------------------------------------------------------===//
+#include "Recorder.h"
+
+#include "magic_trace/GroundTruth.h"
+#include "magic_trace/InsnClassifier.h"
+#include "magic_trace/PacketWriter.h"
+#include "magic_trace/ProcessModules.h"
+#include "magic_trace/QemuRings.h"
+#include "magic_trace/VirtualClock.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Object/ELFObjectFile.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <linux/perf_event.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <memory>
+#include <mutex>
+#include <pthread.h>
+#include <set>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
+#include <unordered_map>
+#include <vector>
+namespace magic_trace::qemu_plugin {
+
+void setNote(const std::string &text) {
+  if (!recorder->header || recorder->header->note[0])
+    return;
+  std::strncpy(recorder->header->note, text.c_str(),
+               sizeof(recorder->header->note) - 1);
+}
+
+/// QEMU prints qemu_plugin_outs only under -d plugin: warnings go to
+/// stderr (the guest's too) and into the header for the reader.
+void warn(const std::string &text) {
+  std::fprintf(stderr, "magic-trace-qemu: %s\n", text.c_str());
+  setNote(text);
+}
+
+std::string joinPath(llvm::StringRef dir, const llvm::Twine &name) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, name);
+  return std::string(path);
+}
+
+/// A shared file of `size` bytes, mapped read-write; nullptr on failure.
+void *mapSharedFile(const std::string &path, uint64_t size) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return nullptr;
+  void *address = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(size)) == 0)
+    address = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  return address == MAP_FAILED ? nullptr : address;
+}
+
+//===-- Thread lifetime ---------------------------------------------------===//
+
+void writeTruth(ThreadRecorder &thread) {
+  if (!recorder->options.groundTruth)
+    return;
+  thread.truth.lost = thread.writer->lostInstructions();
+  if (llvm::Error error =
+          writeGroundTruth({thread.truth}, recorder->options.dir))
+    warn(llvm::toString(std::move(error)));
+}
+
+/// Ends `thread`'s recording: the trace stops before `next` (0: before the
+/// pending block's last instruction, whose outcome is unknown).
+void finishThread(ThreadRecorder &thread, uint64_t next) {
+  if (thread.deferring)
+    abandonDeferred(thread);
+  if (thread.enabled && !thread.failed) {
+    const BlockInfo *previous = thread.pending;
+    uint64_t stopAt = next;
+    if (previous && next && possibleSuccessor(*previous, next))
+      resolve(thread, *previous, previous->insns.size(), next);
+    else if (previous) {
+      resolve(thread, *previous, previous->insns.size() - 1,
+              previous->last().ip);
+      stopAt = previous->last().ip;
+    }
+    if (!thread.failed && stopAt)
+      check(thread, thread.writer->disable(stopAt));
+    thread.enabled = false;
+  }
+  thread.pending = nullptr;
+  flushCount(thread);
+  writeTruth(thread);
+  __atomic_store_n(
+      &thread.slot->lostInstructions,
+      [&] {
+        uint64_t lost = 0;
+        for (auto &range : thread.writer->lostInstructions())
+          lost += range.second;
+        return lost;
+      }(),
+      __ATOMIC_RELAXED);
+  thread.running = false;
+  __atomic_store_n(&thread.slot->state, uint32_t(QemuThreadState::Done),
+                   __ATOMIC_RELEASE);
+}
+
+ThreadRecorder *registerThread() {
+  Recorder &rec = *recorder;
+  std::lock_guard<std::mutex> lock(rec.mutex);
+  uint32_t index = rec.header->threadCount;
+  if (index >= kQemuRingMaxThreads) {
+    setNote("more than 1024 threads: later ones are not recorded");
+    return nullptr;
+  }
+  auto thread = std::make_unique<ThreadRecorder>();
+  thread->tid = static_cast<uint64_t>(syscall(SYS_gettid));
+  thread->truth.tid = thread->tid;
+  std::string path =
+      joinPath(rec.options.dir, llvm::formatv("ring.{0}", thread->tid));
+  auto *memory = static_cast<uint8_t *>(
+      mapSharedFile(path, kQemuRingPage + rec.options.ringSize));
+  if (!memory) {
+    warn(llvm::formatv("cannot create {0}: {1} (check the directory and "
+                       "free space in it)",
+                       path, std::strerror(errno))
+             .str());
+    return nullptr;
+  }
+  auto *page = reinterpret_cast<perf_event_mmap_page *>(memory);
+  page->aux_offset = kQemuRingPage;
+  page->aux_size = rec.options.ringSize;
+  PacketWriter::Options options = rec.options.writer;
+  options.bufferSize = rec.options.ringSize;
+  options.ringMemory = memory + kQemuRingPage;
+  options.ringHead = reinterpret_cast<uint64_t *>(&page->aux_head);
+  options.ringGate.busy = &rec.header->threads[index].busy;
+  options.ringGate.paused = &rec.header->paused;
+  options.ringGate.timeouts = &rec.header->pauseTimeouts;
+  llvm::Expected<std::unique_ptr<PacketWriter>> writer =
+      PacketWriter::create(options);
+  if (!writer) {
+    warn(llvm::toString(writer.takeError()));
+    return nullptr;
+  }
+  thread->writer = std::move(*writer);
+  thread->index = index;
+  thread->slot = &rec.header->threads[index];
+  thread->slot->tid = thread->tid;
+  __atomic_store_n(&thread->slot->state, uint32_t(QemuThreadState::Running),
+                   __ATOMIC_RELEASE);
+  __atomic_store_n(&rec.header->threadCount, index + 1, __ATOMIC_RELEASE);
+  rec.threads.push_back(thread.get());
+  return thread.release();
+}
+
+void writeMaps();
+
+/// Stops every thread that is blocked in a syscall (the others stop
+/// themselves at their next block).
+void stopIdleThreads() {
+  std::vector<ThreadRecorder *> threads;
+  {
+    std::lock_guard<std::mutex> lock(recorder->mutex);
+    threads = recorder->threads;
+  }
+  for (ThreadRecorder *thread : threads) {
+    uint32_t expected = uint32_t(QemuThreadState::InSyscall);
+    if (__atomic_compare_exchange_n(&thread->slot->state, &expected,
+                                    uint32_t(QemuThreadState::Running), false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      finishThread(*thread, 0);
+  }
+}
+
+/// Waits until no recorded thread is Running, at most `limit`.
+void waitForRunningThreads(std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    bool running = false;
+    {
+      std::lock_guard<std::mutex> lock(recorder->mutex);
+      for (ThreadRecorder *thread : recorder->threads)
+        running |= __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) ==
+                   uint32_t(QemuThreadState::Running);
+    }
+    if (!running || std::chrono::steady_clock::now() > deadline)
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+void stopRecording(ThreadRecorder &self, uint64_t next) {
+  finishThread(self, next);
+  bool first = !recorder->header->stopped;
+  __atomic_store_n(&recorder->header->recording, 0u, __ATOMIC_RELEASE);
+  if (first) {
+    writeMaps();
+    stopIdleThreads();
+    __atomic_store_n(&recorder->header->stopped, 1u, __ATOMIC_RELEASE);
+  }
+}
+
+//===-- The stop flush ----------------------------------------------------===//
+//
+// At a debugger's stop each thread's last block is pending: where it went
+// is known only when the next block runs, after the debugger resumes. A
+// snapshot then would end before the stop, without the instructions that
+// led to the breakpoint. So a reader (QemuRings.h, flushQemuRings) gives
+// each thread's stop address, and the flusher thread ends the thread's
+// trace there as a syscall would: the pending block's instructions up to
+// the stop address, then TIP.PGD; the thread's next block writes TIP.PGE.
+// Safe because QEMU's gdbstub holds every vCPU outside its blocks while
+// the debugger has the process stopped (measured: docs/qemu.md), and the
+// callbacks that can still run take flushLock.
+
+/// Ends `thread`'s trace at `pc`, where the debugger stopped it.
+void flushToStop(ThreadRecorder &thread, uint64_t pc) {
+  if (pc == 0 || !thread.running || !thread.enabled || thread.failed ||
+      thread.deferring ||
+      __atomic_load_n(&thread.slot->state, __ATOMIC_ACQUIRE) !=
+          uint32_t(QemuThreadState::Running))
+    return;
+  const BlockInfo *previous = thread.pending;
+  thread.pending = nullptr;
+  if (previous && (previous->lastIsRep || previous->lastCrossesPage) &&
+      pc == previous->last().ip) {
+    resolve(thread, *previous, previous->insns.size() - 1, pc);
+  } else if (previous && previous->valid && possibleSuccessor(*previous, pc)) {
+    resolve(thread, *previous, previous->insns.size(), pc);
+  } else if (previous) {
+    // Stopped inside the block (a fault the debugger sees first, a REP
+    // iteration): the instructions before `pc` ran.
+    size_t ran = previous->insns.size();
+    for (size_t i = 0; i < previous->insns.size(); ++i)
+      if (previous->insns[i].ip == pc)
+        ran = i;
+    if (ran < previous->insns.size() && previous->valid)
+      resolve(thread, *previous, ran, pc);
+    else
+      markLoss(thread, pc);
+  }
+  if (thread.failed || !check(thread, thread.writer->disable(pc)))
+    return;
+  if (recorder->options.groundTruth)
+    thread.truth.addEvent(
+        TruthEventKind::Disable,
+        thread.truth.insns.empty() ? 0 : thread.truth.insns.back(), pc);
+  thread.enabled = false;
+  flushCount(thread);
+}
+
+void flushStopped() {
+  Recorder &rec = *recorder;
+  std::vector<ThreadRecorder *> threads;
+  {
+    std::lock_guard<std::mutex> lock(rec.mutex);
+    threads = rec.threads;
+  }
+  std::lock_guard<std::mutex> hold(rec.flushLock);
+  for (ThreadRecorder *thread : threads) {
+    flushToStop(*thread, __atomic_load_n(&rec.header->stopPc[thread->index],
+                                         __ATOMIC_ACQUIRE));
+    // The ground truth so far, for every thread the debugger may show (a
+    // finished thread's is final already).
+    if (__atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
+        uint32_t(QemuThreadState::Done))
+      writeTruth(*thread);
+  }
+}
+
+void flusherLoop() {
+  QemuRingHeader &header = *recorder->header;
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t request = __atomic_load_n(&header.flushRequest, __ATOMIC_ACQUIRE);
+    if (request == seen) {
+      timespec timeout{0, 200 * 1000 * 1000};
+      syscall(SYS_futex, &header.flushRequest, FUTEX_WAIT, request, &timeout,
+              nullptr, 0);
+      continue;
+    }
+    seen = request;
+    if (!recorder->forked.load())
+      flushStopped();
+    __atomic_store_n(&header.flushDone, request, __ATOMIC_RELEASE);
+  }
+}
+
+/// Starts the flusher with every signal blocked: QEMU's host signal
+/// handler assumes it runs on a vCPU thread.
+void startFlusher() {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  std::thread(flusherLoop).detach();
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+/// DIR/maps: the mappings the guest ran code in, and the bytes of those
+/// with no file behind them.
+void writeMaps() {
+  Recorder &rec = *recorder;
+  if (rec.mapsWritten)
+    return;
+  rec.mapsWritten = true;
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> maps =
+      llvm::MemoryBuffer::getFileAsStream("/proc/self/maps");
+  if (!maps) {
+    warn("cannot read /proc/self/maps: modules are unknown");
+    return;
+  }
+  std::string kept;
+  std::lock_guard<std::mutex> lock(rec.mutex);
+  llvm::SmallVector<llvm::StringRef, 0> lines;
+  (*maps)->getBuffer().split(lines, '\n', -1, false);
+  for (llvm::StringRef line : lines) {
+    // QEMU maps guest code without PROT_EXEC on the host (it never runs it
+    // natively), so a mapping is code when the guest ran a block in it.
+    std::vector<MapsEntry> entry = parseProcMaps(line);
+    if (entry.size() != 1)
+      continue;
+    auto used = rec.codePages.lower_bound(entry[0].start);
+    if (used == rec.codePages.end() || *used >= entry[0].end)
+      continue;
+    std::string text = line.str();
+    size_t perms = text.find(' ');
+    if (perms != std::string::npos && perms + 3 < text.size())
+      text[perms + 3] = 'x';
+    kept += text + "\n";
+    if (!entry[0].path.empty() && entry[0].path[0] == '/')
+      continue;
+    std::string file = joinPath(
+        rec.options.dir, llvm::formatv("code-{0:x}.bin", entry[0].start));
+    int fd =
+        ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      size_t size = entry[0].end - entry[0].start;
+      const auto *bytes = reinterpret_cast<const char *>(entry[0].start);
+      for (size_t done = 0; done < size;) {
+        ssize_t wrote = ::write(fd, bytes + done, size - done);
+        if (wrote <= 0)
+          break;
+        done += static_cast<size_t>(wrote);
+      }
+      ::close(fd);
+    }
+  }
+  std::string path = joinPath(rec.options.dir, "maps");
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0 || ::write(fd, kept.data(), kept.size()) != ssize_t(kept.size()))
+    warn("cannot write " + path + ": modules are unknown");
+  if (fd >= 0)
+    ::close(fd);
+}
+
+void atExit(qemu_plugin_id_t, void *) {
+  Recorder &rec = *recorder;
+  if (rec.forked)
+    return;
+  std::vector<ThreadRecorder *> threads;
+  {
+    std::lock_guard<std::mutex> lock(rec.mutex);
+    threads = rec.threads;
+  }
+  // Other vCPUs are stopped here (QEMU's exit runs exclusively).
+  std::lock_guard<std::mutex> hold(rec.flushLock);
+  for (ThreadRecorder *thread : threads)
+    if (__atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
+        uint32_t(QemuThreadState::Done))
+      finishThread(*thread, 0);
+  writeMaps();
+  __atomic_store_n(&rec.header->recording, 0u, __ATOMIC_RELEASE);
+  if (!rec.tracing && !rec.header->note[0])
+    warn(rec.options.start.empty()
+             ? "nothing was recorded"
+             : "the start point " + rec.options.start +
+                   " was never reached: nothing was recorded");
+}
+
+void inForkedChild() {
+  // The child shares the parent's rings: it must not write them.
+  if (recorder)
+    recorder->forked = true;
+}
+
+} // namespace magic_trace::qemu_plugin

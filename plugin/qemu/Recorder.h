@@ -1,0 +1,175 @@
+//===- Recorder.h - The QEMU plugin's state, shared by its files -*- C++
+//-*-===//
+//
+// libmagic-trace-qemu.so in three files: QemuFlow.cpp turns executed blocks
+// into packets (the hot path: the block callback and everything it calls),
+// QemuThreads.cpp owns each thread's life (registration, the end, the stop
+// flush, the maps file), QemuRecorder.cpp the plugin's entry, translation,
+// syscalls and options. This header holds what they share: the block and
+// thread records, the recorder, and the functions one file calls in another.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PLUGIN_QEMU_RECORDER_H
+#define MAGIC_TRACE_PLUGIN_QEMU_RECORDER_H
+
+#include "QemuPluginApi.h"
+
+#include "magic_trace/GroundTruth.h"
+#include "magic_trace/InsnClassifier.h"
+#include "magic_trace/PacketWriter.h"
+#include "magic_trace/QemuRings.h"
+
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace magic_trace::qemu_plugin {
+
+constexpr int64_t kSysRtSigaction = 13;
+constexpr int64_t kSysRtSigreturn = 15;
+constexpr int64_t kSysExit = 60;
+constexpr int64_t kSysExecve = 59;
+constexpr int64_t kSysExecveat = 322;
+/// Blocks a handler may run before its rt_sigreturn tells where the
+/// interrupted code resumes; past this the outcome is marked lost.
+constexpr size_t kMaxDeferred = 1 << 20;
+
+struct InsnInfo {
+  uint64_t ip = 0;
+  uint8_t size = 0;
+  BranchClass branch = BranchClass::Unknown;
+  uint64_t target = 0; ///< Direct branch target, else 0.
+};
+
+/// One translated block, made at translation and never freed (a block is
+/// translated again only after a flush; the total stays small).
+struct BlockInfo {
+  // What the fast path reads, first (one cache line).
+  uint64_t start = 0;
+  InsnInfo lastInsn; ///< insns.back().
+  uint32_t count = 0;
+  /// Straight, valid, and neither REP nor page-crossing at its end: the
+  /// fast path writes it with one stepRun.
+  bool fast = false;
+  /// handlerSignals(start), valid while handlerGeneration matches the
+  /// recorder's (handlers change only at rt_sigaction).
+  mutable std::atomic<uint32_t> handlerGeneration{0};
+  mutable std::atomic<uint64_t> signals{0};
+
+  std::vector<InsnInfo> insns;
+  bool straight = true;   ///< Every instruction but the last is Other.
+  bool valid = true;      ///< Every instruction classified.
+  bool lastIsRep = false; ///< The last is a REP string instruction.
+  /// The last crosses into the next page and is not the first: QEMU 7.2
+  /// lists it but may end the block before it (then the next block starts
+  /// at it).
+  bool lastCrossesPage = false;
+  const InsnInfo &last() const { return lastInsn; }
+};
+
+/// One entry of a handler's run that waits for its rt_sigreturn.
+struct Deferred {
+  const BlockInfo *block = nullptr; ///< Or a syscall when null.
+  int64_t syscall = 0;
+};
+
+struct Options {
+  std::string dir;
+  uint64_t ringSize = 4 << 20;
+  PacketWriter::Options writer;
+  std::string start = "main";
+  std::string stop;
+  uint64_t maxInsns = 0;
+  bool groundTruth = false;
+};
+
+struct ThreadRecorder {
+  uint64_t tid = 0;
+  uint32_t index = 0; ///< Of the slot in the header's tables.
+  QemuThreadSlot *slot = nullptr;
+  std::unique_ptr<PacketWriter> writer;
+  ThreadTruth truth;
+  const BlockInfo *pending = nullptr;
+  bool enabled = false;
+  bool failed = false;
+  // A signal handler entered after an instruction whose outcome is unknown.
+  bool deferring = false;
+  bool awaitingResume = false; ///< The handler's rt_sigreturn was seen.
+  int deferDepth = 0;
+  const BlockInfo *interrupted = nullptr;
+  uint64_t handler = 0;
+  std::vector<Deferred> deferred;
+  /// Instructions not yet added to the slot and the recorder's total.
+  uint64_t uncounted = 0;
+  /// The slot's state is Running and only this thread changes it (another
+  /// thread may only finish a slot that is InSyscall).
+  bool running = true;
+};
+
+struct Recorder {
+  Options options;
+  QemuRingHeader *header = nullptr;
+  std::unique_ptr<InsnClassifier> classifier;
+  std::mutex mutex; ///< Threads, code pages, handlers, classifier.
+  /// Held by the flusher while it ends stopped threads' traces, and by
+  /// every callback that may run while a debugger holds the guest stopped
+  /// (syscall entry, exit): block callbacks do not run then.
+  std::mutex flushLock;
+  std::vector<ThreadRecorder *> threads;
+  std::set<uint64_t> codePages;
+  std::atomic<uint32_t> handlerGeneration{1};
+  /// Signal handler address -> the signals it handles (bit n: signal n).
+  std::unordered_map<uint64_t, uint64_t> handlers;
+  uint64_t startAddress = 0, stopAddress = 0;
+  std::atomic<bool> tracing{false}, stopping{false}, forked{false};
+  std::atomic<uint64_t> totalInsns{0};
+  bool mapsWritten = false;
+};
+
+extern Recorder *recorder;
+// initial-exec: no __tls_get_addr call per block (one pointer of static
+// TLS, which glibc reserves room for in dlopened libraries).
+extern __attribute__((
+    tls_model("initial-exec"))) thread_local ThreadRecorder *current;
+/// Counting goes through shared words every `countBatch` instructions.
+extern uint64_t countBatch;
+
+// QemuFlow.cpp: a thread's packets.
+void fail(ThreadRecorder &thread, llvm::Error error);
+bool check(ThreadRecorder &thread, llvm::Error error);
+void flushCount(ThreadRecorder &thread);
+void resolve(ThreadRecorder &thread, const BlockInfo &block, size_t count,
+             uint64_t next);
+bool possibleSuccessor(const BlockInfo &block, uint64_t next);
+void markLoss(ThreadRecorder &thread, uint64_t resume);
+void abandonDeferred(ThreadRecorder &thread);
+void onSyscall(ThreadRecorder &thread, int64_t number);
+void blockExecuted(unsigned int, void *userdata);
+
+// QemuThreads.cpp: threads, the stop flush, the maps file.
+void setNote(const std::string &text);
+void warn(const std::string &text);
+std::string joinPath(llvm::StringRef dir, const llvm::Twine &name);
+void *mapSharedFile(const std::string &path, uint64_t size);
+void writeTruth(ThreadRecorder &thread);
+void finishThread(ThreadRecorder &thread, uint64_t next);
+ThreadRecorder *registerThread();
+void waitForRunningThreads(std::chrono::milliseconds limit);
+void stopRecording(ThreadRecorder &self, uint64_t next);
+void startFlusher();
+void writeMaps();
+void atExit(qemu_plugin_id_t, void *);
+void inForkedChild();
+
+} // namespace magic_trace::qemu_plugin
+
+#endif
