@@ -98,15 +98,10 @@ class Session:
         target = self.debugger.CreateTarget(program)
         if not target.IsValid():
             raise MagicTraceError("cannot create a target for " + program)
-        command = "magic-trace run"
+        command = "magic-trace run" + _recording_options(
+            snapshot_size, timer, threads)
         if start:
             command += " --start " + shlex.quote(start)
-        if snapshot_size:
-            command += " --snapshot-size " + str(snapshot_size)
-        if timer:
-            command += " --timer-resolution " + timer
-        if threads:
-            command += " --threads " + str(threads)
         if ground_truth:
             command += " --ground-truth"
         if args:
@@ -114,14 +109,8 @@ class Session:
         return self.run(command)
 
     def attach(self, backend="auto", snapshot_size=None, timer=None, threads=None):
-        command = "magic-trace attach --backend " + backend
-        if snapshot_size:
-            command += " --snapshot-size " + str(snapshot_size)
-        if timer:
-            command += " --timer-resolution " + timer
-        if threads:
-            command += " --threads " + str(threads)
-        return self.run(command)
+        return self.run("magic-trace attach --backend " + backend +
+                        _recording_options(snapshot_size, timer, threads))
 
     def snapshot_on(self, function=None, file=None, line=None, address=None,
                     breakpoint=None, count=None, continue_after=False,
@@ -178,6 +167,18 @@ class Session:
 
     def detach(self):
         return self.run("magic-trace detach")
+
+
+def _recording_options(snapshot_size, timer, threads):
+    """The options 'run' and 'attach' share, as command-line text."""
+    text = ""
+    if snapshot_size:
+        text += " --snapshot-size " + str(snapshot_size)
+    if timer:
+        text += " --timer-resolution " + timer
+    if threads:
+        text += " --threads " + str(threads)
+    return text
 
 
 def _json_lines(text):

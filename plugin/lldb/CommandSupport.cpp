@@ -54,6 +54,17 @@ llvm::Expected<uint64_t> parseSize(llvm::StringRef text) {
   return bytes;
 }
 
+llvm::Expected<TimerResolution> parseTimer(llvm::StringRef text) {
+  if (text == "low")
+    return TimerResolution::Low;
+  if (text == "normal")
+    return TimerResolution::Normal;
+  if (text == "high")
+    return TimerResolution::High;
+  return error("unknown timer resolution '%s' (use low, normal or high)",
+               text.str().c_str());
+}
+
 llvm::Expected<unsigned> parseCount(llvm::StringRef text,
                                     llvm::StringRef what) {
   unsigned value = 0;

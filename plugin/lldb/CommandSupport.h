@@ -9,6 +9,8 @@
 
 #include "CommandArgs.h"
 
+#include "magic_trace/PacketWriter.h"
+
 #include "lldb/API/SBCommandInterpreter.h"
 #include "lldb/API/SBCommandReturnObject.h"
 #include "lldb/API/SBDebugger.h"
@@ -37,6 +39,8 @@ std::string jsonText(const llvm::json::Value &value);
 /// "4M", "64KiB", "1G", "65536" -> bytes (a power of two, at least 4K).
 llvm::Expected<uint64_t> parseSize(llvm::StringRef text);
 
+/// A --timer-resolution value: low, normal or high.
+llvm::Expected<TimerResolution> parseTimer(llvm::StringRef text);
 /// A count option's value; `what` names it in the error.
 llvm::Expected<unsigned> parseCount(llvm::StringRef text, llvm::StringRef what);
 

@@ -109,18 +109,11 @@ bool triggerHit(void *baton, lldb::SBProcess &process, lldb::SBThread &thread,
       (session.backend != "qemu" && session.backend != "perf"))
     return true;
   lldb::break_id_t id = location.GetBreakpoint().GetID();
-  Trigger *trigger = nullptr;
-  for (Trigger &candidate : session.triggers)
-    if (candidate.breakpoint == id)
-      trigger = &candidate;
+  Trigger *trigger = session.findTrigger(id);
   if (!trigger || !trigger->active())
     return true;
-  ++trigger->hits;
-  std::string path =
-      expandPattern(trigger->pattern, session.snapshots.size() + 1);
   llvm::Expected<SnapshotRecord *> record =
-      takeSnapshot(debugger, session, thread.GetThreadID(),
-                   "breakpoint " + std::to_string(id), path, true);
+      fireTrigger(debugger, session, *trigger, thread.GetThreadID(), true);
   if (!record) {
     printNow(debugger, "error: magic-trace: snapshot at breakpoint " +
                            std::to_string(id) +
@@ -129,10 +122,6 @@ bool triggerHit(void *baton, lldb::SBProcess &process, lldb::SBThread &thread,
   }
   session.triggered.push_back(*record);
   printNow(debugger, snapshotLine(**record));
-  if (!trigger->active()) {
-    lldb::SBBreakpoint breakpoint = location.GetBreakpoint();
-    breakpoint.SetEnabled(false);
-  }
   return !trigger->continueAfter;
 }
 
@@ -234,11 +223,19 @@ llvm::Expected<lldb::SBTarget> qemuTarget(lldb::SBDebugger &debugger,
     return error("the target has no executable (create one with 'file "
                  "PROGRAM')");
   llvm::SmallString<128> saved;
-  llvm::sys::fs::createTemporaryFile("magic-trace-breakpoints", "json", saved);
+  if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
+          "magic-trace-breakpoints", "json", saved))
+    return error("cannot carry the breakpoints over to a qemu-user target: "
+                 "%s (check TMPDIR)",
+                 ec.message().c_str());
   lldb::SBFileSpec savedSpec(saved.c_str(), false);
   bool haveBreakpoints = target.GetNumBreakpoints() > 0;
-  if (haveBreakpoints && target.BreakpointsWriteToFile(savedSpec).Fail())
-    haveBreakpoints = false;
+  if (haveBreakpoints && target.BreakpointsWriteToFile(savedSpec).Fail()) {
+    llvm::sys::fs::remove(saved);
+    return error("cannot carry the breakpoints over to a qemu-user target "
+                 "(LLDB could not write them to %s)",
+                 saved.c_str());
+  }
   lldb::SBLaunchInfo launch = target.GetLaunchInfo();
   lldb::SBError error;
   lldb::SBTarget made =
@@ -291,10 +288,9 @@ public:
       size = *parsed;
     }
     std::string timer = args->get("timer-resolution", "normal");
-    if (timer != "low" && timer != "normal" && timer != "high")
-      return failCommand(result, error("unknown timer resolution '%s' (use "
-                                       "low, normal or high)",
-                                       timer.c_str()));
+    if (llvm::Expected<TimerResolution> resolution = parseTimer(timer);
+        !resolution)
+      return failCommand(result, resolution.takeError());
     llvm::Expected<std::string> qemu = qemuPath();
     if (!qemu)
       return failCommand(result, qemu.takeError());

@@ -125,11 +125,13 @@ public:
     }
 
     PacketWriter::Options writerOptions;
+    // Under QEMU the ring and timer are the recorder's (set at launch).
+    std::string defaultTimer = "normal";
     if (backend == "qemu") {
       writerOptions.bufferSize = qemuStatus.ringSize;
       for (const auto &[key, value] : qemuOptions)
         if (key == "timer")
-          args->values["timer-resolution"] = value;
+          defaultTimer = value;
     }
     if (args->has("snapshot-size")) {
       llvm::Expected<uint64_t> size = parseSize(args->get("snapshot-size", ""));
@@ -137,18 +139,12 @@ public:
         return failCommand(result, size.takeError());
       writerOptions.bufferSize = *size;
     }
-    std::string timer = args->get("timer-resolution", "normal");
-    if (timer == "low")
-      writerOptions.timer = TimerResolution::Low;
-    else if (timer == "normal")
-      writerOptions.timer = TimerResolution::Normal;
-    else if (timer == "high") {
-      writerOptions.timer = TimerResolution::High;
-      writerOptions.noRetComp = true;
-    } else
-      return failCommand(result, error("unknown timer resolution '%s' (use "
-                                       "low, normal or high)",
-                                       timer.c_str()));
+    std::string timer = args->get("timer-resolution", defaultTimer);
+    llvm::Expected<TimerResolution> resolution = parseTimer(timer);
+    if (!resolution)
+      return failCommand(result, resolution.takeError());
+    writerOptions.timer = *resolution;
+    writerOptions.noRetComp = *resolution == TimerResolution::High;
 
     bool allThreads = true;
     std::vector<uint64_t> filter;
@@ -355,13 +351,6 @@ public:
 
 // --- continue ------------------------------------------------------------
 
-Trigger *findTrigger(Session &session, lldb::break_id_t breakpoint) {
-  for (Trigger &trigger : session.triggers)
-    if (trigger.breakpoint == breakpoint)
-      return &trigger;
-  return nullptr;
-}
-
 /// After the recorded program ended (it exited, or exec replaced it) with
 /// triggers never hit, the buffer still holds the end of the run: the first
 /// such trigger gets a snapshot of it. Lines go to `os`.
@@ -408,7 +397,6 @@ std::string progressLine(const StepProgress &progress) {
 /// snapshots on the way. Lines go to `os`.
 llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
                            llvm::raw_ostream &os, bool json) {
-  lldb::SBTarget target = debugger.GetSelectedTarget();
   auto progress = [&](const StepProgress &progress) {
     printNow(debugger, progressLine(progress));
   };
@@ -437,26 +425,20 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
       break;
     }
     if (outcome->kind == StepOutcome::Breakpoint) {
-      Trigger *trigger = findTrigger(session, outcome->breakpoint);
+      Trigger *trigger = session.findTrigger(outcome->breakpoint);
       if (!trigger || !trigger->active()) {
         os << "magic-trace: thread " << outcome->tid
            << " stopped at breakpoint " << outcome->breakpoint << " at "
            << llvm::format_hex(outcome->pc, 0) << "\n";
         break;
       }
-      ++trigger->hits;
-      std::string path =
-          expandPattern(trigger->pattern, session.snapshots.size() + 1);
-      llvm::Expected<SnapshotRecord *> record = takeSnapshot(
-          debugger, session, outcome->tid,
-          "breakpoint " + std::to_string(trigger->breakpoint), path);
+      llvm::Expected<SnapshotRecord *> record =
+          fireTrigger(debugger, session, *trigger, outcome->tid);
       if (!record)
         return record.takeError();
       os << snapshotLine(**record) << "\n";
       if (json)
         os << jsonText(snapshotJson(**record)) << "\n";
-      if (!trigger->active())
-        target.FindBreakpointByID(trigger->breakpoint).SetEnabled(false);
       if (trigger->continueAfter)
         continue;
       break;

@@ -8,6 +8,7 @@
 #include "magic_trace/VirtualClock.h"
 
 #include "lldb/API/SBAddress.h"
+#include "lldb/API/SBBreakpoint.h"
 #include "lldb/API/SBError.h"
 #include "lldb/API/SBFileSpec.h"
 #include "lldb/API/SBFrame.h"
@@ -147,6 +148,13 @@ llvm::Expected<ThreadRecorder *> Session::recorder(uint64_t tid) {
     recorder.truth->tid = tid;
   }
   return &recorder;
+}
+
+Trigger *Session::findTrigger(lldb::break_id_t breakpoint) {
+  for (Trigger &trigger : triggers)
+    if (trigger.breakpoint == breakpoint)
+      return &trigger;
+  return nullptr;
 }
 
 llvm::Expected<SnapshotRecord *> Session::findSnapshot(unsigned number) {
@@ -385,6 +393,21 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
   }
   session.snapshots.push_back(std::move(record));
   return session.snapshots.back().get();
+}
+
+llvm::Expected<SnapshotRecord *> fireTrigger(lldb::SBDebugger &debugger,
+                                             Session &session, Trigger &trigger,
+                                             uint64_t tid, bool stopped) {
+  ++trigger.hits;
+  llvm::Expected<SnapshotRecord *> record = takeSnapshot(
+      debugger, session, tid,
+      "breakpoint " + std::to_string(trigger.breakpoint),
+      expandPattern(trigger.pattern, session.snapshots.size() + 1), stopped);
+  if (record && !trigger.active())
+    debugger.GetSelectedTarget()
+        .FindBreakpointByID(trigger.breakpoint)
+        .SetEnabled(false);
+  return record;
 }
 
 std::string snapshotLine(const SnapshotRecord &record) {

@@ -121,6 +121,8 @@ struct Session {
   bool traces(uint64_t tid) const;
   /// The recorder of `tid`, created (with tracing off) when missing.
   llvm::Expected<ThreadRecorder *> recorder(uint64_t tid);
+  /// The trigger on `breakpoint`, or null.
+  Trigger *findTrigger(lldb::break_id_t breakpoint);
   /// The snapshot numbered `number` (0: the last one).
   llvm::Expected<SnapshotRecord *> findSnapshot(unsigned number);
   llvm::json::Value statusJson() const;
@@ -152,6 +154,13 @@ llvm::Expected<SnapshotRecord *>
 takeSnapshot(lldb::SBDebugger &debugger, Session &session,
              uint64_t triggeredTid, std::string reason, std::string path,
              bool stopped = false);
+
+/// A hit of `trigger`'s breakpoint by thread `tid`: counts it, takes the
+/// trigger's snapshot, and disables the breakpoint after its last hit.
+llvm::Expected<SnapshotRecord *> fireTrigger(lldb::SBDebugger &debugger,
+                                             Session &session, Trigger &trigger,
+                                             uint64_t tid,
+                                             bool stopped = false);
 
 /// The line printed for a snapshot: "magic-trace: snapshot N: thread T,
 /// SPAN, C calls, E errors -> FILE (open in ui.perfetto.dev)".

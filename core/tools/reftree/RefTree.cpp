@@ -145,16 +145,15 @@ void addPltStubs(const object::ELFObjectFileBase &elf, uint64_t bias,
     if (!stubAtStart && !contents->empty())
       out.push_back(
           {section.getAddress() + bias, 0, name->str(), {name->str()}, false});
-    // The last stub ends with its section (the code after it, .text in a
-    // stripped file, is no part of it).
+    // Each stub ends where the next begins, the last with its section (the
+    // code after it, .text in a stripped file, is no part of it).
+    std::sort(out.begin() + first, out.end(),
+              [](const RefFunction &a, const RefFunction &b) {
+                return a.begin < b.begin;
+              });
     uint64_t sectionEnd = section.getAddress() + section.getSize() + bias;
-    for (size_t i = first; i < out.size(); ++i) {
-      uint64_t next = sectionEnd;
-      for (size_t j = first; j < out.size(); ++j)
-        if (out[j].begin > out[i].begin)
-          next = std::min(next, out[j].begin);
-      out[i].end = next;
-    }
+    for (size_t i = first; i < out.size(); ++i)
+      out[i].end = i + 1 < out.size() ? out[i + 1].begin : sectionEnd;
   }
 }
 
