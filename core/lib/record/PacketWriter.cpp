@@ -138,6 +138,14 @@ private:
   llvm::Error beforeInstruction(uint64_t ip);
   llvm::Error endOverflow(uint64_t resumeIp);
   llvm::Error branchPackets(const ExecutedInsn &insn);
+  bool quietRun(uint64_t ip, uint64_t count, const ExecutedInsn &last);
+  /// The MTC period changes from lastMtc when `cycles` reaches this.
+  void setLastMtc(uint64_t period) {
+    lastMtc = period;
+    mtcDueCycles = (period + 1) * (uint64_t(VirtualClock::tscPerCtc)
+                                   << VirtualClock::timing.mtcFreq) -
+                   VirtualClock::startTsc;
+  }
 
   Options options;
   RingBuffer ring;
@@ -159,6 +167,7 @@ private:
   uint64_t cycles = 0;       ///< Virtual core cycles of traced execution.
   uint64_t lastCyc = 0;      ///< `cycles` at the last CYC packet (or PSB).
   uint64_t lastMtc = 0;      ///< MTC period of the last MTC or TSC.
+  uint64_t mtcDueCycles = 0; ///< See setLastMtc().
   uint64_t stepped = 0;      ///< Instructions passed to step().
   uint64_t lostLeft = 0;     ///< Instructions still to drop in an overflow.
   uint64_t nextOverflow = 0; ///< Index from which the next overflow is due.
@@ -388,7 +397,7 @@ llvm::Error PacketWriterImpl::psb(bool withFup, uint64_t ip) {
   if (modeExec)
     if (llvm::Error error = emitModeExec())
       return error;
-  lastMtc = mtcPeriod();
+  setLastMtc(mtcPeriod());
   lastCyc = cycles;
   if (tracing)
     if (llvm::Error error = emitIp(ppt_fup, ip))
@@ -425,11 +434,11 @@ llvm::Error PacketWriterImpl::beforeInstruction(uint64_t ip) {
   if (sincePsb >= options.psbPeriod)
     if (llvm::Error error = psb(/*withFup=*/true, ip))
       return error;
-  if (mtcPeriod() == lastMtc)
+  if (cycles < mtcDueCycles) // mtcPeriod() == lastMtc
     return llvm::Error::success();
   if (llvm::Error error = flushTnt())
     return error;
-  lastMtc = mtcPeriod();
+  setLastMtc(mtcPeriod());
   pt_packet mtc{};
   mtc.type = ppt_mtc;
   mtc.payload.mtc.ctc = static_cast<uint8_t>(lastMtc & 0xff);
@@ -606,8 +615,56 @@ llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
   return branchPackets(insn);
 }
 
+/// stepRun's common case, when it writes no packet: no check fails, no
+/// PSB+ or MTC is due before `last`, and `last` needs no packet or only
+/// appends a bit to a TNT that is not full after it. Then it updates the
+/// state exactly as stepRun would and returns true; else it changes nothing.
+bool PacketWriterImpl::quietRun(uint64_t ip, uint64_t count,
+                                const ExecutedInsn &last) {
+  if (options.overflowEvery || lostLeft || !enabled || ip != expectedIp ||
+      last.size == 0 || last.size > 15 || sincePsb >= options.psbPeriod ||
+      cycles + count * VirtualClock::cyclesPerInstruction >= mtcDueCycles)
+    return false;
+  uint64_t fallThrough = last.ip + last.size;
+  bool taken = last.nextIp != fallThrough;
+  switch (last.branch) {
+  case BranchClass::Other:
+  case BranchClass::DirectJump:
+    break;
+  case BranchClass::DirectCall:
+    if (taken)
+      returns.push(fallThrough);
+    break;
+  case BranchClass::CondBranch:
+    if (tntBits + 1 >= maxTntBits())
+      return false;
+    tntPayload = (tntPayload << 1) | (taken ? 1 : 0);
+    ++tntBits;
+    break;
+  case BranchClass::Return:
+    if (!retComp() || !returns.topIs(last.nextIp) ||
+        tntBits + 1 >= maxTntBits())
+      return false;
+    returns.pop();
+    tntPayload = (tntPayload << 1) | 1;
+    ++tntBits;
+    break;
+  default:
+    return false;
+  }
+  stepped += count + 1;
+  cycles += (count + 1) * VirtualClock::cyclesPerInstruction;
+  expectedIp = last.nextIp;
+  previousNeededPacket = needsPacket(last);
+  if (previousNeededPacket)
+    afterLastPacket = stepped;
+  return true;
+}
+
 llvm::Error PacketWriterImpl::stepRun(uint64_t ip, uint64_t count,
                                       const ExecutedInsn &last) {
+  if (quietRun(ip, count, last))
+    return llvm::Error::success();
   if (options.overflowEvery || lostLeft)
     return llvm::createStringError(
         "stepRun with overflow injection (step each instruction instead)");
