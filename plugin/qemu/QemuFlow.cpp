@@ -66,7 +66,7 @@ void flushCount(ThreadRecorder &thread) {
   __atomic_add_fetch(&thread.slot->instructions, count, __ATOMIC_RELAXED);
   uint64_t total = recorder->totalInsns.fetch_add(count) + count;
   if (recorder->options.maxInsns && total >= recorder->options.maxInsns)
-    recorder->stopping = true;
+    recorder->set(SlowStopping);
 }
 
 /// Counting goes through shared words only every `countBatch` instructions
@@ -110,25 +110,6 @@ void resolve(ThreadRecorder &thread, const BlockInfo &block, size_t count,
     thread.truth.addInstruction(last.ip, last.size, last.branch, next);
   }
   countInstructions(thread, count);
-}
-
-/// Could `block`'s last instruction, run to its end, have gone to `next`?
-bool possibleSuccessor(const BlockInfo &block, uint64_t next) {
-  const InsnInfo &last = block.last();
-  uint64_t fallThrough = last.ip + last.size;
-  switch (last.branch) {
-  case BranchClass::Other:
-    return next == fallThrough || (block.lastIsRep && next == last.ip);
-  case BranchClass::DirectJump:
-  case BranchClass::DirectCall:
-    return next == last.target;
-  case BranchClass::CondBranch:
-    return next == fallThrough || next == last.target;
-  case BranchClass::Syscall:
-    return next == fallThrough;
-  default:
-    return true;
-  }
 }
 
 /// Where a block that ran to its end went, when only one place is possible.
@@ -209,30 +190,9 @@ void abandonDeferred(ThreadRecorder &thread) {
   }
 }
 
-/// The signals the start of `block` is the handler of (bit n: signal n), or
-/// 0; cached in the block until the handlers change.
-uint64_t lookUpHandler(const BlockInfo &block, uint32_t generation);
-
-__attribute__((always_inline)) inline uint64_t
-handlerSignals(const BlockInfo &block) {
-  uint32_t generation =
-      recorder->handlerGeneration.load(std::memory_order_acquire);
-  if (block.handlerGeneration.load(std::memory_order_acquire) == generation)
-    return block.signals.load(std::memory_order_relaxed);
-  return lookUpHandler(block, generation);
-}
-
-uint64_t lookUpHandler(const BlockInfo &block, uint32_t generation) {
-  uint64_t signals = 0;
-  {
-    std::lock_guard<std::mutex> lock(recorder->mutex);
-    auto found = recorder->handlers.find(block.start);
-    if (found != recorder->handlers.end())
-      signals = found->second;
-  }
-  block.signals.store(signals, std::memory_order_relaxed);
-  block.handlerGeneration.store(generation, std::memory_order_release);
-  return signals;
+/// The signals the start of `block` is the handler of (bit n: signal n).
+inline uint64_t handlerSignals(const BlockInfo &block) {
+  return block.signals.load(std::memory_order_relaxed);
 }
 
 bool isHandler(const BlockInfo &block) { return handlerSignals(block) != 0; }
@@ -359,18 +319,38 @@ void onSyscall(ThreadRecorder &thread, int64_t number) {
   thread.enabled = false;
 }
 
+/// The callback of every executed block.
 void blockExecuted(unsigned int, void *userdata) {
   const auto &block = *static_cast<const BlockInfo *>(userdata);
   Recorder &rec = *recorder;
-  if (rec.forked.load(std::memory_order_relaxed))
-    return;
-  if (!rec.tracing.load(std::memory_order_relaxed)) {
-    if (block.start != rec.startAddress || rec.stopping)
+  ThreadRecorder *thread = current;
+  // The common case in one step: recording, the block before ran straight
+  // to its end and went here, no signal, stop point or option is involved.
+  if (__builtin_expect(thread != nullptr, 1) &&
+      rec.slow.load(std::memory_order_relaxed) == 0 && thread->running &&
+      thread->enabled && !thread->deferring && !thread->failed &&
+      !block.isStop && !handlerSignals(block)) {
+    const BlockInfo *previous = thread->pending;
+    if (previous && previous->fast &&
+        possibleSuccessor(*previous, block.start)) {
+      thread->pending = &block;
+      const InsnInfo &last = previous->lastInsn;
+      if (llvm::Error error = thread->writer->stepRun(
+              previous->start, previous->count - 1,
+              ExecutedInsn{last.ip, last.size, last.branch, block.start}))
+        return fail(*thread, std::move(error));
+      countInstructions(*thread, previous->count);
       return;
-    rec.tracing = true;
+    }
+  }
+  if (rec.has(SlowForked))
+    return;
+  if (rec.has(SlowNotTracing)) {
+    if (block.start != rec.startAddress || rec.has(SlowStopping))
+      return;
+    rec.clear(SlowNotTracing);
     __atomic_store_n(&rec.header->recording, 1u, __ATOMIC_RELEASE);
   }
-  ThreadRecorder *thread = current;
   if (!thread) {
     thread = current = registerThread();
     if (!thread)
@@ -387,26 +367,9 @@ void blockExecuted(unsigned int, void *userdata) {
       return;
     thread->running = true;
   }
-  if (rec.stopping.load(std::memory_order_relaxed) ||
-      (rec.stopAddress && block.start == rec.stopAddress)) {
-    rec.stopping = true;
+  if (rec.has(SlowStopping) || block.isStop) {
+    rec.set(SlowStopping);
     stopRecording(*thread, block.start);
-    return;
-  }
-  // The common case in one step: the block before ran straight to its end
-  // and went here, no signal is involved.
-  const BlockInfo *previous = thread->pending;
-  if (previous && previous->fast && thread->enabled && !thread->deferring &&
-      !thread->failed && !rec.options.groundTruth &&
-      !rec.options.writer.overflowEvery && !handlerSignals(block) &&
-      possibleSuccessor(*previous, block.start)) {
-    thread->pending = &block;
-    const InsnInfo &last = previous->lastInsn;
-    if (llvm::Error error = thread->writer->stepRun(
-            previous->start, previous->count - 1,
-            ExecutedInsn{last.ip, last.size, last.branch, block.start}))
-      return fail(*thread, std::move(error));
-    countInstructions(*thread, previous->count);
     return;
   }
   onBlock(*thread, block);

@@ -67,8 +67,8 @@ namespace magic_trace::qemu_plugin {
 Recorder *recorder = nullptr;
 // initial-exec: no __tls_get_addr call per block (one pointer of static
 // TLS, which glibc reserves room for in dlopened libraries).
-__attribute__((
-    tls_model("initial-exec"))) thread_local ThreadRecorder *current = nullptr;
+__attribute__((tls_model("initial-exec"))) __thread ThreadRecorder *current =
+    nullptr;
 
 bool isRepString(const uint8_t *bytes, size_t size) {
   bool rep = false;
@@ -94,7 +94,7 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
                     uint64_t a2, uint64_t, uint64_t, uint64_t, uint64_t,
                     uint64_t, uint64_t) {
   Recorder &rec = *recorder;
-  if (rec.forked.load(std::memory_order_relaxed))
+  if (rec.has(SlowForked))
     return;
   if (number == kSysRtSigaction && a2) {
     // struct kernel_sigaction starts with the handler; guest memory is
@@ -103,8 +103,10 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
     std::memcpy(&handler, reinterpret_cast<const void *>(a2), sizeof handler);
     if (handler > 1 && a1 < 65) {
       std::lock_guard<std::mutex> lock(rec.mutex);
-      rec.handlers[handler] |= uint64_t(1) << a1;
-      rec.handlerGeneration.fetch_add(1, std::memory_order_acq_rel);
+      uint64_t signals = rec.handlers[handler] |= uint64_t(1) << a1;
+      auto [first, end] = rec.blocks.equal_range(handler);
+      for (auto it = first; it != end; ++it)
+        it->second->signals.store(signals, std::memory_order_relaxed);
     }
   }
   ThreadRecorder *thread = current;
@@ -127,7 +129,7 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
     // that are running end themselves at their next block; they get a
     // tenth of a second (exec then ends them anyway).
     setNote("the program called execve: the recording ends there");
-    rec.stopping = true;
+    rec.set(SlowStopping);
     stopRecording(*thread, 0);
     waitForRunningThreads(std::chrono::milliseconds(100));
     return;
@@ -222,6 +224,11 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     block->count = static_cast<uint32_t>(count);
     block->fast = block->straight && block->valid && !block->lastIsRep &&
                   !block->lastCrossesPage;
+    block->isStop = rec.stopAddress && block->start == rec.stopAddress;
+    auto handler = rec.handlers.find(block->start);
+    if (handler != rec.handlers.end())
+      block->signals.store(handler->second, std::memory_order_relaxed);
+    rec.blocks.emplace(block->start, block);
     rec.codePages.insert(block->start & ~uint64_t(4095));
   }
   qemu_plugin_register_vcpu_tb_exec_cb(tb, blockExecuted,
@@ -350,8 +357,7 @@ void resolvePoints() {
   auto failWith = [&](llvm::Error error) {
     warn(llvm::toString(std::move(error)) + ": nothing is recorded");
     rec.startAddress = 0;
-    rec.tracing = false;
-    rec.stopping = true;
+    rec.set(SlowNotTracing | SlowStopping);
   };
   llvm::Expected<uint64_t> bias = programBias(path);
   if (!bias)
@@ -424,9 +430,11 @@ llvm::Error install(int argc, char **argv) {
     countBatch =
         std::max<uint64_t>(1, std::min<uint64_t>(65536, options.maxInsns / 64));
   if (options.start.empty()) {
-    rec->tracing = true;
+    rec->clear(SlowNotTracing);
     header.recording = 1;
   }
+  if (options.groundTruth || options.writer.overflowEvery)
+    rec->set(SlowEveryInsn);
   recorder = rec.release();
   // Publish the header last: a reader checks the magic first.
   std::memcpy(header.magic, kQemuRingMagic, sizeof(kQemuRingMagic));

@@ -297,7 +297,7 @@ void flusherLoop() {
       continue;
     }
     seen = request;
-    if (!recorder->forked.load())
+    if (!recorder->has(SlowForked))
       flushStopped();
     __atomic_store_n(&header.flushDone, request, __ATOMIC_RELEASE);
   }
@@ -372,7 +372,7 @@ void writeMaps() {
 
 void atExit(qemu_plugin_id_t, void *) {
   Recorder &rec = *recorder;
-  if (rec.forked)
+  if (rec.has(SlowForked))
     return;
   std::vector<ThreadRecorder *> threads;
   {
@@ -387,7 +387,7 @@ void atExit(qemu_plugin_id_t, void *) {
       finishThread(*thread, 0);
   writeMaps();
   __atomic_store_n(&rec.header->recording, 0u, __ATOMIC_RELEASE);
-  if (!rec.tracing && !rec.header->note[0])
+  if (rec.has(SlowNotTracing) && !rec.header->note[0])
     warn(rec.options.start.empty()
              ? "nothing was recorded"
              : "the start point " + rec.options.start +
@@ -397,7 +397,7 @@ void atExit(qemu_plugin_id_t, void *) {
 void inForkedChild() {
   // The child shares the parent's rings: it must not write them.
   if (recorder)
-    recorder->forked = true;
+    recorder->set(SlowForked);
 }
 
 } // namespace magic_trace::qemu_plugin

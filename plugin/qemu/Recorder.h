@@ -60,9 +60,9 @@ struct BlockInfo {
   /// Straight, valid, and neither REP nor page-crossing at its end: the
   /// fast path writes it with one stepRun.
   bool fast = false;
-  /// handlerSignals(start), valid while handlerGeneration matches the
-  /// recorder's (handlers change only at rt_sigaction).
-  mutable std::atomic<uint32_t> handlerGeneration{0};
+  bool isStop = false; ///< It starts at the stop point.
+  /// The signals its start is the handler of (bit n: signal n): set at
+  /// translation and by every rt_sigaction that names it (Recorder::blocks).
   mutable std::atomic<uint64_t> signals{0};
 
   std::vector<InsnInfo> insns;
@@ -115,6 +115,14 @@ struct ThreadRecorder {
   bool running = true;
 };
 
+/// Recorder::slow bits.
+enum SlowReason : uint32_t {
+  SlowNotTracing = 1, ///< Before the start point, or nothing to record.
+  SlowStopping = 2,   ///< The stop point or the limit was reached.
+  SlowForked = 4,     ///< A forked child: the rings are the parent's.
+  SlowEveryInsn = 8,  ///< Ground truth or overflow injection (options).
+};
+
 struct Recorder {
   Options options;
   QemuRingHeader *header = nullptr;
@@ -126,20 +134,27 @@ struct Recorder {
   std::mutex flushLock;
   std::vector<ThreadRecorder *> threads;
   std::set<uint64_t> codePages;
-  std::atomic<uint32_t> handlerGeneration{1};
   /// Signal handler address -> the signals it handles (bit n: signal n).
   std::unordered_map<uint64_t, uint64_t> handlers;
+  /// Every translated block by its start, to mark a handler's blocks.
+  std::unordered_multimap<uint64_t, const BlockInfo *> blocks;
   uint64_t startAddress = 0, stopAddress = 0;
-  std::atomic<bool> tracing{false}, stopping{false}, forked{false};
+  /// Why blocks cannot take the fast path (Slow* bits), in one word the
+  /// block callback reads.
+  std::atomic<uint32_t> slow{SlowNotTracing};
+  bool has(uint32_t reasons) const { return slow.load() & reasons; }
+  void set(uint32_t reasons) { slow.fetch_or(reasons); }
+  void clear(uint32_t reasons) { slow.fetch_and(~reasons); }
   std::atomic<uint64_t> totalInsns{0};
   bool mapsWritten = false;
 };
 
 extern Recorder *recorder;
 // initial-exec: no __tls_get_addr call per block (one pointer of static
-// TLS, which glibc reserves room for in dlopened libraries).
-extern __attribute__((
-    tls_model("initial-exec"))) thread_local ThreadRecorder *current;
+// TLS, which glibc reserves room for in dlopened libraries); __thread, not
+// thread_local: no call to a TLS init wrapper either.
+extern
+    __attribute__((tls_model("initial-exec"))) __thread ThreadRecorder *current;
 /// Counting goes through shared words every `countBatch` instructions.
 extern uint64_t countBatch;
 
@@ -149,7 +164,24 @@ bool check(ThreadRecorder &thread, llvm::Error error);
 void flushCount(ThreadRecorder &thread);
 void resolve(ThreadRecorder &thread, const BlockInfo &block, size_t count,
              uint64_t next);
-bool possibleSuccessor(const BlockInfo &block, uint64_t next);
+/// Could `block`'s last instruction, run to its end, have gone to `next`?
+inline bool possibleSuccessor(const BlockInfo &block, uint64_t next) {
+  const InsnInfo &last = block.last();
+  uint64_t fallThrough = last.ip + last.size;
+  switch (last.branch) {
+  case BranchClass::Other:
+    return next == fallThrough || (block.lastIsRep && next == last.ip);
+  case BranchClass::DirectJump:
+  case BranchClass::DirectCall:
+    return next == last.target;
+  case BranchClass::CondBranch:
+    return next == fallThrough || next == last.target;
+  case BranchClass::Syscall:
+    return next == fallThrough;
+  default:
+    return true;
+  }
+}
 void markLoss(ThreadRecorder &thread, uint64_t resume);
 void abandonDeferred(ThreadRecorder &thread);
 void onSyscall(ThreadRecorder &thread, int64_t number);
