@@ -570,6 +570,48 @@ TEST_F(ModelBuilderTest, StitchingJoinsDownToTheLastAgreeingFrame) {
   EXPECT_EQ(stats.stitchedJoins, 1u);
 }
 
+TEST_F(ModelBuilderTest, StitchingSeparatesActivationsByReturnAddress) {
+  // main calls a from 0x2010 (return address 0x2015); inside the gap a
+  // returned and main called it again from 0x2020. Segment 2 starts in a
+  // and returns to 0x2025: not where the open a was to return, so it is
+  // another activation: main continues, the open a ends at the loss, and
+  // the reader's join (continuedFrames) stops at main.
+  add(callBlock(0x1000, 0x1010, 0));
+  add(callBlock(0x2000, 0x2010, 10));
+  add(block(0x3000, 0x3010, 20, BranchClass::Other));
+  add(event(ItemKind::Overflow, 30, 0x3020));
+  add(block(0x3020, 0x3030, 40, BranchClass::Return));
+  add(block(0x2025, 0x2030, 50, BranchClass::Other));
+  add(event(ItemKind::Disable, 60));
+  EXPECT_EQ(tree(), "segment 0-40\n"
+                    "_start 0-40 inferred\n"
+                    "  main 10-40\n"
+                    "    a 20-30\n"
+                    "    [overflow] 30-40\n"
+                    "segment 40-60 stitched after overflow\n"
+                    "_start 40-60 inferred\n"
+                    "  main 40-60 inferred\n"
+                    "    a 40-50 inferred\n");
+  ThreadModel model = build();
+  ASSERT_EQ(model.segments.size(), 2u);
+  EXPECT_EQ(model.segments[1].continuedFrames, 2u); // _start, main.
+
+  // The same return to 0x2015: the open a continues (three frames).
+  decode.items[4] = block(0x3020, 0x3030, 40, BranchClass::Return);
+  decode.items[5] = block(0x2015, 0x2030, 50, BranchClass::Other);
+  EXPECT_EQ(tree(), "segment 0-40\n"
+                    "_start 0-40 inferred\n"
+                    "  main 10-40\n"
+                    "    a 20-40\n"
+                    "      [overflow] 30-40\n"
+                    "segment 40-60 stitched after overflow\n"
+                    "_start 40-60 inferred\n"
+                    "  main 40-60 inferred\n"
+                    "    a 40-50 inferred\n");
+  model = build();
+  EXPECT_EQ(model.segments[1].continuedFrames, 3u);
+}
+
 TEST_F(ModelBuilderTest, StitchingRefusesDisagreeingStacks) {
   // Segment 2 runs in c and returns into b: [b, c] appears nowhere in the
   // end stack [_start, main, a].

@@ -108,6 +108,10 @@ struct Segment {
   /// Stitching joined this segment to the previous one: the stack at the end
   /// of the previous segment equals the stack implied at this one's start.
   bool stitchedToPrevious = false;
+  /// Stitched: frames [0, continuedFrames) are the previous segment's first
+  /// `open` frames continuing across the gap (the same activations); the
+  /// previous segment's deeper open frames returned inside the gap.
+  uint32_t continuedFrames = 0;
   /// Why the previous segment ended (decode error / overflow text); empty for
   /// the first segment.
   std::string gapReason;

@@ -177,6 +177,8 @@ private:
   uint32_t inferredCount = 0;
   Transfer nextTransfer = Transfer::Start;
   BranchClass lastClass = BranchClass::Other;
+  /// Frame ids of the start chain and where their returns went.
+  std::vector<std::pair<uint32_t, uint64_t>> startReturns;
   /// After a block that ended in a call: the call's return address (0 when
   /// the instruction's size is unknown).
   uint64_t callReturnAddress = 0;
@@ -365,6 +367,12 @@ void SegmentBuilder::enterByReturn(const SymbolRange &range, uint64_t address,
   // frame above it: the trace alone says where it goes, whatever the
   // symbols (stripped code, or a caller known only by a page of it).
   size_t pushed = findReturnAddress(address);
+  // An inferred frame's call came before the segment: where it returns is
+  // what the previous segment's frame must have pushed to be the same
+  // activation (stitching).
+  const OpenFrame &returning = stack[topPhysical()];
+  if (returning.returnAddress == 0 && at(returning.frame).inferred)
+    startReturns.push_back({returning.frame, address});
   if (pushed != SIZE_MAX && pushed > 0) {
     popTo(pushed, time);
     syncInlined(range, time);
@@ -567,6 +575,7 @@ void SegmentBuilder::startSegment(uint64_t time) {
   inferredCount = 0;
   nextTransfer = Transfer::Start;
   callReturnAddress = 0;
+  startReturns.clear();
   lastClass = BranchClass::Other;
   openSpan = NoFrame;
   Segment segment;
@@ -591,10 +600,14 @@ void SegmentBuilder::closeSegment(uint64_t time, bool gapFollows) {
   closeSpan(time);
   SegmentFacts &fact = facts.back();
   fact.endStack.clear();
+  fact.endReturns.clear();
   for (const OpenFrame &open : stack) {
     fact.endStack.push_back(open.frame);
+    fact.endReturns.push_back(open.returnAddress);
     at(open.frame).open = true;
   }
+  fact.startReturns = std::move(startReturns);
+  startReturns.clear();
   popTo(0, time);
   placeOuterChains();
   Segment &segment = model.segments.back();
@@ -658,6 +671,8 @@ void SegmentBuilder::placeOuterChains() {
   }
   for (uint32_t &open : facts.back().endStack)
     open = finalIndex(open);
+  for (auto &returned : facts.back().startReturns)
+    returned.first = finalIndex(returned.first);
   outerFrames = {};
 }
 
@@ -734,8 +749,12 @@ ThreadModel magic_trace::ThreadModelBuilder::finish(const ThreadStop *stop,
     anchorToStop(model, facts, *stop, state->lookup, counters);
 
   // Stitching and anchoring may have grown a segment past its size.
-  for (Segment &segment : model.segments)
+  for (size_t k = 0; k < model.segments.size(); ++k) {
+    Segment &segment = model.segments[k];
     segment.frames.shrinkToFit();
+    segment.continuedFrames =
+        segment.stitchedToPrevious ? facts[k].continued : 0;
+  }
   counters.segments += model.segments.size();
   for (const Segment &segment : model.segments) {
     counters.frames += segment.frames.size();

@@ -10,6 +10,7 @@
 #include "magic_trace/ModelBuilder.h"
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace magic_trace {
@@ -22,6 +23,12 @@ struct SegmentFacts {
   /// Frames open when the segment closed, outermost first (indices into
   /// Segment::frames). Never contains spans.
   std::vector<uint32_t> endStack;
+  /// Parallel to endStack: the address each open physical frame's call
+  /// pushed, where its return goes (0: unknown, or an inlined frame).
+  std::vector<uint64_t> endReturns;
+  /// (frame index < startDepth, address): an inferred frame of the start
+  /// chain returned to that address, so its call had pushed it.
+  std::vector<std::pair<uint32_t, uint64_t>> startReturns;
   /// Frames [0, startDepth) are the stack at the first instruction: the
   /// chain of inferred frames (outermost first).
   uint32_t startDepth = 0;

@@ -32,6 +32,25 @@ FrameIdentity identityOf(const SiteTable &sites, const Frame &frame) {
   return {site.name, site.kind == FrameKind::Inlined};
 }
 
+/// A frame of a stack across a gap, with the address its call pushed (the
+/// previous segment's open frames) or its return went to (the next
+/// segment's inferred frames): 0 when unknown.
+struct GapFrame {
+  FrameIdentity identity;
+  uint64_t returnAddress = 0;
+};
+
+/// May `start` (a frame the next segment inferred) be the same activation
+/// as `end` (a frame open at the loss)? Same function, and when both return
+/// addresses are known, the same: a return elsewhere in the caller is a
+/// return to another call site, so the gap returned out of `end` and called
+/// the function again (a loop calling it, emu_printf's __tunable_get_val).
+bool continues(const GapFrame &end, const GapFrame &start) {
+  return end.identity == start.identity &&
+         (end.returnAddress == 0 || start.returnAddress == 0 ||
+          end.returnAddress == start.returnAddress);
+}
+
 /// How S (the next segment's start stack, outermost first) continues E (the
 /// previous segment's end stack): S[0, agreed) == E[d, d + agreed).
 struct Alignment {
@@ -44,14 +63,14 @@ struct Alignment {
 /// may agree with E down to a physical frame and then differ: the gap
 /// returned out of E's deeper frames and called (or, with inlining, moved
 /// on to) others; the longest such agreement wins.
-Alignment alignStacks(const std::vector<FrameIdentity> &end,
-                      const std::vector<FrameIdentity> &start) {
+Alignment alignStacks(const std::vector<GapFrame> &end,
+                      const std::vector<GapFrame> &start) {
   Alignment full, partial;
   size_t bestChange = SIZE_MAX;
   for (size_t d = end.size(); d-- > 0;) {
     size_t overlap = std::min(start.size(), end.size() - d);
     size_t agreed = 0;
-    while (agreed < overlap && end[d + agreed] == start[agreed])
+    while (agreed < overlap && continues(end[d + agreed], start[agreed]))
       ++agreed;
     if (agreed == overlap) {
       // |depth at the gap's end - depth at its start|: net calls/returns.
@@ -65,7 +84,7 @@ Alignment alignStacks(const std::vector<FrameIdentity> &end,
     }
     // Back off to the last agreeing physical frame (with its inlined
     // frames only as far as they agree).
-    while (agreed > 0 && start[agreed - 1].inlined)
+    while (agreed > 0 && start[agreed - 1].identity.inlined)
       --agreed;
     if (agreed > partial.agreed)
       partial = {d, agreed};
@@ -102,12 +121,22 @@ void model::reroot(Segment &segment, SegmentFacts &facts, uint32_t strip,
   }
 
   std::vector<uint32_t> endStack;
+  std::vector<uint64_t> endReturns(added, 0);
   for (uint32_t i = 0; i < added; ++i)
     endStack.push_back(i);
-  for (uint32_t old : facts.endStack)
-    if (old >= strip)
-      endStack.push_back(old - strip + added);
+  for (size_t i = 0; i < facts.endStack.size(); ++i) {
+    if (facts.endStack[i] < strip)
+      continue;
+    endStack.push_back(facts.endStack[i] - strip + added);
+    endReturns.push_back(i < facts.endReturns.size() ? facts.endReturns[i] : 0);
+  }
   facts.endStack = std::move(endStack);
+  facts.endReturns = std::move(endReturns);
+  std::vector<std::pair<uint32_t, uint64_t>> startReturns;
+  for (const auto &[frame, address] : facts.startReturns)
+    if (frame >= strip)
+      startReturns.push_back({frame - strip + added, address});
+  facts.startReturns = std::move(startReturns);
   auto shift = [&](uint32_t count) {
     return count >= strip ? count - strip + added : added;
   };
@@ -127,11 +156,16 @@ void model::stitchSegments(ThreadModel &model, std::vector<SegmentFacts> &facts,
     Segment &segment = model.segments[k];
     SegmentFacts &before = facts[k - 1];
     SegmentFacts &after = facts[k];
-    std::vector<FrameIdentity> end, start;
-    for (uint32_t index : before.endStack)
-      end.push_back(identityOf(model.sites, previous.frames[index]));
+    std::vector<GapFrame> end, start;
+    for (size_t i = 0; i < before.endStack.size(); ++i)
+      end.push_back(
+          {identityOf(model.sites, previous.frames[before.endStack[i]]),
+           before.endReturns[i]});
     for (uint32_t i = 0; i < after.startDepth; ++i)
-      start.push_back(identityOf(model.sites, segment.frames[i]));
+      start.push_back({identityOf(model.sites, segment.frames[i]), 0});
+    for (const auto &[frame, address] : after.startReturns)
+      if (frame < start.size())
+        start[frame].returnAddress = address;
     Alignment alignment;
     if (!end.empty() && !start.empty())
       alignment = alignStacks(end, start);
@@ -161,6 +195,11 @@ void model::stitchSegments(ThreadModel &model, std::vector<SegmentFacts> &facts,
       outer.push_back(frame);
     }
     reroot(segment, after, 0, outer);
+    // The continuing frames keep the return addresses their calls pushed,
+    // for the join after this one.
+    for (size_t i = 0; i < after.endStack.size(); ++i)
+      if (after.endStack[i] < continued && after.endReturns[i] == 0)
+        after.endReturns[i] = before.endReturns[after.endStack[i]];
     after.continued = continued;
     segment.stitchedToPrevious = true;
     ++stats.stitchedJoins;
@@ -298,6 +337,7 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
   for (size_t i = 0; i < tailCalled; ++i)
     segment.frames[fact.endStack[final.size() + i]].open = false;
   fact.endStack.resize(final.size());
+  fact.endReturns.resize(final.size());
 
   std::vector<Frame> outer;
   if (j + 1 > matched)
@@ -317,6 +357,7 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
       frame.begin = frame.end = segment.end;
       frame.parent = fact.endStack.back();
       fact.endStack.push_back(uint32_t(segment.frames.size()));
+      fact.endReturns.push_back(0);
       segment.frames.push_back(frame);
       ++stats.anchorInner;
     }

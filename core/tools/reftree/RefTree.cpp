@@ -316,6 +316,18 @@ namespace {
 /// instruction; the other rules (tail calls, unwinding, returns into frames
 /// the trace never saw) say what the tree of a trace means and so are the
 /// same as the model's, applied here to exact addresses.
+/// Did every instruction of [first, end) run inside one injected loss (a
+/// frame no decoder could see)? A frame with no instruction is visible.
+bool withinLoss(const std::vector<std::pair<uint64_t, uint64_t>> &lost,
+                uint64_t first, uint64_t end) {
+  if (end <= first)
+    return false;
+  for (const auto &[begin, count] : lost)
+    if (first >= begin && end <= begin + count)
+      return true;
+  return false;
+}
+
 class ReferenceBuilder {
 public:
   ReferenceBuilder(const RefSymbols &symbols) : symbols(symbols) {}
@@ -330,6 +342,8 @@ private:
     uint32_t parent = UINT32_MAX;
     uint64_t callSite = 0; ///< Address of the call that pushed it, or 0.
     bool atStop = false;
+    /// Instructions [firstInsn, endInsn) ran in it or its callees.
+    uint64_t firstInsn = 0, endInsn = 0;
   };
 
   void push(const RefFunction &function, uint64_t time, uint64_t callSite) {
@@ -337,6 +351,7 @@ private:
     node.function = function;
     node.begin = node.end = time;
     node.callSite = callSite;
+    node.firstInsn = node.endInsn = index;
     node.parent = stack.empty() ? UINT32_MAX : stack.back();
     if (node.parent == UINT32_MAX)
       roots.push_back(uint32_t(nodes.size()));
@@ -346,6 +361,7 @@ private:
   void popTo(size_t depth, uint64_t time) {
     while (stack.size() > depth) {
       nodes[stack.back()].end = time;
+      nodes[stack.back()].endInsn = index;
       stack.pop_back();
     }
   }
@@ -383,6 +399,7 @@ private:
 
   const RefSymbols &symbols;
   std::vector<Node> nodes;
+  uint64_t index = 0; ///< The instruction being handled.
   std::vector<uint32_t> stack, roots;
   uint64_t start = 0;
 };
@@ -461,6 +478,7 @@ std::vector<TreeFrame> ReferenceBuilder::build(const ThreadTruth &truth,
       transfer[e.index] = &e;
   }
   for (size_t i = 1; i < insns.size(); ++i) {
+    index = i;
     uint64_t address = insns[i];
     uint64_t now = at(i);
     RefFunction function = symbols.lookup(address);
@@ -487,6 +505,7 @@ std::vector<TreeFrame> ReferenceBuilder::build(const ThreadTruth &truth,
   // function's entry is how a snapshot is usually triggered. Its frame is
   // opened there, zero-length at the end.
   uint64_t end = at(insns.size());
+  index = insns.size();
   const TruthEvent *last = transfer.back();
   for (const TruthEvent &e : truth.events) {
     if (e.kind != TruthEventKind::Disable || e.index != insns.size() || !last ||
@@ -522,7 +541,8 @@ std::vector<TreeFrame> ReferenceBuilder::build(const ThreadTruth &truth,
     const Node &node = nodes[index];
     out.push_back({node.function.unknown ? 0 : node.function.begin,
                    node.function.name, node.begin, node.end, depth,
-                   node.function.aliases, node.atStop});
+                   node.function.aliases, node.atStop,
+                   withinLoss(truth.lost, node.firstInsn, node.endInsn)});
     for (auto it = children[index].rbegin(); it != children[index].rend(); ++it)
       work.push_back({*it, depth + 1});
   }
@@ -566,7 +586,8 @@ std::vector<TreeFrame> reftree::modelTree(const ThreadModel &model,
         continue;
       size_t index;
       if (merging && frame.inferred && frame.begin == segment.begin &&
-          chainPosition < openChain.size() && above == chainPosition) {
+          i < segment.continuedFrames && chainPosition < openChain.size() &&
+          above == chainPosition) {
         index = openChain[chainPosition++];
         out[index].end = frame.end;
       } else {
@@ -578,6 +599,7 @@ std::vector<TreeFrame> reftree::modelTree(const ThreadModel &model,
                        frame.end,
                        above,
                        {},
+                       false,
                        false});
       }
       if (frame.open)

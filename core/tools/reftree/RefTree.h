@@ -59,6 +59,9 @@ struct TreeFrame {
   /// Reference frames: opened at the stop, by the last instruction's call
   /// (or tail call) into a function that never ran (a zero-length leaf).
   bool atStop = false;
+  /// Reference frames: every instruction of it (and its callees) ran inside
+  /// one injected loss, so no decoder can see it.
+  bool lost = false;
 };
 
 /// The same function: equal entry addresses, or (when the model's entry

@@ -279,6 +279,20 @@ int main(int argc, char **argv) {
     outs() << "  frames matching (function, begin and end within " << tolerance
            << " ns): stitching on " << percent(withStitching, reference.size())
            << ", off " << percent(without, reference.size()) << "\n";
+    std::vector<TreeFrame> visible;
+    for (const TreeFrame &frame : reference)
+      if (!frame.lost)
+        visible.push_back(frame);
+    if (visible.size() < reference.size())
+      outs() << "  frames with an instruction outside the injected losses: "
+             << visible.size() << " (" << reference.size() - visible.size()
+             << " ran entirely inside one); matching: stitching on "
+             << percent(matchingFrames(visible, model, tolerance),
+                        visible.size())
+             << ", off "
+             << percent(matchingFrames(visible, unstitched, tolerance),
+                        visible.size())
+             << "\n";
     if (!errorFree)
       outs() << "  stitching gain: " << (withStitching >= without ? "+" : "-")
              << (withStitching >= without ? withStitching - without
