@@ -50,6 +50,21 @@ public:
   RingBuffer &operator=(const RingBuffer &) = delete;
 
   void write(const uint8_t *data, size_t length);
+  /// Writing in place: where `length` bytes fit at the write position
+  /// without reaching the end (the gate entered), or nullptr (then write()
+  /// them). commit() the bytes put there.
+  uint8_t *reserve(size_t length);
+  void commit(size_t length);
+  /// From beginBatch() to endBatch(), writes enter the gate once, at the
+  /// first, and publish the head once, at endBatch(): a writer's packets of
+  /// one step.
+  void beginBatch() { batching = true; }
+  void endBatch() {
+    batching = false;
+    publish();
+  }
+  bool inBatch() const { return batching; }
+  uint8_t *data() { return memory; }
   /// The retained bytes, oldest first.
   std::vector<uint8_t> snapshot() const;
   bool wrapped() const { return totalWritten > size; }
@@ -60,6 +75,20 @@ private:
   RingBuffer(uint8_t *memory, uint64_t size, uint64_t *head, RingGate gate)
       : memory(memory), size(size), head(head), gate(gate) {}
   void enterGate();
+  void enter() {
+    if (gate.busy && !inGate) {
+      enterGate();
+      inGate = true;
+    }
+  }
+  /// The head to its word, and out of the gate.
+  void publish() {
+    if (head)
+      __atomic_store_n(head, totalWritten, __ATOMIC_RELEASE);
+    if (inGate)
+      __atomic_store_n(gate.busy, 0u, __ATOMIC_RELEASE);
+    inGate = false;
+  }
   explicit RingBuffer(uint64_t size)
       : storage(size), memory(storage.data()), size(size) {}
   std::vector<uint8_t> storage; ///< Empty when attached.
@@ -68,6 +97,8 @@ private:
   uint64_t *head = nullptr; ///< Published head when attached.
   RingGate gate;
   uint64_t totalWritten = 0;
+  bool batching = false;
+  bool inGate = false;
 };
 
 } // namespace magic_trace

@@ -33,9 +33,31 @@ constexpr unsigned maxLongTntBits = 47;
 constexpr uint64_t dialectCr3 = 0x1000;
 /// Instructions whose packets one injected overflow drops.
 constexpr uint64_t lostPerOverflow = 8;
+/// Room at the ring's write position for any packet to be encoded in place
+/// (libipt's largest, PSB, is 16 bytes).
+constexpr size_t inPlaceRoom = 32;
 
 struct EncoderDeleter {
   void operator()(pt_encoder *encoder) const { pt_free_encoder(encoder); }
+};
+
+/// One public call's packets go to the ring as one batch (one gate entry,
+/// one head update); a nested call joins its caller's.
+class RingBatch {
+public:
+  explicit RingBatch(RingBuffer &ring)
+      : ring(ring), outermost(!ring.inBatch()) {
+    if (outermost)
+      ring.beginBatch();
+  }
+  ~RingBatch() {
+    if (outermost)
+      ring.endBatch();
+  }
+
+private:
+  RingBuffer &ring;
+  bool outermost;
 };
 
 /// A mirror of libipt's return-address stack (pt_retstack): a ring of 64
@@ -139,6 +161,8 @@ private:
   llvm::Error endOverflow(uint64_t resumeIp);
   llvm::Error branchPackets(const ExecutedInsn &insn);
   bool quietRun(uint64_t ip, uint64_t count, const ExecutedInsn &last);
+  __attribute__((noinline)) llvm::Error packetRun(uint64_t ip, uint64_t count,
+                                                  const ExecutedInsn &last);
   /// The MTC period changes from lastMtc when `cycles` reaches this.
   void setLastMtc(uint64_t period) {
     lastMtc = period;
@@ -149,7 +173,9 @@ private:
 
   Options options;
   RingBuffer ring;
-  std::unique_ptr<pt_encoder, EncoderDeleter> encoder;
+  std::unique_ptr<pt_encoder, EncoderDeleter> encoder; ///< Into scratch.
+  /// Into the ring's bytes, in place, where a packet fits before its end.
+  std::unique_ptr<pt_encoder, EncoderDeleter> ringEncoder;
   std::array<uint8_t, 64> scratch{};
 
   bool enabled = false;
@@ -227,7 +253,7 @@ PacketWriter::create(Options options) {
   llvm::Expected<RingBuffer> ring =
       options.ringMemory
           ? RingBuffer::attach(options.ringMemory, options.bufferSize,
-                               options.ringHead)
+                               options.ringHead, options.ringGate)
           : RingBuffer::create(options.bufferSize);
   if (!ring)
     return ring.takeError();
@@ -252,7 +278,10 @@ llvm::Error PacketWriterImpl::init() {
   config.begin = scratch.data();
   config.end = scratch.data() + scratch.size();
   encoder.reset(pt_alloc_encoder(&config));
-  if (!encoder)
+  config.begin = ring.data();
+  config.end = ring.data() + ring.capacity();
+  ringEncoder.reset(pt_alloc_encoder(&config));
+  if (!encoder || !ringEncoder)
     return llvm::createStringError(
         "cannot allocate libipt's packet encoder (check libipt)");
   return llvm::Error::success();
@@ -270,18 +299,29 @@ llvm::Error PacketWriterImpl::emit(const pt_packet &packet) {
   return emitPacket(pad);
 }
 
-/// Encodes one packet into the scratch area and appends it to the ring.
+/// Encodes one packet into the ring in place or, near the ring's end, into
+/// the scratch area, then round the end.
 llvm::Error PacketWriterImpl::emitPacket(const pt_packet &packet) {
-  int status = pt_enc_sync_set(encoder.get(), 0);
-  if (status >= 0)
-    status = pt_enc_next(encoder.get(), &packet);
+  int status = 0;
+  if (uint8_t *at = ring.reserve(inPlaceRoom)) {
+    status = pt_enc_sync_set(ringEncoder.get(),
+                             static_cast<uint64_t>(at - ring.data()));
+    if (status >= 0)
+      status = pt_enc_next(ringEncoder.get(), &packet);
+    ring.commit(status < 0 ? 0 : static_cast<size_t>(status));
+  } else {
+    status = pt_enc_sync_set(encoder.get(), 0);
+    if (status >= 0)
+      status = pt_enc_next(encoder.get(), &packet);
+    if (status >= 0)
+      ring.write(scratch.data(), static_cast<size_t>(status));
+  }
   if (status < 0)
     return llvm::createStringError(
         llvm::formatv("libipt cannot encode a packet of type {0}: {1} (this "
                       "is a bug in the emulator)",
                       int(packet.type), pt_errstr(pt_errcode(status)))
             .str());
-  ring.write(scratch.data(), static_cast<size_t>(status));
   sincePsb += static_cast<uint64_t>(status);
   return llvm::Error::success();
 }
@@ -457,6 +497,7 @@ llvm::Error PacketWriterImpl::endOverflow(uint64_t resumeIp) {
 }
 
 llvm::Error PacketWriterImpl::enable(uint64_t ip) {
+  RingBatch batch(ring);
   if (enabled)
     return llvm::createStringError(
         llvm::formatv("enable({0:x}) while tracing is enabled (call disable, "
@@ -570,6 +611,7 @@ llvm::Error PacketWriterImpl::checkStep(uint64_t ip, uint8_t size) const {
 }
 
 llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
+  RingBatch batch(ring);
   if (llvm::Error error = checkStep(insn.ip, insn.size))
     return error;
   expectedIp = insn.nextIp;
@@ -665,6 +707,14 @@ llvm::Error PacketWriterImpl::stepRun(uint64_t ip, uint64_t count,
                                       const ExecutedInsn &last) {
   if (quietRun(ip, count, last))
     return llvm::Error::success();
+  return packetRun(ip, count, last);
+}
+
+/// stepRun when it may write packets (kept out of line: the quiet path
+/// then needs no stack frame).
+llvm::Error PacketWriterImpl::packetRun(uint64_t ip, uint64_t count,
+                                        const ExecutedInsn &last) {
+  RingBatch batch(ring);
   if (options.overflowEvery || lostLeft)
     return llvm::createStringError(
         "stepRun with overflow injection (step each instruction instead)");
@@ -696,6 +746,7 @@ llvm::Error PacketWriterImpl::stepRun(uint64_t ip, uint64_t count,
 }
 
 llvm::Error PacketWriterImpl::markLoss(uint64_t resumeIp, uint64_t count) {
+  RingBatch batch(ring);
   if (!enabled)
     return llvm::createStringError(
         "markLoss while tracing is disabled (call enable first)");
@@ -716,6 +767,7 @@ llvm::Error PacketWriterImpl::markLoss(uint64_t resumeIp, uint64_t count) {
 }
 
 llvm::Error PacketWriterImpl::interrupt(uint64_t ip) {
+  RingBatch batch(ring);
   if (!enabled)
     return llvm::Error::success();
   if (lostLeft)

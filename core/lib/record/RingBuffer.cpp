@@ -52,8 +52,7 @@ void RingBuffer::enterGate() {
 }
 
 void RingBuffer::write(const uint8_t *data, size_t length) {
-  if (gate.busy)
-    enterGate();
+  enter();
   // Only the last `size` bytes of a long write survive.
   if (length > size) {
     totalWritten += length - size;
@@ -65,10 +64,22 @@ void RingBuffer::write(const uint8_t *data, size_t length) {
   std::memcpy(memory + position, data, first);
   std::memcpy(memory, data + first, length - first);
   totalWritten += length;
-  if (head)
-    __atomic_store_n(head, totalWritten, __ATOMIC_RELEASE);
-  if (gate.busy)
-    __atomic_store_n(gate.busy, 0u, __ATOMIC_RELEASE);
+  if (!batching)
+    publish();
+}
+
+uint8_t *RingBuffer::reserve(size_t length) {
+  uint64_t position = totalWritten & (size - 1);
+  if (size - position < length)
+    return nullptr;
+  enter();
+  return memory + position;
+}
+
+void RingBuffer::commit(size_t length) {
+  totalWritten += length;
+  if (!batching)
+    publish();
 }
 
 std::vector<uint8_t> RingBuffer::snapshot() const {
