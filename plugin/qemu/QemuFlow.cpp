@@ -73,7 +73,8 @@ void flushCount(ThreadRecorder &thread) {
 /// (the limit is then reached at most that many late: a 64th of it).
 uint64_t countBatch = 65536;
 
-inline void countInstructions(ThreadRecorder &thread, uint64_t count) {
+__attribute__((always_inline)) inline void
+countInstructions(ThreadRecorder &thread, uint64_t count) {
   thread.uncounted += count;
   if (thread.uncounted >= countBatch)
     flushCount(thread);
@@ -319,30 +320,9 @@ void onSyscall(ThreadRecorder &thread, int64_t number) {
   thread.enabled = false;
 }
 
-/// The callback of every executed block.
-void blockExecuted(unsigned int, void *userdata) {
-  const auto &block = *static_cast<const BlockInfo *>(userdata);
+/// blockExecuted for every case but the common one.
+__attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
   Recorder &rec = *recorder;
-  ThreadRecorder *thread = current;
-  // The common case in one step: recording, the block before ran straight
-  // to its end and went here, no signal, stop point or option is involved.
-  if (__builtin_expect(thread != nullptr, 1) &&
-      rec.slow.load(std::memory_order_relaxed) == 0 && thread->running &&
-      thread->enabled && !thread->deferring && !thread->failed &&
-      !block.isStop && !handlerSignals(block)) {
-    const BlockInfo *previous = thread->pending;
-    if (previous && previous->fast &&
-        possibleSuccessor(*previous, block.start)) {
-      thread->pending = &block;
-      const InsnInfo &last = previous->lastInsn;
-      if (llvm::Error error = thread->writer->stepRun(
-              previous->start, previous->count - 1,
-              ExecutedInsn{last.ip, last.size, last.branch, block.start}))
-        return fail(*thread, std::move(error));
-      countInstructions(*thread, previous->count);
-      return;
-    }
-  }
   if (rec.has(SlowForked))
     return;
   if (rec.has(SlowNotTracing)) {
@@ -351,6 +331,7 @@ void blockExecuted(unsigned int, void *userdata) {
     rec.clear(SlowNotTracing);
     __atomic_store_n(&rec.header->recording, 1u, __ATOMIC_RELEASE);
   }
+  ThreadRecorder *thread = current;
   if (!thread) {
     thread = current = registerThread();
     if (!thread)
@@ -373,6 +354,29 @@ void blockExecuted(unsigned int, void *userdata) {
     return;
   }
   onBlock(*thread, block);
+}
+
+/// The callback of every executed block.
+void blockExecuted(unsigned int, void *userdata) {
+  const auto &block = *static_cast<const BlockInfo *>(userdata);
+  ThreadRecorder *thread = current;
+  // The common case in one step: recording, the block before ran straight
+  // to its end and went here, no signal, stop point or option is involved.
+  if (__builtin_expect(!thread, 0) ||
+      recorder->slow.load(std::memory_order_relaxed) || !thread->running ||
+      !thread->enabled || thread->deferring || thread->failed || block.isStop ||
+      handlerSignals(block))
+    return blockExecutedSlowly(block);
+  const BlockInfo *previous = thread->pending;
+  if (!previous || !previous->fast || !previous->mayGoTo(block.start))
+    return blockExecutedSlowly(block);
+  thread->pending = &block;
+  const InsnInfo &last = previous->lastInsn;
+  if (llvm::Error error = thread->writer->stepRun(
+          previous->start, previous->count - 1,
+          ExecutedInsn{last.ip, last.size, last.branch, block.start}))
+    return fail(*thread, std::move(error));
+  countInstructions(*thread, previous->count);
 }
 
 } // namespace magic_trace::qemu_plugin

@@ -104,9 +104,11 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
     if (handler > 1 && a1 < 65) {
       std::lock_guard<std::mutex> lock(rec.mutex);
       uint64_t signals = rec.handlers[handler] |= uint64_t(1) << a1;
-      auto [first, end] = rec.blocks.equal_range(handler);
-      for (auto it = first; it != end; ++it)
-        it->second->signals.store(signals, std::memory_order_relaxed);
+      auto found = rec.blocks.find(handler);
+      for (const BlockInfo *block = found == rec.blocks.end() ? nullptr
+                                                              : found->second;
+           block; block = block->sameStart)
+        block->signals.store(signals, std::memory_order_relaxed);
     }
   }
   ThreadRecorder *thread = current;
@@ -225,10 +227,15 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     block->fast = block->straight && block->valid && !block->lastIsRep &&
                   !block->lastCrossesPage;
     block->isStop = rec.stopAddress && block->start == rec.stopAddress;
+    setSuccessors(*block);
     auto handler = rec.handlers.find(block->start);
     if (handler != rec.handlers.end())
       block->signals.store(handler->second, std::memory_order_relaxed);
-    rec.blocks.emplace(block->start, block);
+    auto [latest, first] = rec.blocks.try_emplace(block->start, block);
+    if (!first) {
+      block->sameStart = latest->second;
+      latest->second = block;
+    }
     rec.codePages.insert(block->start & ~uint64_t(4095));
   }
   qemu_plugin_register_vcpu_tb_exec_cb(tb, blockExecuted,

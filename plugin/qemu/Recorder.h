@@ -52,7 +52,7 @@ struct InsnInfo {
 
 /// One translated block, made at translation and never freed (a block is
 /// translated again only after a flush; the total stays small).
-struct BlockInfo {
+struct alignas(64) BlockInfo {
   // What the fast path reads, first (one cache line).
   uint64_t start = 0;
   InsnInfo lastInsn; ///< insns.back().
@@ -61,9 +61,15 @@ struct BlockInfo {
   /// fast path writes it with one stepRun.
   bool fast = false;
   bool isStop = false; ///< It starts at the stop point.
+  /// possibleSuccessor() for the fast path: true for any `next`, else
+  /// `next` is one of `successors`.
+  bool anySuccessor = false;
+  uint64_t successors[2] = {0, 0};
   /// The signals its start is the handler of (bit n: signal n): set at
   /// translation and by every rt_sigaction that names it (Recorder::blocks).
   mutable std::atomic<uint64_t> signals{0};
+  /// The block translated before at the same start, or null.
+  const BlockInfo *sameStart = nullptr;
 
   std::vector<InsnInfo> insns;
   bool straight = true;   ///< Every instruction but the last is Other.
@@ -74,6 +80,10 @@ struct BlockInfo {
   /// at it).
   bool lastCrossesPage = false;
   const InsnInfo &last() const { return lastInsn; }
+  /// possibleSuccessor(*this, next), from anySuccessor and successors.
+  bool mayGoTo(uint64_t next) const {
+    return anySuccessor || next == successors[0] || next == successors[1];
+  }
 };
 
 /// One entry of a handler's run that waits for its rt_sigreturn.
@@ -136,8 +146,9 @@ struct Recorder {
   std::set<uint64_t> codePages;
   /// Signal handler address -> the signals it handles (bit n: signal n).
   std::unordered_map<uint64_t, uint64_t> handlers;
-  /// Every translated block by its start, to mark a handler's blocks.
-  std::unordered_multimap<uint64_t, const BlockInfo *> blocks;
+  /// Start -> the block translated there last (the ones before through
+  /// sameStart), to mark a handler's blocks.
+  std::unordered_map<uint64_t, const BlockInfo *> blocks;
   uint64_t startAddress = 0, stopAddress = 0;
   /// Why blocks cannot take the fast path (Slow* bits), in one word the
   /// block callback reads.
@@ -180,6 +191,32 @@ inline bool possibleSuccessor(const BlockInfo &block, uint64_t next) {
     return next == fallThrough;
   default:
     return true;
+  }
+}
+
+/// Sets `block`'s anySuccessor and successors from its last instruction.
+inline void setSuccessors(BlockInfo &block) {
+  const InsnInfo &last = block.last();
+  uint64_t fallThrough = last.ip + last.size;
+  switch (last.branch) {
+  case BranchClass::Other:
+    block.successors[0] = fallThrough;
+    block.successors[1] = block.lastIsRep ? last.ip : fallThrough;
+    return;
+  case BranchClass::DirectJump:
+  case BranchClass::DirectCall:
+    block.successors[0] = block.successors[1] = last.target;
+    return;
+  case BranchClass::CondBranch:
+    block.successors[0] = fallThrough;
+    block.successors[1] = last.target;
+    return;
+  case BranchClass::Syscall:
+    block.successors[0] = block.successors[1] = fallThrough;
+    return;
+  default:
+    block.anySuccessor = true;
+    return;
   }
 }
 void markLoss(ThreadRecorder &thread, uint64_t resume);
