@@ -349,13 +349,13 @@ TEST_F(ModelBuilderTest, JumpToEntryIsTailCall) {
 
 TEST_F(ModelBuilderTest, JumpIntoMiddleUnwindsOrReplaces) {
   // main -> a -> b; b jumps into the middle of main (longjmp): unwind to
-  // main. Then main -> a, and a jumps into the middle of c, which is on no
-  // stack: c replaces a.
+  // main. Then main -> a, and a jumps directly into the middle of c, which
+  // is on no stack (another entry of a multi-entry function): c replaces a.
   add(block(0x2000, 0x2010, 0, BranchClass::DirectCall));
   add(block(0x3000, 0x3010, 10, BranchClass::DirectCall));
   add(block(0x4000, 0x4010, 20, BranchClass::IndirectJump));
   add(block(0x2050, 0x2060, 30, BranchClass::DirectCall));
-  add(block(0x3000, 0x3010, 40, BranchClass::IndirectJump));
+  add(block(0x3000, 0x3010, 40, BranchClass::DirectJump));
   add(block(0x5050, 0x5060, 50, BranchClass::Return));
   add(block(0x2065, 0x2070, 60, BranchClass::Other));
   add(event(ItemKind::Disable, 70));
@@ -365,6 +365,21 @@ TEST_F(ModelBuilderTest, JumpIntoMiddleUnwindsOrReplaces) {
                     "    b 20-30\n"
                     "  a 40-50\n"
                     "  c 50-60\n");
+}
+
+TEST_F(ModelBuilderTest, IndirectJumpIntoAnUnseenCaller) {
+  // The trace starts in b, which jumps indirectly into the middle of main,
+  // on no stack (an exception's landing pad in a caller from before the
+  // trace): main called b before the segment, as for a return into it.
+  add(block(0x4000, 0x4010, 0, BranchClass::IndirectJump));
+  add(block(0x2050, 0x2060, 10, BranchClass::DirectCall));
+  add(block(0x3000, 0x3010, 20, BranchClass::Return));
+  add(block(0x2065, 0x2070, 30, BranchClass::Other));
+  add(event(ItemKind::Disable, 40));
+  EXPECT_EQ(tree(), "segment 0-40\n"
+                    "main 0-40 inferred\n"
+                    "  b 0-10 inferred\n"
+                    "  a 20-30\n");
 }
 
 TEST_F(ModelBuilderTest, InlinedFramesFollowTheChainInsideOneBlock) {

@@ -118,7 +118,8 @@ private:
   void enter(const SymbolRange &range, Transfer how, uint64_t address,
              uint64_t time);
   void enterByReturn(const SymbolRange &range, uint64_t address, uint64_t time);
-  void enterByJump(const SymbolRange &range, uint64_t address, uint64_t time);
+  void enterByJump(const SymbolRange &range, uint64_t address, uint64_t time,
+                   bool indirect);
   void enterUnknown(const SymbolRange &range, uint64_t time);
 
   // Stack primitives. A frame id is its index in `frames`, or OuterTag |
@@ -268,7 +269,7 @@ void SegmentBuilder::onBlock(const TraceItem &block, const TraceItem *next) {
             time);
     } else if (stack.empty() || !samePhysical(stack[topPhysical()], range)) {
       // Fell through into another function inside one block.
-      enterByJump(range, address, time);
+      enterByJump(range, address, time, /*indirect=*/false);
     } else {
       syncInlined(range, time);
     }
@@ -353,7 +354,7 @@ void SegmentBuilder::enter(const SymbolRange &range, Transfer how,
     enterByReturn(range, address, time);
     return;
   case Transfer::Jump:
-    enterByJump(range, address, time);
+    enterByJump(range, address, time, lastClass == BranchClass::IndirectJump);
     return;
   case Transfer::Unknown:
     enterUnknown(range, time);
@@ -393,7 +394,7 @@ void SegmentBuilder::enterByReturn(const SymbolRange &range, uint64_t address,
 }
 
 void SegmentBuilder::enterByJump(const SymbolRange &range, uint64_t address,
-                                 uint64_t time) {
+                                 uint64_t time, bool indirect) {
   size_t top = topPhysical();
   if (samePhysical(stack[top], range)) {
     syncInlined(range, time);
@@ -409,6 +410,16 @@ void SegmentBuilder::enterByJump(const SymbolRange &range, uint64_t address,
   if (target != SIZE_MAX) {
     popCallees(target, time);
     syncInlined(range, time);
+    return;
+  }
+  // Not on the stack: an indirect jump there (the unwinder's to a landing
+  // pad, longjmp's) goes to a caller from before the segment, which is the
+  // parent of everything so far, as for a return (a gap or the ring's start
+  // hid its call). A direct one goes to another entry of a multi-entry
+  // function (glibc's __mempcpy_* into __memmove_*) or a cold part: the
+  // frame is replaced.
+  if (indirect && !range.unknown) {
+    inferParent(range, time);
     return;
   }
   replaceTop(range, time);

@@ -1,6 +1,7 @@
 //===- RefTree.cpp - The reference call tree from emulator ground truth ---===//
 
 #include "RefTree.h"
+#include "RefCode.h"
 #include "RefFunctionBounds.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -26,26 +27,8 @@ using namespace magic_trace::reftree;
 
 namespace {
 
-constexpr uint64_t PageSize = 4096;
 /// The longest x86 instruction: a return goes to its call plus at most this.
 constexpr uint64_t MaxInsnLength = 15;
-
-/// Lowest PT_LOAD address, page-aligned: what lands at Module::loadAddress.
-uint64_t preferredBase(const object::ObjectFile &file) {
-  const auto *elf = dyn_cast<object::ELF64LEObjectFile>(&file);
-  if (!elf)
-    return 0;
-  auto headers = elf->getELFFile().program_headers();
-  if (!headers) {
-    consumeError(headers.takeError());
-    return 0;
-  }
-  uint64_t lowest = UINT64_MAX;
-  for (const auto &header : *headers)
-    if (header.p_type == ELF::PT_LOAD)
-      lowest = std::min<uint64_t>(lowest, header.p_vaddr);
-  return lowest == UINT64_MAX ? 0 : lowest & ~(PageSize - 1);
-}
 
 /// PLT stubs as objdump names them: "<target>@plt", each ending where the
 /// next symbol starts. LLVM's PLT reader (MCInstrAnalysis::findPltEntries,
@@ -172,7 +155,7 @@ void addSymbols(const Module &module, std::vector<RefFunction> &out) {
   const auto *elf = dyn_cast<object::ELFObjectFileBase>(binary->getBinary());
   if (!elf)
     return;
-  uint64_t bias = module.loadAddress - preferredBase(*elf);
+  uint64_t bias = module.loadAddress - linkBase(*elf);
   // A stripped library's full .symtab lives in its separate debug file,
   // found by build-id where debuggers look (same link-time addresses).
   // MT_DEBUG_FILE_DIRS replaces /usr/lib/debug as for the symbolizer
@@ -330,7 +313,8 @@ bool withinLoss(const std::vector<std::pair<uint64_t, uint64_t>> &lost,
 
 class ReferenceBuilder {
 public:
-  ReferenceBuilder(const RefSymbols &symbols) : symbols(symbols) {}
+  ReferenceBuilder(const RefSymbols &symbols, const RefCode *code)
+      : symbols(symbols), code(code) {}
 
   std::vector<TreeFrame> build(const ThreadTruth &truth,
                                const TimeConversion &time, uint64_t startTsc);
@@ -394,10 +378,12 @@ private:
       nodes[root].parent = stack.back();
   }
   void onReturn(uint64_t target, const RefFunction &function, uint64_t time);
-  void onJump(uint64_t target, const RefFunction &function, uint64_t time);
+  void onJump(uint64_t target, const RefFunction &function, uint64_t time,
+              uint64_t jumpFrom);
   void onResume(const RefFunction &function, uint64_t time);
 
   const RefSymbols &symbols;
+  const RefCode *code;
   std::vector<Node> nodes;
   uint64_t index = 0; ///< The instruction being handled.
   std::vector<uint32_t> stack, roots;
@@ -430,7 +416,7 @@ void ReferenceBuilder::onReturn(uint64_t target, const RefFunction &function,
 }
 
 void ReferenceBuilder::onJump(uint64_t target, const RefFunction &function,
-                              uint64_t time) {
+                              uint64_t time, uint64_t jumpFrom) {
   if (same(nodes[stack.back()].function, function))
     return;
   if (!function.unknown && target == function.begin) {
@@ -440,6 +426,14 @@ void ReferenceBuilder::onJump(uint64_t target, const RefFunction &function,
   size_t frame = onStack(function);
   if (frame != SIZE_MAX) {
     popTo(frame + 1, time);
+    return;
+  }
+  // An indirect jump into the middle of a function not on the stack (the
+  // unwinder's to a landing pad, longjmp's) goes to a caller from before the
+  // trace: the same rule as the model's, with the jump's kind read from the
+  // module by LLVM's disassembler.
+  if (!function.unknown && jumpFrom && code && code->isIndirectJump(jumpFrom)) {
+    inferParent(function, time);
     return;
   }
   replaceTop(function, time);
@@ -496,7 +490,8 @@ std::vector<TreeFrame> ReferenceBuilder::build(const ThreadTruth &truth,
       continue;
     }
     // A jump, a syscall coming back, or falling through into other code.
-    onJump(address, function, now);
+    onJump(address, function, now,
+           from && from->kind == TruthEventKind::Jump ? insns[i - 1] : 0);
   }
   // The emulator's final disable records where the thread stopped (the
   // instruction it would execute next, which never ran). When the last
@@ -558,8 +553,9 @@ bool isCode(FrameKind kind) {
 std::vector<TreeFrame> reftree::referenceTree(const ThreadTruth &truth,
                                               const RefSymbols &symbols,
                                               const TimeConversion &time,
-                                              uint64_t startTsc) {
-  return ReferenceBuilder(symbols).build(truth, time, startTsc);
+                                              uint64_t startTsc,
+                                              const RefCode *code) {
+  return ReferenceBuilder(symbols, code).build(truth, time, startTsc);
 }
 
 std::vector<TreeFrame> reftree::modelTree(const ThreadModel &model,

@@ -22,6 +22,8 @@
 namespace magic_trace {
 namespace reftree {
 
+class RefCode;
+
 /// A function of the symbol tables, or a stretch of code between two
 /// symbols (`unknown`).
 struct RefFunction {
@@ -74,10 +76,14 @@ bool sameFunction(const TreeFrame &reference, const TreeFrame &model);
 /// function the thread stopped at the entry of, when its last instruction
 /// called (or tail-called) it, ends the tree as a zero-length frame marked
 /// `atStop` (docs/model.md, "Ground truth").
+/// With `code`, an indirect jump into the middle of a function not on the
+/// stack makes that function a caller from before the trace (as the model
+/// does); without, the jumping frame is replaced.
 std::vector<TreeFrame> referenceTree(const ThreadTruth &truth,
                                      const RefSymbols &symbols,
                                      const TimeConversion &time,
-                                     uint64_t startTsc);
+                                     uint64_t startTsc,
+                                     const RefCode *code = nullptr);
 
 /// The physical frames of `model` in pre-order (inlined frames and spans
 /// left out). With `mergeStitched`, a frame continued across a stitched gap

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "RefCode.h"
 #include "RefTree.h"
 
 #include "magic_trace/Bundle.h"
@@ -188,6 +189,7 @@ int main(int argc, char **argv) {
     return symbolizer.lookup(address);
   };
   RefSymbols symbols(snapshot.modules);
+  RefCode code(snapshot.modules);
 
   bool ok = true;
   // The summary line: threads compared, with decode errors (their trees are
@@ -215,8 +217,8 @@ int main(int argc, char **argv) {
     // The full reference ends with the function the thread stopped at the
     // entry of (atStop), which only anchoring to the stop context can know:
     // the models built without the stop are compared with the rest.
-    std::vector<TreeFrame> full =
-        referenceTree(truth, symbols, snapshot.time, VirtualClock::startTsc);
+    std::vector<TreeFrame> full = referenceTree(truth, symbols, snapshot.time,
+                                                VirtualClock::startTsc, &code);
     std::vector<TreeFrame> reference;
     for (const TreeFrame &frame : full)
       if (!frame.atStop)
