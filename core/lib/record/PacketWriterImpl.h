@@ -1,0 +1,193 @@
+//===- PacketWriterImpl.h - The packet writer's state -----------*- C++ -*-===//
+//
+// PacketWriter's implementation, shared by its two files: PacketWriter.cpp
+// decides per executed instruction which packets are due (the steps),
+// PacketEncoding.cpp turns them into bytes with libipt's encoder (the
+// packets, PSB+, timing). Private to core/lib/record.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_RECORD_PACKETWRITERIMPL_H
+#define MAGIC_TRACE_RECORD_PACKETWRITERIMPL_H
+
+#include "magic_trace/PacketWriter.h"
+#include "magic_trace/VirtualClock.h"
+
+#include <intel-pt.h>
+
+#include <array>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace magic_trace::packet_writer {
+
+/// libipt's decoders keep a return stack of this many entries
+/// (pt_retstack_size); older entries are overwritten when it is full.
+constexpr size_t retStackSize = 64;
+/// Short TNT (TNT-8) holds up to 6 branch bits, long TNT (TNT-64) 47.
+constexpr unsigned maxShortTntBits = 6;
+constexpr unsigned maxLongTntBits = 47;
+/// The CR3 a PIP of the statusAfterModeExec dialect reports (user-only
+/// tracing of one process: any fixed value).
+constexpr uint64_t dialectCr3 = 0x1000;
+/// Instructions whose packets one injected overflow drops.
+constexpr uint64_t lostPerOverflow = 8;
+/// Room at the ring's write position for any packet to be encoded in place
+/// (libipt's largest, PSB, is 16 bytes).
+constexpr size_t inPlaceRoom = 32;
+
+struct EncoderDeleter {
+  void operator()(pt_encoder *encoder) const { pt_free_encoder(encoder); }
+};
+
+/// One public call's packets go to the ring as one batch (one gate entry,
+/// one head update); a nested call joins its caller's.
+class RingBatch {
+public:
+  explicit RingBatch(RingBuffer &ring)
+      : ring(ring), outermost(!ring.inBatch()) {
+    if (outermost)
+      ring.beginBatch();
+  }
+  ~RingBatch() {
+    if (outermost)
+      ring.endBatch();
+  }
+
+private:
+  RingBuffer &ring;
+  bool outermost;
+};
+
+/// A mirror of libipt's return-address stack (pt_retstack): a ring of 64
+/// entries where a push onto a full stack drops the oldest entry. A return is
+/// compressed only when its target is on top, so the decoder's pop is right.
+class ReturnStack {
+public:
+  void push(uint64_t ip) {
+    entries[(bottom + count) % retStackSize] = ip;
+    if (count < retStackSize)
+      ++count;
+    else
+      bottom = (bottom + 1) % retStackSize;
+  }
+  bool topIs(uint64_t ip) const {
+    return count && entries[(bottom + count - 1) % retStackSize] == ip;
+  }
+  void pop() { --count; }
+  void clear() { count = bottom = 0; }
+
+private:
+  std::array<uint64_t, retStackSize> entries{};
+  size_t bottom = 0;
+  size_t count = 0;
+};
+
+class PacketWriterImpl final : public PacketWriter {
+public:
+  PacketWriterImpl(Options options, RingBuffer ring, pt_encoder *encoder)
+      : options(options), ring(std::move(ring)), encoder(encoder) {}
+
+  llvm::Error init();
+  static bool needsPacket(const ExecutedInsn &insn) {
+    switch (insn.branch) {
+    case BranchClass::Other:
+    case BranchClass::DirectJump:
+    case BranchClass::DirectCall:
+      return false;
+    default:
+      return true;
+    }
+  }
+  llvm::Error enable(uint64_t ip) override;
+  llvm::Error step(const ExecutedInsn &insn) override;
+  llvm::Error stepRun(uint64_t ip, uint64_t count,
+                      const ExecutedInsn &last) override;
+  llvm::Error markLoss(uint64_t resumeIp, uint64_t count) override;
+  llvm::Error interrupt(uint64_t ip) override;
+  llvm::Error disable(uint64_t nextIp) override;
+
+  const RingBuffer &buffer() const override { return ring; }
+  TimeConversion timeConversion() const override {
+    return VirtualClock::conversion();
+  }
+  uint64_t instructions() const override { return stepped; }
+  std::vector<std::pair<uint64_t, uint64_t>> lostInstructions() const override {
+    return lost;
+  }
+
+private:
+  bool retComp() const {
+    return !options.noRetComp && options.timer != TimerResolution::High;
+  }
+  bool cycleAccurate() const { return options.timer != TimerResolution::Low; }
+  uint64_t tsc() const { return VirtualClock::startTsc + cycles; }
+  uint64_t ctc() const { return tsc() / VirtualClock::tscPerCtc; }
+  uint64_t mtcPeriod() const { return ctc() >> VirtualClock::timing.mtcFreq; }
+
+  unsigned maxTntBits() const {
+    return options.dialect.tnt64 ? maxLongTntBits : maxShortTntBits;
+  }
+  llvm::Error checkStep(uint64_t ip, uint8_t size) const;
+  llvm::Error emit(const pt_packet &packet);
+  llvm::Error emitPacket(const pt_packet &packet);
+  llvm::Error emitModeExec();
+  llvm::Error emitType(pt_packet_type type);
+  llvm::Error emitIp(pt_packet_type type, uint64_t ip);
+  llvm::Error emitSuppressed(pt_packet_type type);
+  llvm::Error emitCyc();
+  llvm::Error flushTnt();
+  llvm::Error addTnt(bool taken);
+  llvm::Error psb(bool withFup, uint64_t ip);
+  llvm::Error beforeInstruction(uint64_t ip);
+  llvm::Error endOverflow(uint64_t resumeIp);
+  llvm::Error branchPackets(const ExecutedInsn &insn);
+  __attribute__((always_inline)) bool quietRun(uint64_t ip, uint64_t count,
+                                               const ExecutedInsn &last);
+  __attribute__((noinline)) llvm::Error packetRun(uint64_t ip, uint64_t count,
+                                                  const ExecutedInsn &last);
+  /// The MTC period changes from lastMtc when `cycles` reaches this.
+  void setLastMtc(uint64_t period) {
+    lastMtc = period;
+    mtcDueCycles = (period + 1) * (uint64_t(VirtualClock::tscPerCtc)
+                                   << VirtualClock::timing.mtcFreq) -
+                   VirtualClock::startTsc;
+  }
+
+  Options options;
+  RingBuffer ring;
+  std::unique_ptr<pt_encoder, EncoderDeleter> encoder; ///< Into scratch.
+  /// Into the ring's bytes, in place, where a packet fits before its end.
+  std::unique_ptr<pt_encoder, EncoderDeleter> ringEncoder;
+  std::array<uint8_t, 64> scratch{};
+
+  bool enabled = false;
+  bool started = false;
+  uint64_t sincePsb = 0; ///< Bytes written since the last PSB began.
+  uint64_t lastIp = 0;
+  bool haveLastIp = false;
+  uint64_t tntPayload = 0;
+  unsigned tntBits = 0;
+  /// TIP targets deferred behind the TNT being filled (deferTips).
+  std::vector<uint64_t> deferredTips;
+  uint64_t packetsWritten = 0; ///< For padEvery.
+  ReturnStack returns;
+
+  uint64_t cycles = 0;       ///< Virtual core cycles of traced execution.
+  uint64_t lastCyc = 0;      ///< `cycles` at the last CYC packet (or PSB).
+  uint64_t lastMtc = 0;      ///< MTC period of the last MTC or TSC.
+  uint64_t mtcDueCycles = 0; ///< See setLastMtc().
+  uint64_t stepped = 0;      ///< Instructions passed to step().
+  uint64_t lostLeft = 0;     ///< Instructions still to drop in an overflow.
+  uint64_t nextOverflow = 0; ///< Index from which the next overflow is due.
+  bool previousNeededPacket = false; ///< The last step() wrote a packet.
+  uint64_t expectedIp = 0;           ///< Where the next step() must be.
+  /// Index after the last instruction that wrote a packet: a decoder may
+  /// or may not report the ones from here to an OVF (markLoss).
+  uint64_t afterLastPacket = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> lost;
+};
+
+} // namespace magic_trace::packet_writer
+
+#endif
