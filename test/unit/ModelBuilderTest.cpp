@@ -382,6 +382,25 @@ TEST_F(ModelBuilderTest, IndirectJumpIntoAnUnseenCaller) {
                     "  a 20-30\n");
 }
 
+TEST_F(ModelBuilderTest, IndirectJumpBackFromAColdPart) {
+  // Stripped code with a hot part c and its cold part (its own FDE, so its
+  // own function): c branches to the cold part's entry, which replaces c,
+  // and the cold part's computed goto jumps back into c's middle (CPython's
+  // eval loop): c replaces it again, it is no unseen caller.
+  symbols.function("c.cold", 0x6000, 0x6100);
+  add(block(0x2000, 0x2010, 0, BranchClass::DirectCall));
+  add(block(0x5000, 0x5010, 10, BranchClass::CondBranch));
+  add(block(0x6000, 0x6010, 20, BranchClass::IndirectJump));
+  add(block(0x5050, 0x5060, 30, BranchClass::Return));
+  add(block(0x2015, 0x2020, 40, BranchClass::Other));
+  add(event(ItemKind::Disable, 50));
+  EXPECT_EQ(tree(), "segment 0-50\n"
+                    "main 0-50 inferred\n"
+                    "  c 10-20\n"
+                    "  c.cold 20-30\n"
+                    "  c 30-40\n");
+}
+
 TEST_F(ModelBuilderTest, InlinedFramesFollowTheChainInsideOneBlock) {
   // f's code: [f] [f>g] [f>g>h] [f>g] [f], one block of 0x50 bytes from
   // t=100 to t=180: times are interpolated by address (16 bytes = 32 ns).
@@ -775,6 +794,26 @@ TEST_F(ModelBuilderTest, AnchoringFollowsATailCallIntoTheStopFunction) {
   ASSERT_EQ(frames.size(), 3u);
   EXPECT_FALSE(frames[1].open); // a ended with its jump.
   EXPECT_TRUE(frames[2].open);
+  EXPECT_EQ(stats.anchorConflicts, 0u);
+}
+
+TEST_F(ModelBuilderTest, AnchoringAfterAFinalReturn) {
+  // main calls a, and a's last instruction returns: no block ran after it,
+  // so a is still open, but at the stop (in main, called from _start) main
+  // is running. a is taken off the final stack; _start is added outside.
+  add(block(0x2000, 0x2010, 0, BranchClass::DirectCall));
+  add(block(0x3000, 0x3010, 10, BranchClass::Return));
+  add(event(ItemKind::Disable, 20, 0x2015));
+  ThreadStop stop = stopAt({0x2015, 0x1041});
+  EXPECT_EQ(tree({}, &stop), "segment 0-20\n"
+                             "_start 0-20 inferred anchored\n"
+                             "  main 0-20 inferred anchored\n"
+                             "    a 10-20\n");
+  ThreadModel model = build({}, &stop);
+  const PodVector<Frame> &frames = model.segments[0].frames;
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_FALSE(frames[2].open); // a returned.
+  EXPECT_TRUE(frames[1].open);
   EXPECT_EQ(stats.anchorConflicts, 0u);
 }
 

@@ -63,6 +63,9 @@ struct OpenFrame {
   /// where its return goes; 0 when unknown (an inferred frame, or a block
   /// stream without instruction sizes).
   uint64_t returnAddress = 0;
+  /// Physical, entered by a jump: the entry of the function it replaced (a
+  /// hot part, when this is its cold part), or 0.
+  uint64_t replacedEntry = 0;
   StringId function = 0; ///< The function's name.
   StringId callFile = 0; ///< Inlined: the call site's file...
   uint32_t callLine = 0; ///< ... and line, in the caller.
@@ -416,9 +419,13 @@ void SegmentBuilder::enterByJump(const SymbolRange &range, uint64_t address,
   // pad, longjmp's) goes to a caller from before the segment, which is the
   // parent of everything so far, as for a return (a gap or the ring's start
   // hid its call). A direct one goes to another entry of a multi-entry
-  // function (glibc's __mempcpy_* into __memmove_*) or a cold part: the
-  // frame is replaced.
-  if (indirect && !range.unknown) {
+  // function (glibc's __mempcpy_* into __memmove_*) or a cold part, and
+  // any jump back into the function the frame replaced (a cold part's
+  // computed goto into its hot part, as in CPython's eval loop): the frame
+  // is replaced.
+  if (indirect && !range.unknown &&
+      (range.functionEntry == 0 ||
+       range.functionEntry != stack[top].replacedEntry)) {
     inferParent(range, time);
     return;
   }
@@ -555,8 +562,10 @@ void SegmentBuilder::replaceTop(const SymbolRange &range, uint64_t time) {
   // A tail call returns where the frame it replaces would have.
   size_t top = topPhysical();
   uint64_t returnAddress = stack[top].returnAddress;
+  uint64_t replaced = stack[top].entry;
   popTo(top, time);
   pushPhysical(range, time, /*inferred=*/false, /*outer=*/false, returnAddress);
+  stack[topPhysical()].replacedEntry = replaced;
 }
 
 /// A return into a function not on the stack: it called the outermost open

@@ -312,6 +312,20 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
       final.resize(physical);
     }
   }
+  // A trace ending in a return (a thread stopped anywhere, a window that
+  // ended there): the returning frame is still open, since no block after
+  // the return ran, but at the stop its caller is running.
+  if (endsAtStop && fact.lastClass == BranchClass::Return && !final.empty()) {
+    size_t physical = final.size() - 1;
+    while (physical > 0 &&
+           model.sites[segment.frames[final[physical]].site].kind ==
+               FrameKind::Inlined)
+      --physical;
+    if (physical > 0) {
+      tailCalled = final.size() - physical;
+      final.resize(physical);
+    }
+  }
 
   StopAlignment alignment = alignToStop(model.sites, segment, final, truth);
   size_t j = alignment.at, matched = alignment.matched;
@@ -333,7 +347,8 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
   }
   for (size_t i = 0; i < matched; ++i)
     segment.frames[final[final.size() - 1 - i]].anchored = true;
-  // The tail-calling frames ended with the jump, at the segment's end.
+  // The tail-calling (or returning) frames ended with the jump (or the
+  // return), at the segment's end.
   for (size_t i = 0; i < tailCalled; ++i)
     segment.frames[fact.endStack[final.size() + i]].open = false;
   fact.endStack.resize(final.size());

@@ -325,6 +325,8 @@ private:
     uint64_t begin = 0, end = 0;
     uint32_t parent = UINT32_MAX;
     uint64_t callSite = 0; ///< Address of the call that pushed it, or 0.
+    /// Entered by a jump: the begin of the function it replaced, or 0.
+    uint64_t replacedBegin = 0;
     bool atStop = false;
     /// Instructions [firstInsn, endInsn) ran in it or its callees.
     uint64_t firstInsn = 0, endInsn = 0;
@@ -356,8 +358,12 @@ private:
   /// python3's compiler, issue 15's corpus).
   void replaceTop(const RefFunction &function, uint64_t time) {
     uint64_t callSite = nodes[stack.back()].callSite;
+    uint64_t replaced = nodes[stack.back()].function.unknown
+                            ? 0
+                            : nodes[stack.back()].function.begin;
     popTo(stack.size() - 1, time);
     push(function, time, callSite);
+    nodes.back().replacedBegin = replaced;
   }
   static bool same(const RefFunction &a, const RefFunction &b) {
     return a.begin == b.begin && a.unknown == b.unknown;
@@ -430,9 +436,12 @@ void ReferenceBuilder::onJump(uint64_t target, const RefFunction &function,
   }
   // An indirect jump into the middle of a function not on the stack (the
   // unwinder's to a landing pad, longjmp's) goes to a caller from before the
-  // trace: the same rule as the model's, with the jump's kind read from the
-  // module by LLVM's disassembler.
-  if (!function.unknown && jumpFrom && code && code->isIndirectJump(jumpFrom)) {
+  // trace, unless it goes back into the function the frame replaced (a cold
+  // part's into its hot part): the same rule as the model's, with the
+  // jump's kind read from the module by LLVM's disassembler.
+  if (!function.unknown && jumpFrom && code &&
+      function.begin != nodes[stack.back()].replacedBegin &&
+      code->isIndirectJump(jumpFrom)) {
     inferParent(function, time);
     return;
   }
