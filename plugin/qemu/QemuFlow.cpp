@@ -286,7 +286,7 @@ void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
     thread.pending = nullptr;
     return;
   }
-  if (!possibleSuccessor(*previous, block.start)) {
+  if (!previous->mayGoTo(block.start)) {
     // A fault inside `previous` (a synchronous signal): where it stopped is
     // unknown, so its instructions are not claimed, and the loss is marked.
     markLoss(thread, block.start);

@@ -93,7 +93,7 @@ void finishThread(ThreadRecorder &thread, uint64_t next) {
   if (thread.enabled && !thread.failed) {
     const BlockInfo *previous = thread.pending;
     uint64_t stopAt = next;
-    if (previous && next && possibleSuccessor(*previous, next))
+    if (previous && next && previous->mayGoTo(next))
       resolve(thread, *previous, previous->insns.size(), next);
     else if (previous) {
       resolve(thread, *previous, previous->insns.size() - 1,
@@ -242,7 +242,7 @@ void flushToStop(ThreadRecorder &thread, uint64_t pc) {
   if (previous && (previous->lastIsRep || previous->lastCrossesPage) &&
       pc == previous->last().ip) {
     resolve(thread, *previous, previous->insns.size() - 1, pc);
-  } else if (previous && previous->valid && possibleSuccessor(*previous, pc)) {
+  } else if (previous && previous->valid && previous->mayGoTo(pc)) {
     resolve(thread, *previous, previous->insns.size(), pc);
   } else if (previous) {
     // Stopped inside the block (a fault the debugger sees first, a REP

@@ -61,8 +61,8 @@ struct alignas(64) BlockInfo {
   /// fast path writes it with one stepRun.
   bool fast = false;
   bool isStop = false; ///< It starts at the stop point.
-  /// possibleSuccessor() for the fast path: true for any `next`, else
-  /// `next` is one of `successors`.
+  /// Where the last instruction, run to its end, may go (setSuccessors):
+  /// anywhere, else one of `successors`.
   bool anySuccessor = false;
   uint64_t successors[2] = {0, 0};
   /// The signals its start is the handler of (bit n: signal n): set at
@@ -80,7 +80,7 @@ struct alignas(64) BlockInfo {
   /// at it).
   bool lastCrossesPage = false;
   const InsnInfo &last() const { return lastInsn; }
-  /// possibleSuccessor(*this, next), from anySuccessor and successors.
+  /// Could the last instruction, run to its end, have gone to `next`?
   bool mayGoTo(uint64_t next) const {
     return anySuccessor || next == successors[0] || next == successors[1];
   }
@@ -175,26 +175,8 @@ bool check(ThreadRecorder &thread, llvm::Error error);
 void flushCount(ThreadRecorder &thread);
 void resolve(ThreadRecorder &thread, const BlockInfo &block, size_t count,
              uint64_t next);
-/// Could `block`'s last instruction, run to its end, have gone to `next`?
-inline bool possibleSuccessor(const BlockInfo &block, uint64_t next) {
-  const InsnInfo &last = block.last();
-  uint64_t fallThrough = last.ip + last.size;
-  switch (last.branch) {
-  case BranchClass::Other:
-    return next == fallThrough || (block.lastIsRep && next == last.ip);
-  case BranchClass::DirectJump:
-  case BranchClass::DirectCall:
-    return next == last.target;
-  case BranchClass::CondBranch:
-    return next == fallThrough || next == last.target;
-  case BranchClass::Syscall:
-    return next == fallThrough;
-  default:
-    return true;
-  }
-}
-
-/// Sets `block`'s anySuccessor and successors from its last instruction.
+/// Sets `block`'s anySuccessor and successors from its last instruction (a
+/// REP string instruction may also go to itself, for its next iteration).
 inline void setSuccessors(BlockInfo &block) {
   const InsnInfo &last = block.last();
   uint64_t fallThrough = last.ip + last.size;

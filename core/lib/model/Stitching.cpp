@@ -295,33 +295,24 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
 
   // A trace ending in a jump to the entry of the stop's function (which
   // never ran) made a tail call: the jumping function's frame (with its
-  // inlined frames) is no longer on the stack, its caller is.
+  // inlined frames) is no longer on the stack, its caller is. The same for
+  // a trace ending in a return (a thread stopped anywhere, a window that
+  // ended there): the returning frame is still open, since no block after
+  // the return ran, but at the stop its caller is running.
   std::vector<uint32_t> final = fact.endStack;
   size_t tailCalled = 0;
   const SymbolRange &stopRange = lookup(stop.frames[0]);
-  if (endsAtStop && isJump(fact.lastClass) && !stopRange.frames.empty() &&
-      stopRange.functionEntry == stop.frames[0]) {
+  bool tailCall = isJump(fact.lastClass) && !stopRange.frames.empty() &&
+                  stopRange.functionEntry == stop.frames[0];
+  if (endsAtStop && (tailCall || fact.lastClass == BranchClass::Return)) {
     auto siteAt = [&](size_t i) -> const FrameSite & {
       return model.sites[segment.frames[final[i]].site];
     };
     size_t physical = final.size() - 1;
     while (physical > 0 && siteAt(physical).kind == FrameKind::Inlined)
       --physical;
-    if (physical > 0 && siteAt(physical).name != stopRange.frames[0].function) {
-      tailCalled = final.size() - physical;
-      final.resize(physical);
-    }
-  }
-  // A trace ending in a return (a thread stopped anywhere, a window that
-  // ended there): the returning frame is still open, since no block after
-  // the return ran, but at the stop its caller is running.
-  if (endsAtStop && fact.lastClass == BranchClass::Return && !final.empty()) {
-    size_t physical = final.size() - 1;
-    while (physical > 0 &&
-           model.sites[segment.frames[final[physical]].site].kind ==
-               FrameKind::Inlined)
-      --physical;
-    if (physical > 0) {
+    if (physical > 0 &&
+        (!tailCall || siteAt(physical).name != stopRange.frames[0].function)) {
       tailCalled = final.size() - physical;
       final.resize(physical);
     }

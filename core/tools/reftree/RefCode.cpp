@@ -8,7 +8,6 @@
 #include "llvm/MC/MCInst.h"
 #include "llvm/MC/MCInstrAnalysis.h"
 #include "llvm/MC/MCInstrInfo.h"
-#include "llvm/MC/MCObjectFileInfo.h"
 #include "llvm/MC/MCRegisterInfo.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/MCTargetOptions.h"
@@ -54,7 +53,6 @@ struct ModuleCode {
 
 struct RefCode::Impl {
   std::vector<ModuleCode> modules;
-  const Target *target = nullptr;
   std::unique_ptr<MCRegisterInfo> registers;
   std::unique_ptr<MCAsmInfo> asmInfo;
   std::unique_ptr<MCSubtargetInfo> subtarget;
@@ -71,7 +69,7 @@ struct RefCode::Impl {
     InitializeAllDisassemblers();
     Triple triple("x86_64-unknown-linux-gnu");
     std::string error;
-    target = TargetRegistry::lookupTarget(triple, error);
+    const Target *target = TargetRegistry::lookupTarget(triple, error);
     if (!target)
       return false;
     registers.reset(target->createMCRegInfo(triple));
@@ -87,6 +85,30 @@ struct RefCode::Impl {
     disassembler.reset(target->createMCDisassembler(*subtarget, *context));
     analysis.reset(target->createMCInstrAnalysis(instructions.get()));
     return disassembler && analysis;
+  }
+
+  /// The instruction in the first module's code section that holds
+  /// `address`: is it an indirect jump?
+  bool decodeIndirectJump(uint64_t address) {
+    for (ModuleCode &code : modules) {
+      if (address < code.module->loadAddress)
+        continue;
+      if (!code.loaded)
+        load(code);
+      uint64_t link = address - code.bias;
+      for (auto [begin, bytes] : code.sections) {
+        if (link < begin || link >= begin + bytes.size())
+          continue;
+        MCInst inst;
+        uint64_t size = 0;
+        ArrayRef<uint8_t> rest =
+            arrayRefFromStringRef(bytes.substr(link - begin));
+        return disassembler->getInstruction(inst, size, rest, link, nulls()) ==
+                   MCDisassembler::Success &&
+               analysis->isIndirectBranch(inst);
+      }
+    }
+    return false;
   }
 
   void load(ModuleCode &code) {
@@ -126,29 +148,8 @@ bool RefCode::isIndirectJump(uint64_t address) const {
   if (cached != known.end())
     return cached->second;
   bool indirect = false;
-  if (impl->setUp()) {
-    for (ModuleCode &code : impl->modules) {
-      if (address < code.module->loadAddress)
-        continue;
-      if (!code.loaded)
-        impl->load(code);
-      uint64_t link = address - code.bias;
-      for (auto [begin, bytes] : code.sections) {
-        if (link < begin || link >= begin + bytes.size())
-          continue;
-        MCInst inst;
-        uint64_t size = 0;
-        ArrayRef<uint8_t> rest =
-            arrayRefFromStringRef(bytes.substr(link - begin));
-        if (impl->disassembler->getInstruction(
-                inst, size, rest, link, nulls()) == MCDisassembler::Success)
-          indirect = impl->analysis->isIndirectBranch(inst);
-        break;
-      }
-      if (indirect)
-        break;
-    }
-  }
+  if (impl->setUp())
+    indirect = impl->decodeIndirectJump(address);
   known[address] = indirect;
   return indirect;
 }

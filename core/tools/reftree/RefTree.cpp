@@ -294,11 +294,6 @@ RefFunction RefSymbols::lookup(uint64_t address) const {
 
 namespace {
 
-/// Builds the reference tree instruction by instruction. A frame is pushed
-/// by a call and popped when execution comes back to its call's next
-/// instruction; the other rules (tail calls, unwinding, returns into frames
-/// the trace never saw) say what the tree of a trace means and so are the
-/// same as the model's, applied here to exact addresses.
 /// Did every instruction of [first, end) run inside one injected loss (a
 /// frame no decoder could see)? A frame with no instruction is visible.
 bool withinLoss(const std::vector<std::pair<uint64_t, uint64_t>> &lost,
@@ -311,6 +306,11 @@ bool withinLoss(const std::vector<std::pair<uint64_t, uint64_t>> &lost,
   return false;
 }
 
+/// Builds the reference tree instruction by instruction. A frame is pushed
+/// by a call and popped when execution comes back to its call's next
+/// instruction; the other rules (tail calls, unwinding, returns into frames
+/// the trace never saw) say what the tree of a trace means and so are the
+/// same as the model's, applied here to exact addresses.
 class ReferenceBuilder {
 public:
   ReferenceBuilder(const RefSymbols &symbols, const RefCode *code)
