@@ -372,10 +372,12 @@ void blockExecuted(unsigned int, void *userdata) {
     return blockExecutedSlowly(block);
   thread->pending = &block;
   const InsnInfo &last = previous->lastInsn;
-  if (llvm::Error error = thread->writer->stepRun(
-          previous->start, previous->count - 1,
-          ExecutedInsn{last.ip, last.size, last.branch, block.start}))
-    return fail(*thread, std::move(error));
+  ExecutedInsn executed{last.ip, last.size, last.branch, block.start};
+  PacketWriter &writer = *thread->writer;
+  if (!writer.stepQuietly(previous->start, previous->count - 1, executed))
+    if (llvm::Error error =
+            writer.stepRun(previous->start, previous->count - 1, executed))
+      return fail(*thread, std::move(error));
   countInstructions(*thread, previous->count);
 }
 

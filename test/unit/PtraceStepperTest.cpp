@@ -31,7 +31,8 @@ public:
     std::vector<uint64_t> steps;
   };
   explicit RecordingWriter(Log &log)
-      : log(log), ring(llvm::cantFail(RingBuffer::create(4096))) {}
+      : PacketWriter(Options()), log(log),
+        ring(llvm::cantFail(RingBuffer::create(4096))) {}
 
   llvm::Error enable(uint64_t ip) override {
     log.calls.push_back("enable " + llvm::utohexstr(ip));

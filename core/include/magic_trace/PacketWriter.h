@@ -15,9 +15,11 @@
 #include "magic_trace/RingBuffer.h"
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/TraceItems.h"
+#include "magic_trace/VirtualClock.h"
 
 #include "llvm/Support/Error.h"
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -73,6 +75,38 @@ llvm::Expected<PtDialect> parseDialect(llvm::StringRef text);
 /// libipt's workaround for it.
 CpuIdentity dialectCpu(const PtDialect &dialect);
 
+namespace packet_writer {
+
+/// libipt's decoders keep a return stack of this many entries
+/// (pt_retstack_size); older entries are overwritten when it is full.
+constexpr size_t retStackSize = 64;
+
+/// A mirror of libipt's return-address stack (pt_retstack): a ring of 64
+/// entries where a push onto a full stack drops the oldest entry. A return is
+/// compressed only when its target is on top, so the decoder's pop is right.
+class ReturnStack {
+public:
+  void push(uint64_t ip) {
+    entries[(bottom + count) % retStackSize] = ip;
+    if (count < retStackSize)
+      ++count;
+    else
+      bottom = (bottom + 1) % retStackSize;
+  }
+  bool topIs(uint64_t ip) const {
+    return count && entries[(bottom + count - 1) % retStackSize] == ip;
+  }
+  void pop() { --count; }
+  void clear() { count = bottom = 0; }
+
+private:
+  std::array<uint64_t, retStackSize> entries{};
+  size_t bottom = 0;
+  size_t count = 0;
+};
+
+} // namespace packet_writer
+
 class PacketWriter {
 public:
   struct Options {
@@ -108,6 +142,13 @@ public:
   /// injection (use step()).
   virtual llvm::Error stepRun(uint64_t ip, uint64_t count,
                               const ExecutedInsn &last) = 0;
+  /// stepRun's common case, inline for a recorder that calls it per block:
+  /// when the run writes no packet (no check fails, no PSB+ or MTC is due
+  /// before `last`, and `last` needs no packet or only appends a bit to a
+  /// TNT that is not full after it), updates the state exactly as stepRun
+  /// would and returns true; else changes nothing and returns false (then
+  /// call stepRun).
+  bool stepQuietly(uint64_t ip, uint64_t count, const ExecutedInsn &last);
   /// Execution went on where the trace cannot follow (a signal or fault
   /// whose successor is unknown): the CPU's way to say packets were lost,
   /// OVF + FUP(resumeIp), and `count` more instructions (indices from
@@ -128,7 +169,74 @@ public:
   /// decoder cannot see them, so tests leave them out of the ground truth.
   virtual std::vector<std::pair<uint64_t, uint64_t>>
   lostInstructions() const = 0;
+
+protected:
+  explicit PacketWriter(const Options &options);
+
+  // What stepQuietly reads, fixed at creation.
+  bool quietAllowed = false; ///< No overflow injection.
+  bool compressReturns = false;
+  unsigned tntLimit = 0; ///< Bits in a full TNT.
+  uint64_t psbPeriod = 0;
+
+  // The state stepQuietly reads and updates (the rest is the
+  // implementation's).
+  bool enabled = false;
+  uint64_t lostLeft = 0;     ///< Instructions still to drop in an overflow.
+  uint64_t expectedIp = 0;   ///< Where the next step() must be.
+  uint64_t sincePsb = 0;     ///< Bytes written since the last PSB began.
+  uint64_t cycles = 0;       ///< Virtual core cycles of traced execution.
+  uint64_t mtcDueCycles = 0; ///< When `cycles` reaches it, an MTC is due.
+  uint64_t tntPayload = 0;
+  unsigned tntBits = 0;
+  packet_writer::ReturnStack returns;
+  uint64_t stepped = 0;              ///< Instructions passed to step().
+  bool previousNeededPacket = false; ///< The last step() wrote a packet.
+  /// Index after the last instruction that wrote a packet: a decoder may
+  /// or may not report the ones from here to an OVF (markLoss).
+  uint64_t afterLastPacket = 0;
 };
+
+__attribute__((always_inline)) inline bool
+PacketWriter::stepQuietly(uint64_t ip, uint64_t count,
+                          const ExecutedInsn &last) {
+  if (!quietAllowed || lostLeft || !enabled || ip != expectedIp ||
+      last.size == 0 || last.size > 15 || sincePsb >= psbPeriod ||
+      cycles + count * VirtualClock::cyclesPerInstruction >= mtcDueCycles)
+    return false;
+  bool taken = last.nextIp != last.ip + last.size;
+  bool needsPacket = false;
+  // The most frequent first (a switch's jump table mispredicts more).
+  if (last.branch == BranchClass::CondBranch) {
+    if (tntBits + 1 >= tntLimit)
+      return false;
+    tntPayload = (tntPayload << 1) | (taken ? 1 : 0);
+    ++tntBits;
+    needsPacket = true;
+  } else if (last.branch == BranchClass::Other ||
+             last.branch == BranchClass::DirectJump) {
+  } else if (last.branch == BranchClass::DirectCall) {
+    if (taken)
+      returns.push(last.ip + last.size);
+  } else if (last.branch == BranchClass::Return) {
+    if (!compressReturns || !returns.topIs(last.nextIp) ||
+        tntBits + 1 >= tntLimit)
+      return false;
+    returns.pop();
+    tntPayload = (tntPayload << 1) | 1;
+    ++tntBits;
+    needsPacket = true;
+  } else {
+    return false;
+  }
+  stepped += count + 1;
+  cycles += (count + 1) * VirtualClock::cyclesPerInstruction;
+  expectedIp = last.nextIp;
+  previousNeededPacket = needsPacket;
+  if (needsPacket)
+    afterLastPacket = stepped;
+  return true;
+}
 
 } // namespace magic_trace
 

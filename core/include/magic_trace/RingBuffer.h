@@ -53,8 +53,18 @@ public:
   /// Writing in place: where `length` bytes fit at the write position
   /// without reaching the end (the gate entered), or nullptr (then write()
   /// them). commit() the bytes put there.
-  uint8_t *reserve(size_t length);
-  void commit(size_t length);
+  uint8_t *reserve(size_t length) {
+    uint64_t position = totalWritten & (size - 1);
+    if (size - position < length)
+      return nullptr;
+    enter();
+    return memory + position;
+  }
+  void commit(size_t length) {
+    totalWritten += length;
+    if (!batching)
+      publish();
+  }
   /// From beginBatch() to endBatch(), writes enter the gate once, at the
   /// first, and publish the head once, at endBatch(): a writer's packets of
   /// one step.

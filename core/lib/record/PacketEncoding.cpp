@@ -66,12 +66,17 @@ llvm::Error PacketWriterImpl::emit(const pt_packet &packet) {
 llvm::Error PacketWriterImpl::emitPacket(const pt_packet &packet) {
   int status = 0;
   if (uint8_t *at = ring.reserve(inPlaceRoom)) {
-    status = pt_enc_sync_set(ringEncoder.get(),
-                             static_cast<uint64_t>(at - ring.data()));
+    // The encoder's position moves on with each packet: it needs setting
+    // only after a write round the end.
+    auto offset = static_cast<uint64_t>(at - ring.data());
+    if (offset != ringEncoderAt)
+      status = pt_enc_sync_set(ringEncoder.get(), offset);
     if (status >= 0)
       status = pt_enc_next(ringEncoder.get(), &packet);
     ring.commit(status < 0 ? 0 : static_cast<size_t>(status));
+    ringEncoderAt = status < 0 ? ~uint64_t(0) : offset + uint64_t(status);
   } else {
+    ringEncoderAt = ~uint64_t(0);
     status = pt_enc_sync_set(encoder.get(), 0);
     if (status >= 0)
       status = pt_enc_next(encoder.get(), &packet);
@@ -150,7 +155,7 @@ llvm::Error PacketWriterImpl::flushTnt() {
 /// The oldest branch is the most significant payload bit.
 llvm::Error PacketWriterImpl::addTnt(bool taken) {
   tntPayload = (tntPayload << 1) | (taken ? 1 : 0);
-  if (++tntBits == maxTntBits())
+  if (++tntBits == tntLimit)
     return flushTnt();
   return llvm::Error::success();
 }

@@ -57,6 +57,14 @@ CpuIdentity dialectCpu(const PtDialect &dialect) {
   return cpu;
 }
 
+PacketWriter::PacketWriter(const Options &options)
+    : quietAllowed(!options.overflowEvery),
+      compressReturns(!options.noRetComp &&
+                      options.timer != TimerResolution::High),
+      tntLimit(options.dialect.tnt64 ? packet_writer::maxLongTntBits
+                                     : packet_writer::maxShortTntBits),
+      psbPeriod(options.psbPeriod) {}
+
 PacketWriter::~PacketWriter() = default;
 
 llvm::Expected<std::unique_ptr<PacketWriter>>
@@ -124,7 +132,7 @@ llvm::Error PacketWriterImpl::branchPackets(const ExecutedInsn &insn) {
     returns.push(fallThrough);
     break;
   case BranchClass::Return:
-    if (retComp() && returns.topIs(insn.nextIp)) {
+    if (compressReturns && returns.topIs(insn.nextIp)) {
       returns.pop();
       return addTnt(true);
     }
@@ -243,55 +251,9 @@ llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
   return branchPackets(insn);
 }
 
-/// stepRun's common case, when it writes no packet: no check fails, no
-/// PSB+ or MTC is due before `last`, and `last` needs no packet or only
-/// appends a bit to a TNT that is not full after it. Then it updates the
-/// state exactly as stepRun would and returns true; else it changes nothing.
-bool PacketWriterImpl::quietRun(uint64_t ip, uint64_t count,
-                                const ExecutedInsn &last) {
-  if (options.overflowEvery || lostLeft || !enabled || ip != expectedIp ||
-      last.size == 0 || last.size > 15 || sincePsb >= options.psbPeriod ||
-      cycles + count * VirtualClock::cyclesPerInstruction >= mtcDueCycles)
-    return false;
-  uint64_t fallThrough = last.ip + last.size;
-  bool taken = last.nextIp != fallThrough;
-  switch (last.branch) {
-  case BranchClass::Other:
-  case BranchClass::DirectJump:
-    break;
-  case BranchClass::DirectCall:
-    if (taken)
-      returns.push(fallThrough);
-    break;
-  case BranchClass::CondBranch:
-    if (tntBits + 1 >= maxTntBits())
-      return false;
-    tntPayload = (tntPayload << 1) | (taken ? 1 : 0);
-    ++tntBits;
-    break;
-  case BranchClass::Return:
-    if (!retComp() || !returns.topIs(last.nextIp) ||
-        tntBits + 1 >= maxTntBits())
-      return false;
-    returns.pop();
-    tntPayload = (tntPayload << 1) | 1;
-    ++tntBits;
-    break;
-  default:
-    return false;
-  }
-  stepped += count + 1;
-  cycles += (count + 1) * VirtualClock::cyclesPerInstruction;
-  expectedIp = last.nextIp;
-  previousNeededPacket = needsPacket(last);
-  if (previousNeededPacket)
-    afterLastPacket = stepped;
-  return true;
-}
-
 llvm::Error PacketWriterImpl::stepRun(uint64_t ip, uint64_t count,
                                       const ExecutedInsn &last) {
-  if (quietRun(ip, count, last))
+  if (stepQuietly(ip, count, last))
     return llvm::Error::success();
   return packetRun(ip, count, last);
 }

@@ -21,9 +21,6 @@
 
 namespace magic_trace::packet_writer {
 
-/// libipt's decoders keep a return stack of this many entries
-/// (pt_retstack_size); older entries are overwritten when it is full.
-constexpr size_t retStackSize = 64;
 /// Short TNT (TNT-8) holds up to 6 branch bits, long TNT (TNT-64) 47.
 constexpr unsigned maxShortTntBits = 6;
 constexpr unsigned maxLongTntBits = 47;
@@ -59,34 +56,11 @@ private:
   bool outermost;
 };
 
-/// A mirror of libipt's return-address stack (pt_retstack): a ring of 64
-/// entries where a push onto a full stack drops the oldest entry. A return is
-/// compressed only when its target is on top, so the decoder's pop is right.
-class ReturnStack {
-public:
-  void push(uint64_t ip) {
-    entries[(bottom + count) % retStackSize] = ip;
-    if (count < retStackSize)
-      ++count;
-    else
-      bottom = (bottom + 1) % retStackSize;
-  }
-  bool topIs(uint64_t ip) const {
-    return count && entries[(bottom + count - 1) % retStackSize] == ip;
-  }
-  void pop() { --count; }
-  void clear() { count = bottom = 0; }
-
-private:
-  std::array<uint64_t, retStackSize> entries{};
-  size_t bottom = 0;
-  size_t count = 0;
-};
-
 class PacketWriterImpl final : public PacketWriter {
 public:
   PacketWriterImpl(Options options, RingBuffer ring, pt_encoder *encoder)
-      : options(options), ring(std::move(ring)), encoder(encoder) {}
+      : PacketWriter(options), options(options), ring(std::move(ring)),
+        encoder(encoder) {}
 
   llvm::Error init();
   static bool needsPacket(const ExecutedInsn &insn) {
@@ -117,17 +91,11 @@ public:
   }
 
 private:
-  bool retComp() const {
-    return !options.noRetComp && options.timer != TimerResolution::High;
-  }
   bool cycleAccurate() const { return options.timer != TimerResolution::Low; }
   uint64_t tsc() const { return VirtualClock::startTsc + cycles; }
   uint64_t ctc() const { return tsc() / VirtualClock::tscPerCtc; }
   uint64_t mtcPeriod() const { return ctc() >> VirtualClock::timing.mtcFreq; }
 
-  unsigned maxTntBits() const {
-    return options.dialect.tnt64 ? maxLongTntBits : maxShortTntBits;
-  }
   llvm::Error checkStep(uint64_t ip, uint8_t size) const;
   llvm::Error emit(const pt_packet &packet);
   llvm::Error emitPacket(const pt_packet &packet);
@@ -142,8 +110,6 @@ private:
   llvm::Error beforeInstruction(uint64_t ip);
   llvm::Error endOverflow(uint64_t resumeIp);
   llvm::Error branchPackets(const ExecutedInsn &insn);
-  __attribute__((always_inline)) bool quietRun(uint64_t ip, uint64_t count,
-                                               const ExecutedInsn &last);
   __attribute__((noinline)) llvm::Error packetRun(uint64_t ip, uint64_t count,
                                                   const ExecutedInsn &last);
   /// The MTC period changes from lastMtc when `cycles` reaches this.
@@ -159,32 +125,20 @@ private:
   std::unique_ptr<pt_encoder, EncoderDeleter> encoder; ///< Into scratch.
   /// Into the ring's bytes, in place, where a packet fits before its end.
   std::unique_ptr<pt_encoder, EncoderDeleter> ringEncoder;
+  /// The ring offset ringEncoder writes at next, if known.
+  uint64_t ringEncoderAt = ~uint64_t(0);
   std::array<uint8_t, 64> scratch{};
 
-  bool enabled = false;
   bool started = false;
-  uint64_t sincePsb = 0; ///< Bytes written since the last PSB began.
   uint64_t lastIp = 0;
   bool haveLastIp = false;
-  uint64_t tntPayload = 0;
-  unsigned tntBits = 0;
   /// TIP targets deferred behind the TNT being filled (deferTips).
   std::vector<uint64_t> deferredTips;
   uint64_t packetsWritten = 0; ///< For padEvery.
-  ReturnStack returns;
 
-  uint64_t cycles = 0;       ///< Virtual core cycles of traced execution.
   uint64_t lastCyc = 0;      ///< `cycles` at the last CYC packet (or PSB).
   uint64_t lastMtc = 0;      ///< MTC period of the last MTC or TSC.
-  uint64_t mtcDueCycles = 0; ///< See setLastMtc().
-  uint64_t stepped = 0;      ///< Instructions passed to step().
-  uint64_t lostLeft = 0;     ///< Instructions still to drop in an overflow.
   uint64_t nextOverflow = 0; ///< Index from which the next overflow is due.
-  bool previousNeededPacket = false; ///< The last step() wrote a packet.
-  uint64_t expectedIp = 0;           ///< Where the next step() must be.
-  /// Index after the last instruction that wrote a packet: a decoder may
-  /// or may not report the ones from here to an OVF (markLoss).
-  uint64_t afterLastPacket = 0;
   std::vector<std::pair<uint64_t, uint64_t>> lost;
 };
 

@@ -68,20 +68,6 @@ void RingBuffer::write(const uint8_t *data, size_t length) {
     publish();
 }
 
-uint8_t *RingBuffer::reserve(size_t length) {
-  uint64_t position = totalWritten & (size - 1);
-  if (size - position < length)
-    return nullptr;
-  enter();
-  return memory + position;
-}
-
-void RingBuffer::commit(size_t length) {
-  totalWritten += length;
-  if (!batching)
-    publish();
-}
-
 std::vector<uint8_t> RingBuffer::snapshot() const {
   if (!wrapped())
     return std::vector<uint8_t>(memory, memory + totalWritten);
