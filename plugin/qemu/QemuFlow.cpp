@@ -373,11 +373,9 @@ void blockExecuted(unsigned int, void *userdata) {
   thread->pending = &block;
   const InsnInfo &last = previous->lastInsn;
   ExecutedInsn executed{last.ip, last.size, last.branch, block.start};
-  PacketWriter &writer = *thread->writer;
-  if (!writer.stepQuietly(previous->start, previous->count - 1, executed))
-    if (llvm::Error error =
-            writer.stepRun(previous->start, previous->count - 1, executed))
-      return fail(*thread, std::move(error));
+  if (llvm::Error error = thread->writer->stepRun(
+          previous->start, previous->count - 1, executed))
+    return fail(*thread, std::move(error));
   countInstructions(*thread, previous->count);
 }
 

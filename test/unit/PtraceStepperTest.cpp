@@ -44,7 +44,8 @@ public:
       log.calls.push_back("syscall " + llvm::utohexstr(insn.ip));
     return llvm::Error::success();
   }
-  llvm::Error stepRun(uint64_t, uint64_t, const ExecutedInsn &) override {
+  llvm::Error stepRunWithPackets(uint64_t, uint64_t,
+                                 const ExecutedInsn &) override {
     return llvm::createStringError("the stepper steps one instruction");
   }
   llvm::Error markLoss(uint64_t, uint64_t) override {

@@ -138,17 +138,14 @@ public:
   /// then `last` itself, as step() would write them, except that a PSB+ or
   /// MTC due inside the run comes at its start or before `last` (the
   /// decoder cannot tell: no packet names an instruction inside the run).
-  /// For recorders that see basic blocks (QEMU). Not with overflow
+  /// For recorders that see basic blocks (QEMU), once per block: a run that
+  /// writes no packet is handled inline (stepQuietly). Not with overflow
   /// injection (use step()).
-  virtual llvm::Error stepRun(uint64_t ip, uint64_t count,
-                              const ExecutedInsn &last) = 0;
-  /// stepRun's common case, inline for a recorder that calls it per block:
-  /// when the run writes no packet (no check fails, no PSB+ or MTC is due
-  /// before `last`, and `last` needs no packet or only appends a bit to a
-  /// TNT that is not full after it), updates the state exactly as stepRun
-  /// would and returns true; else changes nothing and returns false (then
-  /// call stepRun).
-  bool stepQuietly(uint64_t ip, uint64_t count, const ExecutedInsn &last);
+  llvm::Error stepRun(uint64_t ip, uint64_t count, const ExecutedInsn &last) {
+    if (stepQuietly(ip, count, last))
+      return llvm::Error::success();
+    return stepRunWithPackets(ip, count, last);
+  }
   /// Execution went on where the trace cannot follow (a signal or fault
   /// whose successor is unknown): the CPU's way to say packets were lost,
   /// OVF + FUP(resumeIp), and `count` more instructions (indices from
@@ -172,6 +169,23 @@ public:
 
 protected:
   explicit PacketWriter(const Options &options);
+  /// stepRun when stepQuietly declined the run.
+  virtual llvm::Error stepRunWithPackets(uint64_t ip, uint64_t count,
+                                         const ExecutedInsn &last) = 0;
+  /// No check fails for the run, and no PSB+, MTC or overflow is due before
+  /// `last`.
+  bool runChecksPass(uint64_t ip, uint64_t count,
+                     const ExecutedInsn &last) const {
+    return !lostLeft && enabled && ip == expectedIp && last.size != 0 &&
+           last.size <= 15 && sincePsb < psbPeriod &&
+           cycles + count * VirtualClock::cyclesPerInstruction < mtcDueCycles;
+  }
+  /// stepRun's common case, inline: when the run writes no packet (the
+  /// checks pass, and `last` needs no packet or only appends a bit to a TNT
+  /// that is not full after it), updates the state exactly as
+  /// stepRunWithPackets would and returns true; else changes nothing and
+  /// returns false.
+  bool stepQuietly(uint64_t ip, uint64_t count, const ExecutedInsn &last);
 
   // What stepQuietly reads, fixed at creation.
   bool quietAllowed = false; ///< No overflow injection.
@@ -200,9 +214,7 @@ protected:
 __attribute__((always_inline)) inline bool
 PacketWriter::stepQuietly(uint64_t ip, uint64_t count,
                           const ExecutedInsn &last) {
-  if (!quietAllowed || lostLeft || !enabled || ip != expectedIp ||
-      last.size == 0 || last.size > 15 || sincePsb >= psbPeriod ||
-      cycles + count * VirtualClock::cyclesPerInstruction >= mtcDueCycles)
+  if (!quietAllowed || !runChecksPass(ip, count, last))
     return false;
   bool taken = last.nextIp != last.ip + last.size;
   bool needsPacket = false;

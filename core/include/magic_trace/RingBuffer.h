@@ -53,6 +53,8 @@ public:
   /// Writing in place: where `length` bytes fit at the write position
   /// without reaching the end (the gate entered), or nullptr (then write()
   /// them). commit() the bytes put there.
+  /// Bytes from the write position to the end of the buffer.
+  uint64_t roomBeforeEnd() const { return size - (totalWritten & (size - 1)); }
   uint8_t *reserve(size_t length) {
     uint64_t position = totalWritten & (size - 1);
     if (size - position < length)

@@ -31,6 +31,14 @@ pt_ip_compression chooseCompression(uint64_t ip, uint64_t lastIp,
   return pt_ipc_full;
 }
 
+llvm::Error encodingError(pt_packet_type type, int status) {
+  return llvm::createStringError(
+      llvm::formatv("libipt cannot encode a packet of type {0}: {1} (this is "
+                    "a bug in the emulator)",
+                    int(type), pt_errstr(pt_errcode(status)))
+          .str());
+}
+
 } // namespace
 
 llvm::Error PacketWriterImpl::init() {
@@ -84,11 +92,7 @@ llvm::Error PacketWriterImpl::emitPacket(const pt_packet &packet) {
       ring.write(scratch.data(), static_cast<size_t>(status));
   }
   if (status < 0)
-    return llvm::createStringError(
-        llvm::formatv("libipt cannot encode a packet of type {0}: {1} (this "
-                      "is a bug in the emulator)",
-                      int(packet.type), pt_errstr(pt_errcode(status)))
-            .str());
+    return encodingError(packet.type, status);
   sincePsb += static_cast<uint64_t>(status);
   return llvm::Error::success();
 }
@@ -250,6 +254,106 @@ llvm::Error PacketWriterImpl::beforeInstruction(uint64_t ip) {
   mtc.type = ppt_mtc;
   mtc.payload.mtc.ctc = static_cast<uint8_t>(lastMtc & 0xff);
   return emit(mtc);
+}
+
+/// stepRunWithPackets's common case, written with one ring reservation: no
+/// check fails, no PSB+ or MTC is due, the packets have their default shapes
+/// (no PAD, no deferred TIP), the ring has room before its end, and `last`
+/// writes what branchPackets writes for it here: a conditional branch or a
+/// compressed return that fills the TNT, an indirect jump or call, a return
+/// that is not compressed.
+bool PacketWriterImpl::fastPacketsApply(uint64_t ip, uint64_t count,
+                                        const ExecutedInsn &last) const {
+  if (options.dialect.padEvery || options.dialect.deferTips ||
+      !runChecksPass(ip, count, last) || ring.roomBeforeEnd() < fastPacketsRoom)
+    return false;
+  switch (last.branch) {
+  case BranchClass::CondBranch:
+    return tntBits + 1 == tntLimit;
+  case BranchClass::Return:
+    return !(compressReturns && returns.topIs(last.nextIp)) ||
+           tntBits + 1 == tntLimit;
+  case BranchClass::IndirectJump:
+  case BranchClass::IndirectCall:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/// The same state and packets as stepRunWithPackets (step() when count is 0)
+/// with checkStep, beforeInstruction and branchPackets, for the case
+/// fastPacketsApply accepts: [CYC] TNT for a full TNT, else [CYC] [TNT] TIP.
+llvm::Error PacketWriterImpl::writeFastPackets(uint64_t count,
+                                               const ExecutedInsn &last) {
+  stepped += count + 1;
+  cycles += (count + 1) * VirtualClock::cyclesPerInstruction;
+  expectedIp = last.nextIp;
+  previousNeededPacket = true;
+  afterLastPacket = stepped;
+  bool tip = true;
+  uint64_t fallThrough = last.ip + last.size;
+  switch (last.branch) {
+  case BranchClass::CondBranch:
+    tntPayload = (tntPayload << 1) | (last.nextIp != fallThrough ? 1 : 0);
+    ++tntBits;
+    tip = false;
+    break;
+  case BranchClass::Return:
+    if (compressReturns && returns.topIs(last.nextIp)) {
+      returns.pop();
+      tntPayload = (tntPayload << 1) | 1;
+      ++tntBits;
+      tip = false;
+    } else {
+      returns.clear(); // As branchPackets does, and why.
+    }
+    break;
+  case BranchClass::IndirectCall:
+    returns.push(fallThrough);
+    break;
+  default:
+    break;
+  }
+  std::array<pt_packet, 3> packets{};
+  size_t used = 0;
+  if (cycleAccurate() && cycles != lastCyc) {
+    packets[used].type = ppt_cyc;
+    packets[used++].payload.cyc.value = cycles - lastCyc;
+    lastCyc = cycles;
+  }
+  if (tntBits) {
+    packets[used].type = options.dialect.tnt64 ? ppt_tnt_64 : ppt_tnt_8;
+    packets[used].payload.tnt.bit_size = static_cast<uint8_t>(tntBits);
+    packets[used++].payload.tnt.payload = tntPayload;
+    tntBits = 0;
+    tntPayload = 0;
+  }
+  if (tip) {
+    packets[used].type = ppt_tip;
+    packets[used].payload.ip.ipc =
+        chooseCompression(last.nextIp, lastIp, haveLastIp);
+    packets[used++].payload.ip.ip = last.nextIp;
+    lastIp = last.nextIp;
+    haveLastIp = true;
+  }
+  uint8_t *at = ring.reserve(fastPacketsRoom);
+  auto offset = static_cast<uint64_t>(at - ring.data());
+  int status = 0;
+  if (offset != ringEncoderAt)
+    status = pt_enc_sync_set(ringEncoder.get(), offset);
+  uint64_t written = 0;
+  for (size_t i = 0; i < used && status >= 0; ++i) {
+    status = pt_enc_next(ringEncoder.get(), &packets[i]);
+    if (status >= 0)
+      written += static_cast<uint64_t>(status);
+  }
+  ring.commit(written);
+  sincePsb += written;
+  ringEncoderAt = status < 0 ? ~uint64_t(0) : offset + written;
+  if (status < 0)
+    return encodingError(packets[0].type, status);
+  return llvm::Error::success();
 }
 
 /// OVF, then FUP at the instruction where packets resume. The decoder resets

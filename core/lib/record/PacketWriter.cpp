@@ -251,21 +251,14 @@ llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
   return branchPackets(insn);
 }
 
-llvm::Error PacketWriterImpl::stepRun(uint64_t ip, uint64_t count,
-                                      const ExecutedInsn &last) {
-  if (stepQuietly(ip, count, last))
-    return llvm::Error::success();
-  return packetRun(ip, count, last);
-}
-
-/// stepRun when it may write packets (kept out of line: the quiet path
-/// then needs no stack frame).
-llvm::Error PacketWriterImpl::packetRun(uint64_t ip, uint64_t count,
-                                        const ExecutedInsn &last) {
+llvm::Error PacketWriterImpl::stepRunWithPackets(uint64_t ip, uint64_t count,
+                                                 const ExecutedInsn &last) {
   RingBatch batch(ring);
   if (options.overflowEvery || lostLeft)
     return llvm::createStringError(
         "stepRun with overflow injection (step each instruction instead)");
+  if (fastPacketsApply(ip, count, last))
+    return writeFastPackets(count, last);
   if (count == 0)
     return step(last);
   if (llvm::Error error = checkStep(ip, last.size))

@@ -32,6 +32,9 @@ constexpr uint64_t lostPerOverflow = 8;
 /// Room at the ring's write position for any packet to be encoded in place
 /// (libipt's largest, PSB, is 16 bytes).
 constexpr size_t inPlaceRoom = 32;
+/// Room for writeFastPackets' packets: CYC (at most 15 bytes for any cycle
+/// count below 2^64), TNT-64 (8) and TIP (9).
+constexpr size_t fastPacketsRoom = 32;
 
 struct EncoderDeleter {
   void operator()(pt_encoder *encoder) const { pt_free_encoder(encoder); }
@@ -75,8 +78,6 @@ public:
   }
   llvm::Error enable(uint64_t ip) override;
   llvm::Error step(const ExecutedInsn &insn) override;
-  llvm::Error stepRun(uint64_t ip, uint64_t count,
-                      const ExecutedInsn &last) override;
   llvm::Error markLoss(uint64_t resumeIp, uint64_t count) override;
   llvm::Error interrupt(uint64_t ip) override;
   llvm::Error disable(uint64_t nextIp) override;
@@ -110,8 +111,11 @@ private:
   llvm::Error beforeInstruction(uint64_t ip);
   llvm::Error endOverflow(uint64_t resumeIp);
   llvm::Error branchPackets(const ExecutedInsn &insn);
-  __attribute__((noinline)) llvm::Error packetRun(uint64_t ip, uint64_t count,
-                                                  const ExecutedInsn &last);
+  bool fastPacketsApply(uint64_t ip, uint64_t count,
+                        const ExecutedInsn &last) const;
+  llvm::Error writeFastPackets(uint64_t count, const ExecutedInsn &last);
+  llvm::Error stepRunWithPackets(uint64_t ip, uint64_t count,
+                                 const ExecutedInsn &last) override;
   /// The MTC period changes from lastMtc when `cycles` reaches this.
   void setLastMtc(uint64_t period) {
     lastMtc = period;
