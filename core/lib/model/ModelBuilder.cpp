@@ -12,6 +12,7 @@
 #include "magic_trace/ModelBuilder.h"
 
 #include "ModelInternal.h"
+#include "RangeSites.h"
 
 #include "llvm/ADT/StringRef.h"
 
@@ -92,8 +93,8 @@ public:
   SegmentBuilder(ThreadModel &model, std::vector<SegmentFacts> &facts,
                  SymbolLookup lookup, StringTable &strings,
                  std::mutex *stringsLock)
-      : model(model), facts(facts), lookup(lookup), strings(strings),
-        stringsLock(stringsLock) {
+      : model(model), facts(facts), ranges(lookup, model.sites),
+        strings(strings), stringsLock(stringsLock) {
     syscallName = intern("[syscall]");
     untracedName = intern("[untraced]");
     overflowName = intern("[overflow]");
@@ -154,7 +155,7 @@ private:
 
   ThreadModel &model;
   std::vector<SegmentFacts> &facts;
-  SymbolLookup lookup;
+  RangeSites ranges;
   std::vector<DecodeError> errors;  ///< Every error so far, by index.
   std::optional<TraceItem> pending; ///< The item awaiting its successor.
   uint64_t instructionCount = 0;
@@ -262,7 +263,7 @@ void SegmentBuilder::onBlock(const TraceItem &block, const TraceItem *next) {
   uint64_t address = block.ip;
   bool first = true;
   while (true) {
-    const SymbolRange &range = lookup(address);
+    const SymbolRange &range = ranges.lookup(address);
     uint64_t time = first ? begin : timeAt(address);
     if (range.frames.empty()) {
       // The lookup contract gives every range a frame; a fake that does not
@@ -469,7 +470,7 @@ void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
                                   bool inferred, bool outer,
                                   uint64_t returnAddress) {
   Frame frame;
-  frame.site = model.sites.intern(siteForRange(range, 0));
+  frame.site = ranges.site(range, 0);
   frame.begin = frame.end = time;
   frame.inferred = inferred;
   inferredCount += inferred;
@@ -486,7 +487,7 @@ void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
                                  uint64_t time, bool inferred, bool outer) {
   for (size_t level = from; level < range.frames.size(); ++level) {
     Frame frame;
-    frame.site = model.sites.intern(siteForRange(range, level));
+    frame.site = ranges.site(range, level);
     frame.begin = frame.end = time;
     frame.inferred = inferred;
     inferredCount += inferred;
