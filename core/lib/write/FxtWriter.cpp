@@ -103,6 +103,15 @@ public:
     std::memset(cursor + text.size(), 0, padded - text.size());
     cursor += padded;
   }
+  /// Room for `count` words, claimed: the caller writes every one of them.
+  char *claim(size_t count) {
+    size_t bytes = count * 8;
+    if (size_t(limit - cursor) < bytes)
+      makeRoom(bytes);
+    char *at = cursor;
+    cursor += bytes;
+    return at;
+  }
   /// Where the next word goes, for copyFrom.
   size_t mark() const { return size_t(cursor - start); }
   /// The words written since `from` (a mark in the current record).
@@ -232,10 +241,15 @@ public:
   /// timestamp (word 1) and, for a complete event, end time (last word).
   void replay(llvm::ArrayRef<uint64_t> words, uint64_t timestamp,
               uint64_t endTime) {
-    for (size_t i = 0; i < words.size(); ++i)
-      sink.word(i == 1                  ? timestamp
-                : i + 1 == words.size() ? endTime
-                                        : words[i]);
+    // Most frames are replays (a site's record with new times): one bounds
+    // check for the record, then plain stores.
+    char *at = sink.claim(words.size());
+    for (uint64_t word : words) {
+      llvm::support::endian::write64le(at, word);
+      at += 8;
+    }
+    llvm::support::endian::write64le(at - 8 * (words.size() - 1), timestamp);
+    llvm::support::endian::write64le(at - 8, endTime);
     sink.endRecord();
   }
 
