@@ -141,7 +141,8 @@ public:
   /// For recorders that see basic blocks (QEMU), once per block: a run that
   /// writes no packet is handled inline (stepQuietly). Not with overflow
   /// injection (use step()).
-  llvm::Error stepRun(uint64_t ip, uint64_t count, const ExecutedInsn &last) {
+  __attribute__((always_inline)) llvm::Error
+  stepRun(uint64_t ip, uint64_t count, const ExecutedInsn &last) {
     if (stepQuietly(ip, count, last))
       return llvm::Error::success();
     return stepRunWithPackets(ip, count, last);
