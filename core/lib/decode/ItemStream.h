@@ -10,6 +10,7 @@
 #ifndef MAGIC_TRACE_DECODE_ITEMSTREAM_H
 #define MAGIC_TRACE_DECODE_ITEMSTREAM_H
 
+#include "magic_trace/Interpolation.h"
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/TraceItems.h"
 
@@ -130,8 +131,7 @@ private:
     uint64_t span = (tsc && nextTsc > tsc) ? nextTsc - tsc : 0;
     uint64_t done = 0;
     for (TraceItem &item : run) {
-      uint64_t share =
-          runInsns ? uint64_t((__uint128_t(span) * done) / runInsns) : 0;
+      uint64_t share = runInsns ? shareOf(span, done, runInsns) : 0;
       uint64_t detail = item.kind == ItemKind::Block ? item.detail : 0;
       item.timeNs = tsc ? time.tscToNs(tsc + share) : 0;
       done += detail;

@@ -11,6 +11,8 @@
 
 #include "magic_trace/ModelBuilder.h"
 
+#include "magic_trace/Interpolation.h"
+
 #include "ModelInternal.h"
 #include "RangeSites.h"
 
@@ -200,11 +202,14 @@ private:
 void SegmentBuilder::consume(llvm::ArrayRef<TraceItem> items,
                              llvm::ArrayRef<DecodeError> newErrors) {
   errors.insert(errors.end(), newErrors.begin(), newErrors.end());
-  for (const TraceItem &item : items) {
-    if (pending)
-      handle(*pending, &item);
-    pending = item;
-  }
+  if (items.empty())
+    return;
+  if (pending)
+    handle(*pending, &items.front());
+  // Each item but the last has its successor in the batch: no copy.
+  for (size_t i = 0; i + 1 < items.size(); ++i)
+    handle(items[i], &items[i + 1]);
+  pending = items.back();
 }
 
 void SegmentBuilder::handle(const TraceItem &item, const TraceItem *next) {
@@ -255,9 +260,7 @@ void SegmentBuilder::onBlock(const TraceItem &block, const TraceItem *next) {
   // give no finer resolution than the block.
   uint64_t bytes = block.lastIp - block.ip + 1;
   auto timeAt = [&](uint64_t address) {
-    unsigned __int128 part =
-        (unsigned __int128)(after - begin) * (address - block.ip);
-    return begin + uint64_t(part / bytes);
+    return begin + shareOf(after - begin, address - block.ip, bytes);
   };
 
   uint64_t address = block.ip;
