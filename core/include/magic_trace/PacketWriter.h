@@ -175,8 +175,8 @@ protected:
                                          const ExecutedInsn &last) = 0;
   /// No check fails for the run, and no PSB+, MTC or overflow is due before
   /// `last`.
-  bool runChecksPass(uint64_t ip, uint64_t count,
-                     const ExecutedInsn &last) const {
+  __attribute__((always_inline)) bool
+  runChecksPass(uint64_t ip, uint64_t count, const ExecutedInsn &last) const {
     return !lostLeft && enabled && ip == expectedIp && last.size != 0 &&
            last.size <= 15 && sincePsb < psbPeriod &&
            cycles + count * VirtualClock::cyclesPerInstruction < mtcDueCycles;
@@ -218,16 +218,17 @@ PacketWriter::stepQuietly(uint64_t ip, uint64_t count,
   if (!quietAllowed || !runChecksPass(ip, count, last))
     return false;
   bool taken = last.nextIp != last.ip + last.size;
-  bool needsPacket = false;
-  // The most frequent first (a switch's jump table mispredicts more).
-  if (last.branch == BranchClass::CondBranch) {
-    if (tntBits + 1 >= tntLimit)
+  unsigned bit = 0; // The TNT bit `last` adds: 0 or 1.
+  if (last.branch <= BranchClass::DirectJump) {
+    // Other, CondBranch, DirectJump: most blocks, without a branch on
+    // which of the three (a jump table per block mispredicts).
+    static_assert(unsigned(BranchClass::Other) == 0 &&
+                  unsigned(BranchClass::CondBranch) == 1 &&
+                  unsigned(BranchClass::DirectJump) == 2);
+    bit = last.branch == BranchClass::CondBranch;
+    if (tntBits + bit >= tntLimit)
       return false;
-    tntPayload = (tntPayload << 1) | (taken ? 1 : 0);
-    ++tntBits;
-    needsPacket = true;
-  } else if (last.branch == BranchClass::Other ||
-             last.branch == BranchClass::DirectJump) {
+    tntPayload = (tntPayload << bit) | (taken & bit);
   } else if (last.branch == BranchClass::DirectCall) {
     if (taken)
       returns.push(last.ip + last.size);
@@ -237,11 +238,12 @@ PacketWriter::stepQuietly(uint64_t ip, uint64_t count,
       return false;
     returns.pop();
     tntPayload = (tntPayload << 1) | 1;
-    ++tntBits;
-    needsPacket = true;
+    bit = 1;
   } else {
     return false;
   }
+  tntBits += bit;
+  bool needsPacket = bit;
   stepped += count + 1;
   cycles += (count + 1) * VirtualClock::cyclesPerInstruction;
   expectedIp = last.nextIp;
