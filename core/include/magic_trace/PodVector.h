@@ -152,7 +152,9 @@ public:
   }
 
 private:
-  void reallocate(size_t wanted) {
+  // The growth paths stay out of line, so that push_back's common case (a
+  // store and two compares) inlines into the model builder's frame appends.
+  __attribute__((noinline)) void reallocate(size_t wanted) {
     if (wanted == 0) {
       std::free(elements);
       elements = nullptr;
@@ -174,7 +176,7 @@ private:
   /// Fills the page tables for the next 1 MiB of a large array in one call
   /// (MADV_POPULATE_WRITE, Linux 5.14; older kernels ignore it): one page
   /// fault per 4 KiB, dear on a VM, dominated appending frames.
-  void populateAhead() {
+  __attribute__((noinline)) void populateAhead() {
 #ifdef MADV_POPULATE_WRITE
     constexpr int PopulateWrite = MADV_POPULATE_WRITE;
 #else

@@ -175,7 +175,8 @@ private:
     leading.shrink_to_fit();
   }
 
-  void emit(const TraceItem &item) {
+  // Every item passes here: inline, with the batch hand-over out of line.
+  __attribute__((always_inline)) void emit(const TraceItem &item) {
     if (item.kind == ItemKind::Block)
       instructions += item.detail;
     out.push_back(item);
@@ -183,7 +184,7 @@ private:
       send();
   }
 
-  void send() {
+  __attribute__((noinline)) void send() {
     if (out.empty() && errors.empty())
       return;
     sink.consume(out, errors);

@@ -37,10 +37,8 @@ public:
     Entry &entry =
         recent[(address * 0x9e3779b97f4a7c15ull) >> (64 - RecentBits)];
     if (!entry.range || address < entry.range->begin ||
-        address >= entry.range->end) {
-      const SymbolRange &range = lookupFn(address);
-      entry = {&range, firstSite(range)};
-    }
+        address >= entry.range->end)
+      miss(address, entry);
     last = entry;
     return *entry.range;
   }
@@ -49,10 +47,8 @@ public:
   /// in the thread's table the first time it is asked for.
   SiteId site(const SymbolRange &range, size_t level) {
     uint32_t first = &range == last.range ? last.first : firstSite(range);
-    SiteId &id = ids[first + level];
-    if (id == Unset)
-      id = sites.intern(siteForRange(range, level));
-    return id;
+    SiteId id = ids[first + level];
+    return id != Unset ? id : intern(range, level, first);
   }
 
 private:
@@ -64,7 +60,20 @@ private:
     uint32_t first = 0; ///< Index of its level-0 site id in `ids`.
   };
 
-  uint32_t firstSite(const SymbolRange &range) {
+  // The rare paths (a level's first use, a table miss, a range's first
+  // lookup) are out of line, so that lookup() and site() inline into the
+  // builder's loop.
+  __attribute__((noinline)) SiteId intern(const SymbolRange &range,
+                                          size_t level, uint32_t first) {
+    return ids[first + level] = sites.intern(siteForRange(range, level));
+  }
+
+  __attribute__((noinline)) void miss(uint64_t address, Entry &entry) {
+    const SymbolRange &range = lookupFn(address);
+    entry = {&range, firstSite(range)};
+  }
+
+  __attribute__((noinline)) uint32_t firstSite(const SymbolRange &range) {
     auto [found, added] = firstOf.try_emplace(&range, uint32_t(ids.size()));
     if (added)
       ids.resize(ids.size() + range.frames.size(), Unset);
