@@ -256,31 +256,6 @@ llvm::Error PacketWriterImpl::beforeInstruction(uint64_t ip) {
   return emit(mtc);
 }
 
-/// stepRunWithPackets's common case, written with one ring reservation: no
-/// check fails, no PSB+ or MTC is due, the packets have their default shapes
-/// (no PAD, no deferred TIP), the ring has room before its end, and `last`
-/// writes what branchPackets writes for it here: a conditional branch or a
-/// compressed return that fills the TNT, an indirect jump or call, a return
-/// that is not compressed.
-bool PacketWriterImpl::fastPacketsApply(uint64_t ip, uint64_t count,
-                                        const ExecutedInsn &last) const {
-  if (options.dialect.padEvery || options.dialect.deferTips ||
-      !runChecksPass(ip, count, last) || ring.roomBeforeEnd() < fastPacketsRoom)
-    return false;
-  switch (last.branch) {
-  case BranchClass::CondBranch:
-    return tntBits + 1 == tntLimit;
-  case BranchClass::Return:
-    return !(compressReturns && returns.topIs(last.nextIp)) ||
-           tntBits + 1 == tntLimit;
-  case BranchClass::IndirectJump:
-  case BranchClass::IndirectCall:
-    return true;
-  default:
-    return false;
-  }
-}
-
 /// The same state and packets as stepRunWithPackets (step() when count is 0)
 /// with checkStep, beforeInstruction and branchPackets, for the case
 /// fastPacketsApply accepts: [CYC] TNT for a full TNT, else [CYC] [TNT] TIP.

@@ -253,12 +253,12 @@ llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
 
 llvm::Error PacketWriterImpl::stepRunWithPackets(uint64_t ip, uint64_t count,
                                                  const ExecutedInsn &last) {
+  if (fastPacketsApply(ip, count, last))
+    return writeFastPackets(count, last);
   RingBatch batch(ring);
   if (options.overflowEvery || lostLeft)
     return llvm::createStringError(
         "stepRun with overflow injection (step each instruction instead)");
-  if (fastPacketsApply(ip, count, last))
-    return writeFastPackets(count, last);
   if (count == 0)
     return step(last);
   if (llvm::Error error = checkStep(ip, last.size))

@@ -111,8 +111,32 @@ private:
   llvm::Error beforeInstruction(uint64_t ip);
   llvm::Error endOverflow(uint64_t resumeIp);
   llvm::Error branchPackets(const ExecutedInsn &insn);
+  /// stepRunWithPackets' common case, written with one ring reservation
+  /// (writeFastPackets): no overflow injection, no check fails, no PSB+ or
+  /// MTC is due, the packets have their default shapes (no PAD, no deferred
+  /// TIP), the ring has room before its end, and `last` writes what
+  /// branchPackets writes for it here: a conditional branch or a compressed
+  /// return that fills the TNT, an indirect jump or call, a return that is
+  /// not compressed.
   bool fastPacketsApply(uint64_t ip, uint64_t count,
-                        const ExecutedInsn &last) const;
+                        const ExecutedInsn &last) const {
+    if (!quietAllowed || options.dialect.padEvery ||
+        options.dialect.deferTips || !runChecksPass(ip, count, last) ||
+        ring.roomBeforeEnd() < fastPacketsRoom)
+      return false;
+    switch (last.branch) {
+    case BranchClass::CondBranch:
+      return tntBits + 1 == tntLimit;
+    case BranchClass::Return:
+      return !(compressReturns && returns.topIs(last.nextIp)) ||
+             tntBits + 1 == tntLimit;
+    case BranchClass::IndirectJump:
+    case BranchClass::IndirectCall:
+      return true;
+    default:
+      return false;
+    }
+  }
   llvm::Error writeFastPackets(uint64_t count, const ExecutedInsn &last);
   llvm::Error stepRunWithPackets(uint64_t ip, uint64_t count,
                                  const ExecutedInsn &last) override;
