@@ -117,6 +117,8 @@ private:
       return;
     }
     run.push_back(item);
+    if (item.kind == ItemKind::Block)
+      runInsns += item.detail;
   }
 
   /// Converts the run's times, `nextTsc` being the next run's sample.
@@ -124,10 +126,6 @@ private:
     if (run.empty())
       return;
     uint64_t tsc = run.front().timeNs;
-    uint64_t runInsns = 0;
-    for (const TraceItem &item : run)
-      if (item.kind == ItemKind::Block)
-        runInsns += item.detail;
     uint64_t span = (tsc && nextTsc > tsc) ? nextTsc - tsc : 0;
     uint64_t done = 0;
     for (TraceItem &item : run) {
@@ -138,32 +136,40 @@ private:
       monotonic(item);
     }
     run.clear();
+    runInsns = 0;
   }
 
   void monotonic(TraceItem &item) {
-    if (!known && !timeless) {
-      if (item.timeNs == 0) {
-        leading.push_back(item);
-        if (leading.size() >= batchItems && anyTsc) {
-          bool timeMayCome = anyTsc();
-          anyTsc = nullptr;
-          if (!timeMayCome)
-            giveUpWaiting();
-        }
-        return;
-      }
-      known = true;
-      floor = item.timeNs;
-      for (TraceItem &before : leading) {
-        before.timeNs = floor;
-        emit(before);
-      }
-      leading.clear();
-      leading.shrink_to_fit();
-    }
+    if (!known && !timeless && !firstTime(item))
+      return;
     floor = std::max(floor, item.timeNs);
     item.timeNs = floor;
     emit(item);
+  }
+
+  /// Before the first time: holds `item` back and returns false while no
+  /// time is known; at the first time, hands out the items held back with
+  /// it and returns true. Out of line: monotonic() runs for every item.
+  __attribute__((noinline)) bool firstTime(const TraceItem &item) {
+    if (item.timeNs == 0) {
+      leading.push_back(item);
+      if (leading.size() >= batchItems && anyTsc) {
+        bool timeMayCome = anyTsc();
+        anyTsc = nullptr;
+        if (!timeMayCome)
+          giveUpWaiting();
+      }
+      return false;
+    }
+    known = true;
+    floor = item.timeNs;
+    for (TraceItem &before : leading) {
+      before.timeNs = floor;
+      emit(before);
+    }
+    leading.clear();
+    leading.shrink_to_fit();
+    return true;
   }
 
   /// No time will come: the items waiting for one keep 0.
@@ -201,6 +207,7 @@ private:
   std::vector<DecodeError> errors;  ///< Not yet handed to the sink.
   std::optional<TraceItem> pending; ///< The join stage's last item.
   std::vector<TraceItem> run;       ///< Items sharing one raw TSC sample.
+  uint64_t runInsns = 0;            ///< Instructions of run's Blocks.
   bool known = false;               ///< A time has been seen.
   uint64_t floor = 0;               ///< The latest time handed out.
   std::vector<TraceItem> leading;   ///< Items before the first time.
