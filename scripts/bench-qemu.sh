@@ -4,10 +4,15 @@
 # running a loop, sqlite3 running a recursive query. For each: native,
 # plain qemu-x86_64, and qemu-x86_64 recording with the plugin (4 MiB ring
 # per thread, timer normal, no ground truth), whole processes under
-# /usr/bin/time; the ratios are recording / plain QEMU and instructions
-# recorded per second, plus PT bytes per instruction and peak RSS.
+# /usr/bin/time; the ratios are recording / plain QEMU (wall and CPU time,
+# user + sys) and instructions recorded per second, plus PT bytes per
+# instruction and peak RSS. With MT_BENCH_BASELINE set to another build's
+# libmagic-trace-qemu.so, that plugin is measured in the same run too (the
+# runs alternate, so both see the same load) and the last column is this
+# plugin's CPU time over the baseline's.
 # Build first (./scripts/build.sh). Environment: BUILD_DIR (build),
-# MT_BENCH_REPEAT (best of N runs, 3). Prints a Markdown table.
+# MT_BENCH_REPEAT (best of N runs, 3), MT_BENCH_BASELINE. Prints a Markdown
+# table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,19 +37,24 @@ print(s)
 PY
 SQL="WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c WHERE x<300000) SELECT sum(x) FROM c;"
 
-# best_of CMD...: prints "wall_seconds peak_rss_kib" of the fastest run.
-best_of() {
-  local best="" rss="" i
-  for i in $(seq "$REPEAT"); do
-    /usr/bin/time -f "%e %M" -o "$TMP/time" "$@" >/dev/null 2>"$TMP/stderr" ||
-      die "failed: $* ($(tail -1 "$TMP/stderr"))"
-    read -r wall kib <"$TMP/time"
-    if [ -z "$best" ] || awk -v a="$wall" -v b="$best" 'BEGIN{exit !(a<b)}'; then
-      best=$wall
-      rss=$kib
-    fi
-  done
-  echo "$best $rss"
+# measure NAME CMD...: one run of CMD; keeps NAME's fastest wall time, its
+# peak RSS, and its lowest CPU time (user + sys) in best_* arrays.
+declare -A best_wall best_rss best_cpu
+measure() {
+  local name=$1
+  shift
+  /usr/bin/time -f "%e %M %U %S" -o "$TMP/time" "$@" >/dev/null 2>"$TMP/stderr" ||
+    die "failed: $* ($(tail -1 "$TMP/stderr"))"
+  read -r wall kib user sys <"$TMP/time"
+  local cpu
+  cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN{printf "%.2f", u + s}')
+  if [ -z "${best_wall[$name]:-}" ] || awk -v a="$wall" -v b="${best_wall[$name]}" 'BEGIN{exit !(a<b)}'; then
+    best_wall[$name]=$wall
+    best_rss[$name]=$kib
+  fi
+  if [ -z "${best_cpu[$name]:-}" ] || awk -v a="$cpu" -v b="${best_cpu[$name]}" 'BEGIN{exit !(a<b)}'; then
+    best_cpu[$name]=$cpu
+  fi
 }
 
 # Reads the instruction count and PT bytes from a ring directory.
@@ -67,20 +77,44 @@ print(insns, pt)
 PY
 }
 
-echo "| program | native s | qemu s | qemu + plugin s | plugin / qemu | recorded insns | insns/s recorded | PT bytes/insn | RSS qemu / plugin MiB |"
-echo "|---|---|---|---|---|---|---|---|---|"
+BASELINE=${MT_BENCH_BASELINE:-}
+[ -z "$BASELINE" ] || [ -f "$BASELINE" ] || die "MT_BENCH_BASELINE=$BASELINE is not a file"
+OPTIONS="start=,size=4194304,timer=normal"
+header="| program | native s | qemu s (CPU) | qemu + plugin s (CPU) | plugin / qemu (CPU) | recorded insns | insns/s recorded (CPU) | PT bytes/insn | RSS qemu / plugin MiB |"
+rule="|---|---|---|---|---|---|---|---|---|"
+if [ -n "$BASELINE" ]; then
+  header="$header baseline plugin s (CPU) | CPU vs baseline |"
+  rule="$rule---|---|"
+fi
+echo "$header"
+echo "$rule"
 run() {
   local name=$1
   shift
-  read -r native _ < <(best_of "$@")
-  read -r plain plainRss < <(best_of qemu-x86_64 "$@")
-  rm -rf "$TMP/rings"
-  read -r traced tracedRss < <(best_of qemu-x86_64 -plugin "$PLUGIN,dir=$TMP/rings,start=,size=4194304,timer=normal" "$@")
+  best_wall=() best_rss=() best_cpu=()
+  local i
+  for i in $(seq "$REPEAT"); do
+    measure native "$@"
+    measure plain qemu-x86_64 "$@"
+    rm -rf "$TMP/rings"
+    measure plugin qemu-x86_64 -plugin "$PLUGIN,dir=$TMP/rings,$OPTIONS" "$@"
+    if [ -n "$BASELINE" ]; then
+      rm -rf "$TMP/baseline-rings"
+      measure baseline qemu-x86_64 -plugin "$BASELINE,dir=$TMP/baseline-rings,$OPTIONS" "$@"
+    fi
+  done
   read -r insns pt < <(ring_facts "$TMP/rings")
-  awk -v n="$name" -v a="$native" -v q="$plain" -v t="$traced" -v i="$insns" -v p="$pt" \
-    -v qr="$plainRss" -v tr="$tracedRss" 'BEGIN {
-      printf "| %s | %.2f | %.2f | %.2f | %.2fx | %.0f | %.0f M | %.3f | %.0f / %.0f |\n",
-        n, a, q, t, t / q, i, i / t / 1e6, p / i, qr / 1024, tr / 1024 }'
+  local row
+  row=$(awk -v n="$name" -v a="${best_wall[native]}" -v q="${best_wall[plain]}" \
+    -v qc="${best_cpu[plain]}" -v t="${best_wall[plugin]}" -v tc="${best_cpu[plugin]}" \
+    -v i="$insns" -v p="$pt" -v qr="${best_rss[plain]}" -v tr="${best_rss[plugin]}" 'BEGIN {
+      printf "| %s | %.2f | %.2f (%.2f) | %.2f (%.2f) | %.2fx (%.2fx) | %.0f | %.0f M (%.0f M) | %.3f | %.0f / %.0f |",
+        n, a, q, qc, t, tc, t / q, tc / qc, i, i / t / 1e6, i / tc / 1e6, p / i, qr / 1024, tr / 1024 }')
+  if [ -n "$BASELINE" ]; then
+    row=$row$(awk -v b="${best_wall[baseline]}" -v bc="${best_cpu[baseline]}" -v tc="${best_cpu[plugin]}" \
+      'BEGIN { printf " %.2f (%.2f) | %.2fx |", b, bc, tc / bc }')
+  fi
+  echo "$row"
 }
 run emu_bench "$BUILD_DIR/test/inputs/emu_bench"
 run "python3 loop" /usr/bin/python3 "$TMP/loop.py"
