@@ -371,8 +371,8 @@ void blockExecuted(unsigned int, void *userdata) {
   if (!previous || !previous->fast || !previous->mayGoTo(block.start))
     return blockExecutedSlowly(block);
   thread->pending = &block;
-  const InsnInfo &last = previous->lastInsn;
-  ExecutedInsn executed{last.ip, last.size, last.branch, block.start};
+  ExecutedInsn executed{previous->lastIp, previous->lastSize,
+                        previous->lastBranch, block.start};
   if (llvm::Error error = thread->writer->stepRun(
           previous->start, previous->count - 1, executed))
     return fail(*thread, std::move(error));

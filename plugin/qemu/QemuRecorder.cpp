@@ -222,7 +222,9 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     for (size_t i = 0; i + 1 < count; ++i)
       if (block->insns[i].ip + block->insns[i].size != block->insns[i + 1].ip)
         block->valid = false;
-    block->lastInsn = block->insns.back();
+    block->lastIp = block->insns.back().ip;
+    block->lastSize = block->insns.back().size;
+    block->lastBranch = block->insns.back().branch;
     block->count = static_cast<uint32_t>(count);
     block->fast = block->straight && block->valid && !block->lastIsRep &&
                   !block->lastCrossesPage;

@@ -55,8 +55,10 @@ struct InsnInfo {
 struct alignas(64) BlockInfo {
   // What the fast path reads, first (one cache line).
   uint64_t start = 0;
-  InsnInfo lastInsn; ///< insns.back().
+  uint64_t lastIp = 0; ///< insns.back()'s ip, size and branch.
   uint32_t count = 0;
+  uint8_t lastSize = 0;
+  BranchClass lastBranch = BranchClass::Unknown;
   /// Straight, valid, and neither REP nor page-crossing at its end: the
   /// fast path writes it with one stepRun.
   bool fast = false;
@@ -79,7 +81,7 @@ struct alignas(64) BlockInfo {
   /// lists it but may end the block before it (then the next block starts
   /// at it).
   bool lastCrossesPage = false;
-  const InsnInfo &last() const { return lastInsn; }
+  const InsnInfo &last() const { return insns.back(); }
   /// Could the last instruction, run to its end, have gone to `next`?
   bool mayGoTo(uint64_t next) const {
     return anySuccessor || next == successors[0] || next == successors[1];
@@ -102,27 +104,30 @@ struct Options {
   bool groundTruth = false;
 };
 
-struct ThreadRecorder {
-  uint64_t tid = 0;
-  uint32_t index = 0; ///< Of the slot in the header's tables.
-  QemuThreadSlot *slot = nullptr;
+struct alignas(64) ThreadRecorder {
+  // What the block callback's fast path reads and writes, first (one cache
+  // line).
   std::unique_ptr<PacketWriter> writer;
-  ThreadTruth truth;
   const BlockInfo *pending = nullptr;
-  bool enabled = false;
-  bool failed = false;
-  // A signal handler entered after an instruction whose outcome is unknown.
-  bool deferring = false;
-  bool awaitingResume = false; ///< The handler's rt_sigreturn was seen.
-  int deferDepth = 0;
-  const BlockInfo *interrupted = nullptr;
-  uint64_t handler = 0;
-  std::vector<Deferred> deferred;
   /// Instructions not yet added to the slot and the recorder's total.
   uint64_t uncounted = 0;
   /// The slot's state is Running and only this thread changes it (another
   /// thread may only finish a slot that is InSyscall).
   bool running = true;
+  bool enabled = false;
+  bool failed = false;
+  // A signal handler entered after an instruction whose outcome is unknown.
+  bool deferring = false;
+
+  uint64_t tid = 0;
+  uint32_t index = 0; ///< Of the slot in the header's tables.
+  QemuThreadSlot *slot = nullptr;
+  ThreadTruth truth;
+  bool awaitingResume = false; ///< The handler's rt_sigreturn was seen.
+  int deferDepth = 0;
+  const BlockInfo *interrupted = nullptr;
+  uint64_t handler = 0;
+  std::vector<Deferred> deferred;
 };
 
 /// Recorder::slow bits.
