@@ -61,6 +61,9 @@ Transfer transferAfter(BranchClass last) {
 /// agree.
 struct OpenFrame {
   uint32_t frame = 0; ///< Index in the segment's creation-order frames.
+  /// Stack index of the physical frame this one is (itself) or is inlined
+  /// into: topPhysical() without a walk down the inline chain.
+  uint32_t physical = 0;
   uint64_t entry = 0; ///< Physical: the function's entry, 0 if unknown.
   /// Physical: the address its call pushed (the instruction after the call),
   /// where its return goes; 0 when unknown (an inferred frame, or a block
@@ -479,6 +482,7 @@ void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
   inferredCount += inferred;
   OpenFrame open;
   open.frame = newFrame(frame, outer);
+  open.physical = uint32_t(stack.size());
   open.entry = range.functionEntry;
   open.function = range.frames[0].function;
   open.returnAddress = returnAddress;
@@ -496,6 +500,9 @@ void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
     inferredCount += inferred;
     OpenFrame open;
     open.frame = newFrame(frame, outer);
+    // Inlined frames sit right above their physical frame (or its other
+    // inlined frames): the stack is never empty here.
+    open.physical = stack.back().physical;
     open.function = range.frames[level].function;
     open.callFile = range.frames[level - 1].file;
     open.callLine = range.frames[level - 1].line;
@@ -520,12 +527,7 @@ void SegmentBuilder::popCallees(size_t physical, uint64_t time) {
   popTo(depth, time);
 }
 
-size_t SegmentBuilder::topPhysical() const {
-  size_t i = stack.size() - 1;
-  while (i > 0 && stack[i].inlined)
-    --i;
-  return i;
-}
+size_t SegmentBuilder::topPhysical() const { return stack.back().physical; }
 
 /// The nearest physical frame of `range`'s function strictly below stack
 /// index `below`, or SIZE_MAX.
