@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/TraceWriters.h"
 
+#include "ValidatedWriters.h"
+
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -132,9 +134,15 @@ llvm::Error writeChromeJson(const TraceModel &model, llvm::raw_ostream &os,
                             const ChromeJsonOptions &options) {
   if (llvm::Error err = validateModel(model))
     return err;
+  writers::writeValidatedChromeJson(model, os, options);
+  return llvm::Error::success();
+}
+
+void writers::writeValidatedChromeJson(const TraceModel &model,
+                                       llvm::raw_ostream &os,
+                                       const ChromeJsonOptions &options) {
   ChromeWriter(model, os, options).write();
   os << '\n';
-  return llvm::Error::success();
 }
 
 } // namespace magic_trace

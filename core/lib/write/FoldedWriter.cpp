@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/TraceWriters.h"
 
+#include "ValidatedWriters.h"
+
 #include "llvm/ADT/DenseMap.h"
 
 #include <vector>
@@ -82,6 +84,13 @@ llvm::Error writeFolded(const TraceModel &model, llvm::raw_ostream &os,
                         const FoldedOptions &options) {
   if (llvm::Error err = validateModel(model))
     return err;
+  writers::writeValidatedFolded(model, os, options);
+  return llvm::Error::success();
+}
+
+void writers::writeValidatedFolded(const TraceModel &model,
+                                   llvm::raw_ostream &os,
+                                   const FoldedOptions &options) {
   StackTrie trie;
   // Label ids per StringId and inlined bit, each label computed once.
   std::vector<std::string> labels;
@@ -122,7 +131,6 @@ llvm::Error writeFolded(const TraceModel &model, llvm::raw_ostream &os,
     }
   }
   trie.write(os, labels);
-  return llvm::Error::success();
 }
 
 } // namespace magic_trace

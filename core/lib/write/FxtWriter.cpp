@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/FxtWriter.h"
 
+#include "ValidatedWriters.h"
+
 #include "llvm/Support/CRC.h"
 #include "llvm/Support/Compression.h"
 #include "llvm/Support/Endian.h"
@@ -495,6 +497,12 @@ llvm::Error writeFxt(const TraceModel &model, llvm::raw_ostream &os,
                      const FxtOptions &options) {
   if (llvm::Error err = validateModel(model))
     return err;
+  return writers::writeValidatedFxt(model, os, options);
+}
+
+llvm::Error writers::writeValidatedFxt(const TraceModel &model,
+                                       llvm::raw_ostream &os,
+                                       const FxtOptions &options) {
   if (!options.gzip) {
     ModelWriter(model, os, options).write();
     return llvm::Error::success();

@@ -2,6 +2,8 @@
 #include "magic_trace/FxtWriter.h"
 #include "magic_trace/TraceWriters.h"
 
+#include "ValidatedWriters.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -24,7 +26,8 @@ llvm::Error writeTraceFile(const TraceModel &model, llvm::StringRef path) {
         llvm::inconvertibleErrorCode(),
         "unknown output format for '" + path +
             "' (name the file .fxt, .fxt.gz, .json, .folded or .txt)");
-  // Validate before creating the file, so a bad model leaves no file behind.
+  // Validate before creating the file, so a bad model leaves no file behind;
+  // once: the writers below do not check again.
   if (llvm::Error err = validateModel(model))
     return err;
   std::error_code ec;
@@ -40,14 +43,14 @@ llvm::Error writeTraceFile(const TraceModel &model, llvm::StringRef path) {
   case Format::FxtGz: {
     FxtOptions options;
     options.gzip = format == Format::FxtGz;
-    err = writeFxt(model, os, options);
+    err = writers::writeValidatedFxt(model, os, options);
     break;
   }
   case Format::Json:
-    err = writeChromeJson(model, os);
+    writers::writeValidatedChromeJson(model, os, ChromeJsonOptions());
     break;
   case Format::Folded:
-    err = writeFolded(model, os);
+    writers::writeValidatedFolded(model, os, FoldedOptions());
     break;
   case Format::Tree:
     os << renderTree(model);
