@@ -58,7 +58,7 @@ Transfer transferAfter(BranchClass last) {
 
 /// One open frame on the builder's stack. Two inlined frames are the same
 /// instance when their function and call site (file, line in the caller)
-/// agree.
+/// agree, and so do the levels above them: when their chain nodes are equal.
 struct OpenFrame {
   uint32_t frame = 0; ///< Index in the segment's creation-order frames.
   /// Stack index of the physical frame this one is (itself) or is inlined
@@ -72,25 +72,17 @@ struct OpenFrame {
   /// Physical, entered by a jump: the entry of the function it replaced (a
   /// hot part, when this is its cold part), or 0.
   uint64_t replacedEntry = 0;
-  StringId function = 0; ///< The function's name.
-  StringId callFile = 0; ///< Inlined: the call site's file...
-  uint32_t callLine = 0; ///< ... and line, in the caller.
+  StringId function = 0; ///< Physical: the function's name.
+  /// Inlined: its chain from the physical frame (RangeSites' trie), 0 for
+  /// a physical frame.
+  ChainNode chain = 0;
   bool inlined = false;
 };
 
-bool samePhysical(const OpenFrame &open, const SymbolRange &range) {
+bool samePhysical(const OpenFrame &open, const RangeInfo &range) {
   if (open.entry != 0 && range.functionEntry != 0)
     return open.entry == range.functionEntry;
-  return open.function == range.frames.front().function;
-}
-
-/// Inlined frame `level` (>= 1) of `range` is the open frame's instance.
-bool sameInlined(const OpenFrame &open, const SymbolRange &range,
-                 size_t level) {
-  const SymbolFrame &callee = range.frames[level];
-  const SymbolFrame &caller = range.frames[level - 1];
-  return open.function == callee.function && open.callFile == caller.file &&
-         open.callLine == caller.line;
+  return open.function == range.function;
 }
 
 class SegmentBuilder {
@@ -124,12 +116,12 @@ private:
   void onLoss(const TraceItem &item);
 
   // Transfers into a block's first range.
-  void enter(const SymbolRange &range, Transfer how, uint64_t address,
+  void enter(const RangeInfo &range, Transfer how, uint64_t address,
              uint64_t time);
-  void enterByReturn(const SymbolRange &range, uint64_t address, uint64_t time);
-  void enterByJump(const SymbolRange &range, uint64_t address, uint64_t time,
+  void enterByReturn(const RangeInfo &range, uint64_t address, uint64_t time);
+  void enterByJump(const RangeInfo &range, uint64_t address, uint64_t time,
                    bool indirect);
-  void enterUnknown(const SymbolRange &range, uint64_t time);
+  void enterUnknown(const RangeInfo &range, uint64_t time);
 
   // Stack primitives. A frame id is its index in `frames`, or OuterTag |
   // its index in `outerFrames` (an outer chain frame, see inferParent).
@@ -138,18 +130,25 @@ private:
     return id & OuterTag ? outerFrames[id & ~OuterTag] : frames[id];
   }
   uint32_t newFrame(Frame frame, bool outer);
-  void pushPhysical(const SymbolRange &range, uint64_t time, bool inferred,
+  void pushPhysical(const RangeInfo &range, uint64_t time, bool inferred,
                     bool outer = false, uint64_t returnAddress = 0);
-  void pushInlined(const SymbolRange &range, size_t from, uint64_t time,
+  void pushInlined(const RangeInfo &range, size_t from, uint64_t time,
                    bool inferred, bool outer = false);
   void popTo(size_t depth, uint64_t time);
   void popCallees(size_t physical, uint64_t time);
   size_t topPhysical() const;
-  size_t findPhysical(const SymbolRange &range, size_t below) const;
+  size_t findPhysical(const RangeInfo &range, size_t below) const;
   size_t findReturnAddress(uint64_t address) const;
-  void syncInlined(const SymbolRange &range, uint64_t time);
-  void replaceTop(const SymbolRange &range, uint64_t time);
-  void inferParent(const SymbolRange &range, uint64_t time);
+  void syncInlined(const RangeInfo &range, uint64_t time);
+  /// The top physical frame's inlined frames are `range`'s chain already
+  /// (syncInlined would do nothing).
+  bool inSync(const RangeInfo &range) const {
+    size_t physical = topPhysical();
+    return stack.size() - physical == range.levels &&
+           stack.back().chain == ranges.chain(range, range.levels - 1);
+  }
+  void replaceTop(const RangeInfo &range, uint64_t time);
+  void inferParent(const RangeInfo &range, uint64_t time);
 
   // Segments.
   void startSegment(uint64_t time);
@@ -267,26 +266,26 @@ void SegmentBuilder::onBlock(const TraceItem &block, const TraceItem *next) {
   };
 
   uint64_t address = block.ip;
+  const RangeInfo *range = &ranges.lookup(address);
   bool first = true;
   while (true) {
-    const SymbolRange &range = ranges.lookup(address);
-    uint64_t time = first ? begin : timeAt(address);
-    if (range.frames.empty()) {
+    if (range->levels == 0) {
       // The lookup contract gives every range a frame; a fake that does not
       // still must not crash the debugger.
     } else if (first || stack.empty()) {
-      enter(range, stack.empty() ? Transfer::Start : nextTransfer, address,
-            time);
-    } else if (stack.empty() || !samePhysical(stack[topPhysical()], range)) {
+      enter(*range, stack.empty() ? Transfer::Start : nextTransfer, address,
+            first ? begin : timeAt(address));
+    } else if (!samePhysical(stack[topPhysical()], *range)) {
       // Fell through into another function inside one block.
-      enterByJump(range, address, time, /*indirect=*/false);
-    } else {
-      syncInlined(range, time);
+      enterByJump(*range, address, timeAt(address), /*indirect=*/false);
+    } else if (!inSync(*range)) {
+      syncInlined(*range, timeAt(address));
     }
     first = false;
-    if (range.end <= address || range.end > block.lastIp)
+    if (range->end <= address || range->end > block.lastIp)
       break;
-    address = range.end;
+    address = range->end;
+    range = &ranges.after(*range);
   }
   lastClass = block.lastClass;
   nextTransfer = transferAfter(block.lastClass);
@@ -347,7 +346,7 @@ void SegmentBuilder::onLoss(const TraceItem &item) {
   gapReason = std::move(reason);
 }
 
-void SegmentBuilder::enter(const SymbolRange &range, Transfer how,
+void SegmentBuilder::enter(const RangeInfo &range, Transfer how,
                            uint64_t address, uint64_t time) {
   switch (how) {
   case Transfer::Start:
@@ -372,7 +371,7 @@ void SegmentBuilder::enter(const SymbolRange &range, Transfer how,
   }
 }
 
-void SegmentBuilder::enterByReturn(const SymbolRange &range, uint64_t address,
+void SegmentBuilder::enterByReturn(const RangeInfo &range, uint64_t address,
                                    uint64_t time) {
   // A return to X ends the nearest frame whose call pushed X, and every
   // frame above it: the trace alone says where it goes, whatever the
@@ -403,7 +402,7 @@ void SegmentBuilder::enterByReturn(const SymbolRange &range, uint64_t address,
   inferParent(range, time);
 }
 
-void SegmentBuilder::enterByJump(const SymbolRange &range, uint64_t address,
+void SegmentBuilder::enterByJump(const RangeInfo &range, uint64_t address,
                                  uint64_t time, bool indirect) {
   size_t top = topPhysical();
   if (samePhysical(stack[top], range)) {
@@ -439,7 +438,7 @@ void SegmentBuilder::enterByJump(const SymbolRange &range, uint64_t address,
   replaceTop(range, time);
 }
 
-void SegmentBuilder::enterUnknown(const SymbolRange &range, uint64_t time) {
+void SegmentBuilder::enterUnknown(const RangeInfo &range, uint64_t time) {
   // After a syscall or an untraced stretch: usually the same function; a
   // frame on the stack means untraced code returned into it; anything else
   // is kept as a callee, since dropping the caller would lose information.
@@ -472,7 +471,7 @@ uint32_t SegmentBuilder::newFrame(Frame frame, bool outer) {
   return id;
 }
 
-void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
+void SegmentBuilder::pushPhysical(const RangeInfo &range, uint64_t time,
                                   bool inferred, bool outer,
                                   uint64_t returnAddress) {
   Frame frame;
@@ -484,15 +483,15 @@ void SegmentBuilder::pushPhysical(const SymbolRange &range, uint64_t time,
   open.frame = newFrame(frame, outer);
   open.physical = uint32_t(stack.size());
   open.entry = range.functionEntry;
-  open.function = range.frames[0].function;
+  open.function = range.function;
   open.returnAddress = returnAddress;
   stack.push_back(open);
   pushInlined(range, 1, time, inferred, outer);
 }
 
-void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
+void SegmentBuilder::pushInlined(const RangeInfo &range, size_t from,
                                  uint64_t time, bool inferred, bool outer) {
-  for (size_t level = from; level < range.frames.size(); ++level) {
+  for (size_t level = from; level < range.levels; ++level) {
     Frame frame;
     frame.site = ranges.site(range, level);
     frame.begin = frame.end = time;
@@ -503,9 +502,7 @@ void SegmentBuilder::pushInlined(const SymbolRange &range, size_t from,
     // Inlined frames sit right above their physical frame (or its other
     // inlined frames): the stack is never empty here.
     open.physical = stack.back().physical;
-    open.function = range.frames[level].function;
-    open.callFile = range.frames[level - 1].file;
-    open.callLine = range.frames[level - 1].line;
+    open.chain = ranges.chain(range, level);
     open.inlined = true;
     stack.push_back(open);
   }
@@ -531,7 +528,7 @@ size_t SegmentBuilder::topPhysical() const { return stack.back().physical; }
 
 /// The nearest physical frame of `range`'s function strictly below stack
 /// index `below`, or SIZE_MAX.
-size_t SegmentBuilder::findPhysical(const SymbolRange &range,
+size_t SegmentBuilder::findPhysical(const RangeInfo &range,
                                     size_t below) const {
   for (size_t i = below; i-- > 0;)
     if (!stack[i].inlined && samePhysical(stack[i], range))
@@ -552,11 +549,11 @@ size_t SegmentBuilder::findReturnAddress(uint64_t address) const {
 
 /// The top physical frame is `range`'s function: make the inlined frames
 /// above it follow `range`'s inline chain.
-void SegmentBuilder::syncInlined(const SymbolRange &range, uint64_t time) {
+void SegmentBuilder::syncInlined(const RangeInfo &range, uint64_t time) {
   size_t physical = topPhysical();
   size_t level = 1;
-  while (physical + level < stack.size() && level < range.frames.size() &&
-         sameInlined(stack[physical + level], range, level))
+  while (physical + level < stack.size() && level < range.levels &&
+         stack[physical + level].chain == ranges.chain(range, level))
     ++level;
   popTo(physical + level, time);
   pushInlined(range, level, time, /*inferred=*/false);
@@ -564,7 +561,7 @@ void SegmentBuilder::syncInlined(const SymbolRange &range, uint64_t time) {
 
 /// Ends the top physical frame (and its inlined frames) and starts `range`'s
 /// function in its place, under the same parent.
-void SegmentBuilder::replaceTop(const SymbolRange &range, uint64_t time) {
+void SegmentBuilder::replaceTop(const RangeInfo &range, uint64_t time) {
   // A tail call returns where the frame it replaces would have.
   size_t top = topPhysical();
   uint64_t returnAddress = stack[top].returnAddress;
@@ -577,7 +574,7 @@ void SegmentBuilder::replaceTop(const SymbolRange &range, uint64_t time) {
 /// A return into a function not on the stack: it called the outermost open
 /// frame before the segment began. Create it (and its inline chain) as the
 /// parent of everything so far, starting at the segment start.
-void SegmentBuilder::inferParent(const SymbolRange &range, uint64_t time) {
+void SegmentBuilder::inferParent(const RangeInfo &range, uint64_t time) {
   popTo(0, time);
   std::vector<uint32_t> oldRoots;
   oldRoots.swap(roots);
