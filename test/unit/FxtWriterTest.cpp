@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 using namespace magic_trace;
 using namespace magic_trace::fxt_test;
 
@@ -454,6 +456,62 @@ TEST(TraceModel, ValidateModelNamesTheBrokenInvariant) {
   check([](ModelBuilder &b,
            Segment &s) { ModelBuilder::segment(b.model.threads[0], 50, 150); },
         "before segment 0 ends");
+}
+
+/// Whether frames [0, i] of `seg` keep the invariants of TraceModel.h,
+/// given that frames [0, i) do: checked from the definitions (the parent
+/// chain of frame i - 1, searched), independently of validateModel's stack.
+bool frameKeepsInvariants(const Segment &seg, size_t i) {
+  const Frame &f = seg.frames[i];
+  if (f.begin > f.end || f.begin < seg.begin || f.end > seg.end)
+    return false;
+  // The frames still open before frame i: frame i - 1 and its ancestors.
+  uint32_t sibling = Frame::NoParent;
+  for (uint32_t up = i ? uint32_t(i - 1) : Frame::NoParent;;
+       up = seg.frames[up].parent) {
+    if (up == f.parent)
+      break;
+    if (up == Frame::NoParent)
+      return false; // The parent is not open: not pre-order.
+    sibling = up;
+  }
+  if (f.parent != Frame::NoParent && (f.begin < seg.frames[f.parent].begin ||
+                                      f.end > seg.frames[f.parent].end))
+    return false;
+  return sibling == Frame::NoParent || seg.frames[sibling].end <= f.begin;
+}
+
+TEST(TraceModel, ValidateModelAcceptsExactlyTheValidModels) {
+  // Random small frame trees, most of them broken somewhere: validateModel
+  // must fail exactly when some frame breaks an invariant.
+  std::mt19937 random(20);
+  int valid = 0;
+  for (int round = 0; round < 4000; ++round) {
+    ModelBuilder b;
+    Segment &seg = ModelBuilder::segment(b.thread(1), 10, 90);
+    size_t count = 1 + random() % 8;
+    bool expected = true;
+    for (size_t i = 0; i < count; ++i) {
+      uint64_t begin = 5 + random() % 90;
+      uint64_t end = begin + random() % 40 - (random() % 8 == 0 ? 3 : 0);
+      uint32_t parent =
+          i && random() % 4 ? uint32_t(random() % (i + 1)) : Frame::NoParent;
+      if (parent == i && random() % 2)
+        parent = uint32_t(i - 1);
+      b.frame(seg, "f", begin, end, parent);
+      if (expected)
+        expected = parent == Frame::NoParent || parent < i
+                       ? frameKeepsInvariants(seg, i)
+                       : false;
+    }
+    llvm::Error err = validateModel(b.model);
+    EXPECT_EQ(!err, expected) << "round " << round;
+    llvm::consumeError(std::move(err));
+    valid += expected;
+  }
+  // Both answers were exercised.
+  EXPECT_GT(valid, 100);
+  EXPECT_LT(valid, 3900);
 }
 
 TEST(FrameKind, NamesAreStable) {
