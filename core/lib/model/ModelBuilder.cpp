@@ -73,10 +73,11 @@ struct OpenFrame {
   /// hot part, when this is its cold part), or 0.
   uint64_t replacedEntry = 0;
   StringId function = 0; ///< Physical: the function's name.
-  /// Inlined: its chain from the physical frame (RangeSites' trie), 0 for
-  /// a physical frame.
+  /// Inlined: its chain from the physical frame (RangeSites' trie, never
+  /// 0); 0 for a physical frame.
   ChainNode chain = 0;
-  bool inlined = false;
+
+  bool inlined() const { return chain != 0; }
 };
 
 bool samePhysical(const OpenFrame &open, const RangeInfo &range) {
@@ -129,7 +130,17 @@ private:
   Frame &at(uint32_t id) {
     return id & OuterTag ? outerFrames[id & ~OuterTag] : frames[id];
   }
-  uint32_t newFrame(Frame frame, bool outer);
+  /// Appends `frame` as a child of the stack's top (or a root); its id. Per
+  /// frame pushed: inline, with roots and outer chains out of line.
+  __attribute__((always_inline)) uint32_t newFrame(Frame frame, bool outer) {
+    frame.parent = stack.empty() ? Frame::NoParent : stack.back().frame;
+    if (outer || frame.parent == Frame::NoParent)
+      return newRootOrOuter(frame, outer);
+    uint32_t id = uint32_t(frames.size());
+    frames.push_back(frame);
+    return id;
+  }
+  uint32_t newRootOrOuter(const Frame &frame, bool outer);
   void pushPhysical(const RangeInfo &range, uint64_t time, bool inferred,
                     bool outer = false, uint64_t returnAddress = 0);
   void pushInlined(const RangeInfo &range, size_t from, uint64_t time,
@@ -456,8 +467,7 @@ void SegmentBuilder::enterUnknown(const RangeInfo &range, uint64_t time) {
   pushPhysical(range, time, /*inferred=*/false);
 }
 
-uint32_t SegmentBuilder::newFrame(Frame frame, bool outer) {
-  frame.parent = stack.empty() ? Frame::NoParent : stack.back().frame;
+uint32_t SegmentBuilder::newRootOrOuter(const Frame &frame, bool outer) {
   uint32_t id;
   if (outer) {
     id = OuterTag | uint32_t(outerFrames.size());
@@ -503,7 +513,6 @@ void SegmentBuilder::pushInlined(const RangeInfo &range, size_t from,
     // inlined frames): the stack is never empty here.
     open.physical = stack.back().physical;
     open.chain = ranges.chain(range, level);
-    open.inlined = true;
     stack.push_back(open);
   }
 }
@@ -519,7 +528,7 @@ void SegmentBuilder::popTo(size_t depth, uint64_t time) {
 /// inlined frames, which syncInlined then reconciles with the target).
 void SegmentBuilder::popCallees(size_t physical, uint64_t time) {
   size_t depth = physical + 1;
-  while (depth < stack.size() && stack[depth].inlined)
+  while (depth < stack.size() && stack[depth].inlined())
     ++depth;
   popTo(depth, time);
 }
@@ -531,7 +540,7 @@ size_t SegmentBuilder::topPhysical() const { return stack.back().physical; }
 size_t SegmentBuilder::findPhysical(const RangeInfo &range,
                                     size_t below) const {
   for (size_t i = below; i-- > 0;)
-    if (!stack[i].inlined && samePhysical(stack[i], range))
+    if (!stack[i].inlined() && samePhysical(stack[i], range))
       return i;
   return SIZE_MAX;
 }
@@ -542,7 +551,7 @@ size_t SegmentBuilder::findReturnAddress(uint64_t address) const {
   if (address == 0)
     return SIZE_MAX;
   for (size_t i = stack.size(); i-- > 0;)
-    if (!stack[i].inlined && stack[i].returnAddress == address)
+    if (!stack[i].inlined() && stack[i].returnAddress == address)
       return i;
   return SIZE_MAX;
 }
