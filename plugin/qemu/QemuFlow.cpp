@@ -48,7 +48,7 @@ void fail(ThreadRecorder &thread, llvm::Error error) {
   warn(llvm::formatv("thread {0}: {1}; its trace ends here", thread.tid,
                      llvm::toString(std::move(error)))
            .str());
-  thread.failed = true;
+  thread.flags.failed = true;
 }
 
 bool check(ThreadRecorder &thread, llvm::Error error) {
@@ -60,7 +60,7 @@ bool check(ThreadRecorder &thread, llvm::Error error) {
 
 /// Adds the thread's uncounted instructions to its slot and the total, and
 /// starts the stop when the total reached --max-insns.
-void flushCount(ThreadRecorder &thread) {
+__attribute__((noinline)) void flushCount(ThreadRecorder &thread) {
   uint64_t count = thread.uncounted;
   thread.uncounted = 0;
   __atomic_add_fetch(&thread.slot->instructions, count, __ATOMIC_RELAXED);
@@ -84,7 +84,7 @@ countInstructions(ThreadRecorder &thread, uint64_t count) {
 /// on to `next`.
 void resolve(ThreadRecorder &thread, const BlockInfo &block, size_t count,
              uint64_t next) {
-  if (count == 0 || thread.failed)
+  if (count == 0 || thread.flags.failed)
     return;
   const InsnInfo &last = block.insns[count - 1];
   ExecutedInsn executed{last.ip, last.size, last.branch, next};
@@ -132,7 +132,7 @@ bool knownSuccessor(const BlockInfo &block, uint64_t &next) {
 bool enable(ThreadRecorder &thread, uint64_t ip) {
   if (!check(thread, thread.writer->enable(ip)))
     return false;
-  thread.enabled = true;
+  thread.flags.enabled = true;
   if (recorder->options.groundTruth)
     thread.truth.addEvent(TruthEventKind::Enable, 0, ip);
   return true;
@@ -152,15 +152,15 @@ void replayDeferred(ThreadRecorder &thread, uint64_t resume) {
   std::vector<Deferred> items = std::move(thread.deferred);
   const BlockInfo *interrupted = thread.interrupted;
   uint64_t handler = thread.handler;
-  thread.deferring = thread.awaitingResume = false;
+  thread.flags.deferring = thread.awaitingResume = false;
   thread.deferred.clear();
   thread.interrupted = nullptr;
   resolve(thread, *interrupted, interrupted->insns.size(), resume);
-  if (thread.failed || !check(thread, thread.writer->interrupt(resume)))
+  if (thread.flags.failed || !check(thread, thread.writer->interrupt(resume)))
     return;
   if (recorder->options.groundTruth)
     thread.truth.addEvent(TruthEventKind::Interrupt, resume, handler);
-  thread.enabled = false;
+  thread.flags.enabled = false;
   thread.pending = nullptr;
   if (!enable(thread, handler))
     return;
@@ -177,7 +177,7 @@ void replayDeferred(ThreadRecorder &thread, uint64_t resume) {
 void abandonDeferred(ThreadRecorder &thread) {
   std::vector<Deferred> items = std::move(thread.deferred);
   const BlockInfo *interrupted = thread.interrupted;
-  thread.deferring = thread.awaitingResume = false;
+  thread.flags.deferring = thread.awaitingResume = false;
   thread.deferred.clear();
   resolve(thread, *interrupted, interrupted->insns.size() - 1,
           interrupted->last().ip);
@@ -204,7 +204,7 @@ constexpr uint64_t kFaultSignals =
     (1u << 4) | (1u << 5) | (1u << 7) | (1u << 8) | (1u << 11);
 
 void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
-  if (thread.deferring) {
+  if (thread.flags.deferring) {
     if (thread.awaitingResume && isHandler(block)) {
       // Another signal, delivered as the handler returned: the interrupted
       // code has still not run, so its resume point is still unknown.
@@ -230,9 +230,9 @@ void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
       return;
     }
   }
-  if (thread.failed)
+  if (thread.flags.failed)
     return;
-  if (!thread.enabled) {
+  if (!thread.flags.enabled) {
     if (!enable(thread, block.start))
       return;
     thread.pending = &block;
@@ -269,16 +269,17 @@ void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
     uint64_t resume = 0;
     if (knownSuccessor(*previous, resume)) {
       resolve(thread, *previous, previous->insns.size(), resume);
-      if (thread.failed || !check(thread, thread.writer->interrupt(resume)))
+      if (thread.flags.failed ||
+          !check(thread, thread.writer->interrupt(resume)))
         return;
       if (recorder->options.groundTruth)
         thread.truth.addEvent(TruthEventKind::Interrupt, resume, block.start);
-      thread.enabled = false;
+      thread.flags.enabled = false;
       if (enable(thread, block.start))
         thread.pending = &block;
       return;
     }
-    thread.deferring = true;
+    thread.flags.deferring = true;
     thread.deferDepth = 1;
     thread.interrupted = previous;
     thread.handler = block.start;
@@ -296,13 +297,13 @@ void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
 }
 
 void onSyscall(ThreadRecorder &thread, int64_t number) {
-  if (thread.deferring && !thread.awaitingResume) {
+  if (thread.flags.deferring && !thread.awaitingResume) {
     thread.deferred.push_back({nullptr, number});
     if (number == kSysRtSigreturn && --thread.deferDepth == 0)
       thread.awaitingResume = true;
     return;
   }
-  if (thread.failed || !thread.enabled)
+  if (thread.flags.failed || !thread.flags.enabled)
     return;
   const BlockInfo *previous = thread.pending;
   thread.pending = nullptr;
@@ -314,10 +315,10 @@ void onSyscall(ThreadRecorder &thread, int64_t number) {
     // A syscall without a syscall instruction at the end of the block: the
     // trace stops before the block's last instruction.
     resolve(thread, *previous, previous->insns.size() - 1, previous->last().ip);
-    if (!thread.failed)
+    if (!thread.flags.failed)
       check(thread, thread.writer->interrupt(previous->last().ip));
   }
-  thread.enabled = false;
+  thread.flags.enabled = false;
 }
 
 /// blockExecuted for every case but the common one.
@@ -337,7 +338,7 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
     if (!thread)
       return;
   }
-  if (!thread->running) {
+  if (!thread->flags.running) {
     uint32_t state = __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE);
     if (state == uint32_t(QemuThreadState::Done))
       return;
@@ -346,7 +347,7 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
                                      uint32_t(QemuThreadState::Running), false,
                                      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
       return;
-    thread->running = true;
+    thread->flags.running = true;
   }
   if (rec.has(SlowStopping) || block.isStop) {
     rec.set(SlowStopping);
@@ -356,16 +357,27 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
   onBlock(*thread, block);
 }
 
-/// The callback of every executed block.
+/// blockExecuted when `previous` writes packets.
+__attribute__((noinline)) void
+writePackets(ThreadRecorder &thread, const BlockInfo &previous, uint64_t next) {
+  ExecutedInsn executed{previous.lastIp, previous.lastSize, previous.lastBranch,
+                        next};
+  if (llvm::Error error = thread.writer->stepRunWithPackets(
+          previous.start, previous.count - 1, executed))
+    return fail(thread, std::move(error));
+  countInstructions(thread, previous.count);
+}
+
+/// The callback of every executed block. The common case is a leaf that
+/// only tail-calls: recording, the block before ran straight to its end
+/// and went here, no signal, stop point or option is involved, and it
+/// writes no packet.
 void blockExecuted(unsigned int, void *userdata) {
   const auto &block = *static_cast<const BlockInfo *>(userdata);
   ThreadRecorder *thread = current;
-  // The common case in one step: recording, the block before ran straight
-  // to its end and went here, no signal, stop point or option is involved.
   if (__builtin_expect(!thread, 0) ||
-      recorder->slow.load(std::memory_order_relaxed) || !thread->running ||
-      !thread->enabled || thread->deferring || thread->failed || block.isStop ||
-      handlerSignals(block))
+      recorder->slow.load(std::memory_order_relaxed) ||
+      !thread->flags.ready() || block.isStop || handlerSignals(block))
     return blockExecutedSlowly(block);
   const BlockInfo *previous = thread->pending;
   if (!previous || !previous->fast || !previous->mayGoTo(block.start))
@@ -373,9 +385,9 @@ void blockExecuted(unsigned int, void *userdata) {
   thread->pending = &block;
   ExecutedInsn executed{previous->lastIp, previous->lastSize,
                         previous->lastBranch, block.start};
-  if (llvm::Error error = thread->writer->stepRun(
-          previous->start, previous->count - 1, executed))
-    return fail(*thread, std::move(error));
+  if (!thread->writer->stepQuietly(previous->start, previous->count - 1,
+                                   executed))
+    return writePackets(*thread, *previous, block.start);
   countInstructions(*thread, previous->count);
 }
 

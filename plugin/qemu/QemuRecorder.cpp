@@ -137,8 +137,8 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
     return;
   }
   flushCount(*thread);
-  if (!thread->deferring) {
-    thread->running = false;
+  if (!thread->flags.deferring) {
+    thread->flags.running = false;
     __atomic_store_n(&thread->slot->state, uint32_t(QemuThreadState::InSyscall),
                      __ATOMIC_RELEASE);
   }

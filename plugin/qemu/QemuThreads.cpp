@@ -88,9 +88,9 @@ void writeTruth(ThreadRecorder &thread) {
 /// Ends `thread`'s recording: the trace stops before `next` (0: before the
 /// pending block's last instruction, whose outcome is unknown).
 void finishThread(ThreadRecorder &thread, uint64_t next) {
-  if (thread.deferring)
+  if (thread.flags.deferring)
     abandonDeferred(thread);
-  if (thread.enabled && !thread.failed) {
+  if (thread.flags.enabled && !thread.flags.failed) {
     const BlockInfo *previous = thread.pending;
     uint64_t stopAt = next;
     if (previous && next && previous->mayGoTo(next))
@@ -100,9 +100,9 @@ void finishThread(ThreadRecorder &thread, uint64_t next) {
               previous->last().ip);
       stopAt = previous->last().ip;
     }
-    if (!thread.failed && stopAt)
+    if (!thread.flags.failed && stopAt)
       check(thread, thread.writer->disable(stopAt));
-    thread.enabled = false;
+    thread.flags.enabled = false;
   }
   thread.pending = nullptr;
   flushCount(thread);
@@ -116,7 +116,7 @@ void finishThread(ThreadRecorder &thread, uint64_t next) {
         return lost;
       }(),
       __ATOMIC_RELAXED);
-  thread.running = false;
+  thread.flags.running = false;
   __atomic_store_n(&thread.slot->state, uint32_t(QemuThreadState::Done),
                    __ATOMIC_RELEASE);
 }
@@ -232,8 +232,8 @@ void stopRecording(ThreadRecorder &self, uint64_t next) {
 
 /// Ends `thread`'s trace at `pc`, where the debugger stopped it.
 void flushToStop(ThreadRecorder &thread, uint64_t pc) {
-  if (pc == 0 || !thread.running || !thread.enabled || thread.failed ||
-      thread.deferring ||
+  if (pc == 0 || !thread.flags.running || !thread.flags.enabled ||
+      thread.flags.failed || thread.flags.deferring ||
       __atomic_load_n(&thread.slot->state, __ATOMIC_ACQUIRE) !=
           uint32_t(QemuThreadState::Running))
     return;
@@ -256,13 +256,13 @@ void flushToStop(ThreadRecorder &thread, uint64_t pc) {
     else
       markLoss(thread, pc);
   }
-  if (thread.failed || !check(thread, thread.writer->disable(pc)))
+  if (thread.flags.failed || !check(thread, thread.writer->disable(pc)))
     return;
   if (recorder->options.groundTruth)
     thread.truth.addEvent(
         TruthEventKind::Disable,
         thread.truth.insns.empty() ? 0 : thread.truth.insns.back(), pc);
-  thread.enabled = false;
+  thread.flags.enabled = false;
   flushCount(thread);
 }
 

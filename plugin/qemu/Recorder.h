@@ -25,6 +25,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -104,13 +105,9 @@ struct Options {
   bool groundTruth = false;
 };
 
-struct alignas(64) ThreadRecorder {
-  // What the block callback's fast path reads and writes, first (one cache
-  // line).
-  std::unique_ptr<PacketWriter> writer;
-  const BlockInfo *pending = nullptr;
-  /// Instructions not yet added to the slot and the recorder's total.
-  uint64_t uncounted = 0;
+/// A thread's state as the block callback's fast path needs it: together,
+/// so that it checks all four at once (ready()).
+struct ThreadFlags {
   /// The slot's state is Running and only this thread changes it (another
   /// thread may only finish a slot that is InSyscall).
   bool running = true;
@@ -118,6 +115,26 @@ struct alignas(64) ThreadRecorder {
   bool failed = false;
   // A signal handler entered after an instruction whose outcome is unknown.
   bool deferring = false;
+
+  /// Running and enabled, neither failed nor deferring: one 4-byte compare.
+  bool ready() const {
+    static constexpr ThreadFlags kReady{true, true, false, false};
+    uint32_t word = 0, readyWord = 0;
+    std::memcpy(&word, this, sizeof(word));
+    std::memcpy(&readyWord, &kReady, sizeof(readyWord));
+    return word == readyWord;
+  }
+};
+static_assert(sizeof(ThreadFlags) == sizeof(uint32_t));
+
+struct alignas(64) ThreadRecorder {
+  // What the block callback's fast path reads and writes, first (one cache
+  // line).
+  std::unique_ptr<PacketWriter> writer;
+  const BlockInfo *pending = nullptr;
+  /// Instructions not yet added to the slot and the recorder's total.
+  uint64_t uncounted = 0;
+  ThreadFlags flags;
 
   uint64_t tid = 0;
   uint32_t index = 0; ///< Of the slot in the header's tables.

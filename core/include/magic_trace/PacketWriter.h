@@ -147,6 +147,16 @@ public:
       return llvm::Error::success();
     return stepRunWithPackets(ip, count, last);
   }
+  /// stepRun's common case, inline: when the run writes no packet (the
+  /// checks pass, and `last` needs no packet or only appends a bit to a TNT
+  /// that is not full after it), updates the state exactly as
+  /// stepRunWithPackets would and returns true; else changes nothing and
+  /// returns false. A caller with its own fast path calls this, then
+  /// stepRunWithPackets when it returns false.
+  bool stepQuietly(uint64_t ip, uint64_t count, const ExecutedInsn &last);
+  /// stepRun when stepQuietly declined the run.
+  virtual llvm::Error stepRunWithPackets(uint64_t ip, uint64_t count,
+                                         const ExecutedInsn &last) = 0;
   /// Execution went on where the trace cannot follow (a signal or fault
   /// whose successor is unknown): the CPU's way to say packets were lost,
   /// OVF + FUP(resumeIp), and `count` more instructions (indices from
@@ -170,23 +180,20 @@ public:
 
 protected:
   explicit PacketWriter(const Options &options);
-  /// stepRun when stepQuietly declined the run.
-  virtual llvm::Error stepRunWithPackets(uint64_t ip, uint64_t count,
-                                         const ExecutedInsn &last) = 0;
   /// No check fails for the run, and no PSB+, MTC or overflow is due before
   /// `last`.
   __attribute__((always_inline)) bool
   runChecksPass(uint64_t ip, uint64_t count, const ExecutedInsn &last) const {
-    return !lostLeft && enabled && ip == expectedIp && last.size != 0 &&
-           last.size <= 15 && sincePsb < psbPeriod &&
-           cycles + count * VirtualClock::cyclesPerInstruction < mtcDueCycles;
+    return ip == expectedIp && unsigned(last.size) - 1 < 15 &&
+           cycles + count * VirtualClock::cyclesPerInstruction < quietCycles;
   }
-  /// stepRun's common case, inline: when the run writes no packet (the
-  /// checks pass, and `last` needs no packet or only appends a bit to a TNT
-  /// that is not full after it), updates the state exactly as
-  /// stepRunWithPackets would and returns true; else changes nothing and
-  /// returns false.
-  bool stepQuietly(uint64_t ip, uint64_t count, const ExecutedInsn &last);
+  /// Sets quietCycles from the state it stands for. The implementation
+  /// calls it at the end of every public call, on every path.
+  void refreshQuiet() {
+    quietCycles = quietAllowed && !lostLeft && enabled && sincePsb < psbPeriod
+                      ? mtcDueCycles
+                      : 0;
+  }
 
   // What stepQuietly reads, fixed at creation.
   bool quietAllowed = false; ///< No overflow injection.
@@ -202,6 +209,10 @@ protected:
   uint64_t sincePsb = 0;     ///< Bytes written since the last PSB began.
   uint64_t cycles = 0;       ///< Virtual core cycles of traced execution.
   uint64_t mtcDueCycles = 0; ///< When `cycles` reaches it, an MTC is due.
+  /// runChecksPass' bound on `cycles`: mtcDueCycles while runs may be quiet
+  /// (quietAllowed, no overflow in progress, tracing enabled, no PSB+ due),
+  /// else 0 (refreshQuiet).
+  uint64_t quietCycles = 0;
   uint64_t tntPayload = 0;
   unsigned tntBits = 0;
   packet_writer::ReturnStack returns;
@@ -215,7 +226,7 @@ protected:
 __attribute__((always_inline)) inline bool
 PacketWriter::stepQuietly(uint64_t ip, uint64_t count,
                           const ExecutedInsn &last) {
-  if (!quietAllowed || !runChecksPass(ip, count, last))
+  if (!runChecksPass(ip, count, last))
     return false;
   bool taken = last.nextIp != last.ip + last.size;
   unsigned bit = 0; // The TNT bit `last` adds: 0 or 1.

@@ -42,6 +42,7 @@ llvm::Error encodingError(pt_packet_type type, int status) {
 } // namespace
 
 llvm::Error PacketWriterImpl::init() {
+  RefreshOnExit refresh{*this};
   nextOverflow = options.overflowEvery;
   pt_config config;
   pt_config_init(&config);
@@ -290,14 +291,16 @@ llvm::Error PacketWriterImpl::writeFastPackets(uint64_t count,
   default:
     break;
   }
-  std::array<pt_packet, 3> packets{};
+  std::array<pt_packet, 3> packets; // Each one cleared as it is used.
   size_t used = 0;
   if (cycleAccurate() && cycles != lastCyc) {
+    packets[used] = pt_packet{};
     packets[used].type = ppt_cyc;
     packets[used++].payload.cyc.value = cycles - lastCyc;
     lastCyc = cycles;
   }
   if (tntBits) {
+    packets[used] = pt_packet{};
     packets[used].type = options.dialect.tnt64 ? ppt_tnt_64 : ppt_tnt_8;
     packets[used].payload.tnt.bit_size = static_cast<uint8_t>(tntBits);
     packets[used++].payload.tnt.payload = tntPayload;
@@ -305,6 +308,7 @@ llvm::Error PacketWriterImpl::writeFastPackets(uint64_t count,
     tntPayload = 0;
   }
   if (tip) {
+    packets[used] = pt_packet{};
     packets[used].type = ppt_tip;
     packets[used].payload.ip.ipc =
         chooseCompression(last.nextIp, lastIp, haveLastIp);
@@ -325,6 +329,10 @@ llvm::Error PacketWriterImpl::writeFastPackets(uint64_t count,
   }
   ring.commit(written);
   sincePsb += written;
+  // fastPacketsApply held, so runs were quiet before (refreshQuiet); of
+  // what that needs, only the PSB+ may have come due.
+  if (sincePsb >= psbPeriod || status < 0)
+    quietCycles = 0;
   ringEncoderAt = status < 0 ? ~uint64_t(0) : offset + written;
   if (status < 0)
     return encodingError(packets[0].type, status);

@@ -91,6 +91,7 @@ PacketWriter::create(Options options) {
 namespace packet_writer {
 
 llvm::Error PacketWriterImpl::enable(uint64_t ip) {
+  RefreshOnExit refresh{*this};
   RingBatch batch(ring);
   if (enabled)
     return llvm::createStringError(
@@ -205,6 +206,7 @@ llvm::Error PacketWriterImpl::checkStep(uint64_t ip, uint8_t size) const {
 }
 
 llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
+  RefreshOnExit refresh{*this};
   RingBatch batch(ring);
   if (llvm::Error error = checkStep(insn.ip, insn.size))
     return error;
@@ -254,7 +256,13 @@ llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
 llvm::Error PacketWriterImpl::stepRunWithPackets(uint64_t ip, uint64_t count,
                                                  const ExecutedInsn &last) {
   if (fastPacketsApply(ip, count, last))
-    return writeFastPackets(count, last);
+    return writeFastPackets(count, last); // It keeps quietCycles itself.
+  return stepRunInGeneral(ip, count, last);
+}
+
+llvm::Error PacketWriterImpl::stepRunInGeneral(uint64_t ip, uint64_t count,
+                                               const ExecutedInsn &last) {
+  RefreshOnExit refresh{*this};
   RingBatch batch(ring);
   if (options.overflowEvery || lostLeft)
     return llvm::createStringError(
@@ -287,6 +295,7 @@ llvm::Error PacketWriterImpl::stepRunWithPackets(uint64_t ip, uint64_t count,
 }
 
 llvm::Error PacketWriterImpl::markLoss(uint64_t resumeIp, uint64_t count) {
+  RefreshOnExit refresh{*this};
   RingBatch batch(ring);
   if (!enabled)
     return llvm::createStringError(
@@ -308,6 +317,7 @@ llvm::Error PacketWriterImpl::markLoss(uint64_t resumeIp, uint64_t count) {
 }
 
 llvm::Error PacketWriterImpl::interrupt(uint64_t ip) {
+  RefreshOnExit refresh{*this};
   RingBatch batch(ring);
   if (!enabled)
     return llvm::Error::success();
@@ -325,6 +335,7 @@ llvm::Error PacketWriterImpl::interrupt(uint64_t ip) {
 }
 
 llvm::Error PacketWriterImpl::disable(uint64_t nextIp) {
+  RefreshOnExit refresh{*this};
   // The snapshot point and an asynchronous stop look the same on the wire:
   // FUP names the first instruction that did not run, so decoders stop
   // exactly there instead of running on to the next branch.

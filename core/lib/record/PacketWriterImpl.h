@@ -63,7 +63,8 @@ class PacketWriterImpl final : public PacketWriter {
 public:
   PacketWriterImpl(Options options, RingBuffer ring, pt_encoder *encoder)
       : PacketWriter(options), options(options), ring(std::move(ring)),
-        encoder(encoder) {}
+        encoder(encoder),
+        plainPackets(!options.dialect.padEvery && !options.dialect.deferTips) {}
 
   llvm::Error init();
   static bool needsPacket(const ExecutedInsn &insn) {
@@ -92,6 +93,12 @@ public:
   }
 
 private:
+  /// Ends a public call: stepQuietly's bound follows what the call changed,
+  /// on every return path.
+  struct RefreshOnExit {
+    PacketWriterImpl &writer;
+    ~RefreshOnExit() { writer.refreshQuiet(); }
+  };
   bool cycleAccurate() const { return options.timer != TimerResolution::Low; }
   uint64_t tsc() const { return VirtualClock::startTsc + cycles; }
   uint64_t ctc() const { return tsc() / VirtualClock::tscPerCtc; }
@@ -120,8 +127,7 @@ private:
   /// not compressed.
   bool fastPacketsApply(uint64_t ip, uint64_t count,
                         const ExecutedInsn &last) const {
-    if (!quietAllowed || options.dialect.padEvery ||
-        options.dialect.deferTips || !runChecksPass(ip, count, last) ||
+    if (!plainPackets || !runChecksPass(ip, count, last) ||
         ring.roomBeforeEnd() < fastPacketsRoom)
       return false;
     switch (last.branch) {
@@ -138,6 +144,10 @@ private:
     }
   }
   llvm::Error writeFastPackets(uint64_t count, const ExecutedInsn &last);
+  /// stepRunWithPackets when fastPacketsApply does not hold (out of line:
+  /// the common case then needs no stack frame).
+  __attribute__((noinline)) llvm::Error
+  stepRunInGeneral(uint64_t ip, uint64_t count, const ExecutedInsn &last);
   llvm::Error stepRunWithPackets(uint64_t ip, uint64_t count,
                                  const ExecutedInsn &last) override;
   /// The MTC period changes from lastMtc when `cycles` reaches this.
@@ -156,6 +166,8 @@ private:
   /// The ring offset ringEncoder writes at next, if known.
   uint64_t ringEncoderAt = ~uint64_t(0);
   std::array<uint8_t, 64> scratch{};
+  /// The packets have their default shapes (no PAD, no deferred TIP).
+  bool plainPackets = true;
 
   bool started = false;
   uint64_t lastIp = 0;
