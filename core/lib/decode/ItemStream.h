@@ -107,7 +107,7 @@ private:
     pending = item;
   }
 
-  void timeRun(const TraceItem &item) {
+  __attribute__((always_inline)) void timeRun(const TraceItem &item) {
     if (!run.empty() && run.front().timeNs != item.timeNs)
       endRun(item.timeNs);
     // Without a sample, the time is 0 whatever the next sample is.
@@ -128,15 +128,34 @@ private:
     uint64_t tsc = run.front().timeNs;
     uint64_t span = (tsc && nextTsc > tsc) ? nextTsc - tsc : 0;
     uint64_t done = 0;
-    for (TraceItem &item : run) {
-      uint64_t share = runInsns ? shareOf(span, done, runInsns) : 0;
-      uint64_t detail = item.kind == ItemKind::Block ? item.detail : 0;
-      item.timeNs = tsc ? time.tscToNs(tsc + share) : 0;
-      done += detail;
-      monotonic(item);
+    if (!known && !timeless) {
+      // Before the first time: item by item, as monotonic() holds them.
+      for (TraceItem &item : run) {
+        item.timeNs = timeAt(tsc, span, done);
+        done += item.kind == ItemKind::Block ? item.detail : 0;
+        monotonic(item);
+      }
+    } else {
+      // monotonic() and emit() for the whole run: the times in place, then
+      // the items into the batch in bulk.
+      uint64_t latest = floor;
+      for (TraceItem &item : run) {
+        latest = std::max(latest, timeAt(tsc, span, done));
+        item.timeNs = latest;
+        done += item.kind == ItemKind::Block ? item.detail : 0;
+      }
+      floor = latest;
+      instructions += done;
+      emitAll(run);
     }
     run.clear();
     runInsns = 0;
+  }
+
+  /// The time of a run's item after `done` of its `runInsns` instructions.
+  uint64_t timeAt(uint64_t tsc, uint64_t span, uint64_t done) const {
+    uint64_t share = runInsns ? shareOf(span, done, runInsns) : 0;
+    return tsc ? time.tscToNs(tsc + share) : 0;
   }
 
   void monotonic(TraceItem &item) {
@@ -188,6 +207,17 @@ private:
     out.push_back(item);
     if (out.size() >= batchItems)
       send();
+  }
+
+  /// emit() for each of `items` (which are timed), in bulk.
+  void emitAll(llvm::ArrayRef<TraceItem> items) {
+    while (!items.empty()) {
+      size_t take = std::min(items.size(), batchItems - out.size());
+      out.insert(out.end(), items.begin(), items.begin() + take);
+      items = items.drop_front(take);
+      if (out.size() >= batchItems)
+        send();
+    }
   }
 
   __attribute__((noinline)) void send() {
