@@ -143,8 +143,10 @@ private:
   uint32_t newRootOrOuter(const Frame &frame, bool outer);
   void pushPhysical(const RangeInfo &range, uint64_t time, bool inferred,
                     bool outer = false, uint64_t returnAddress = 0);
-  void pushInlined(const RangeInfo &range, size_t from, uint64_t time,
-                   bool inferred, bool outer = false);
+  __attribute__((always_inline)) void pushInlined(const RangeInfo &range,
+                                                  size_t from, uint64_t time,
+                                                  bool inferred,
+                                                  bool outer = false);
   void popTo(size_t depth, uint64_t time);
   void popCallees(size_t physical, uint64_t time);
   size_t topPhysical() const;
@@ -374,6 +376,12 @@ void SegmentBuilder::enter(const RangeInfo &range, Transfer how,
     enterByReturn(range, address, time);
     return;
   case Transfer::Jump:
+    // Most blocks: a jump inside the function (enterByJump's first case).
+    if (samePhysical(stack[topPhysical()], range)) {
+      if (!inSync(range))
+        syncInlined(range, time);
+      return;
+    }
     enterByJump(range, address, time, lastClass == BranchClass::IndirectJump);
     return;
   case Transfer::Unknown:
