@@ -199,11 +199,12 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
   size_t count = qemu_plugin_tb_n_insns(tb);
   if (count == 0)
     return;
-  auto *block = new BlockInfo();
-  block->start = qemu_plugin_tb_vaddr(tb);
-  block->insns.resize(count);
+  BlockInfo *block = nullptr;
   {
     std::lock_guard<std::mutex> lock(rec.mutex);
+    block = rec.newBlock();
+    block->start = qemu_plugin_tb_vaddr(tb);
+    block->insns.resize(count);
     for (size_t i = 0; i < count; ++i) {
       InsnInfo &info = block->insns[i];
       bool repString = false;

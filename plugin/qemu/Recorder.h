@@ -180,6 +180,21 @@ struct Recorder {
   void clear(uint32_t reasons) { slow.fetch_and(~reasons); }
   std::atomic<uint64_t> totalInsns{0};
   bool mapsWritten = false;
+
+  /// Blocks come from chunks of this many, never freed: the ones a loop
+  /// runs lie next to each other (fewer cache lines and pages to walk
+  /// than blocks spread over the heap between QEMU's own allocations).
+  static constexpr size_t kBlocksPerChunk = 4096;
+  std::vector<std::unique_ptr<BlockInfo[]>> blockChunks;
+  size_t blocksUsed = kBlocksPerChunk; ///< Of the last chunk.
+  /// A new block (with `mutex` held).
+  BlockInfo *newBlock() {
+    if (blocksUsed == kBlocksPerChunk) {
+      blockChunks.push_back(std::make_unique<BlockInfo[]>(kBlocksPerChunk));
+      blocksUsed = 0;
+    }
+    return &blockChunks.back()[blocksUsed++];
+  }
 };
 
 extern Recorder *recorder;
