@@ -734,16 +734,6 @@ FrameSite model::siteForRange(const SymbolRange &range, size_t level) {
   return site;
 }
 
-size_t magic_trace::threadModelBytes(const ThreadModel &model) {
-  size_t bytes = sizeof(ThreadModel) + model.name.capacity() +
-                 model.segments.capacity() * sizeof(Segment) +
-                 model.sites.bytes();
-  for (const Segment &segment : model.segments)
-    bytes += segment.frames.capacity() * sizeof(Frame) +
-             segment.gapReason.capacity();
-  return bytes;
-}
-
 struct magic_trace::ThreadModelBuilder::State {
   State(uint64_t tid, SymbolLookup lookup, StringTable &strings,
         std::mutex *stringsLock)
@@ -803,37 +793,4 @@ ThreadModel magic_trace::ThreadModelBuilder::finish(const ThreadStop *stop,
   }
   counters.modelBytes += threadModelBytes(model);
   return std::move(model);
-}
-
-ThreadModel
-magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
-                              const ThreadStop *stop, StringTable &strings,
-                              const ModelOptions &options, ModelStats *stats,
-                              std::mutex *stringsLock) {
-  ThreadModelBuilder builder(decode.tid, lookup, strings, stringsLock);
-  builder.consume(decode.items, decode.errors);
-  ThreadModel model = builder.finish(stop, options, stats);
-  // The caller's count (a test's fake stream may not sum its blocks).
-  model.instructions = decode.instructions;
-  return model;
-}
-
-void magic_trace::buildTraceModel(TraceModel &model, const Snapshot &snapshot,
-                                  const std::vector<ThreadDecode> &threads,
-                                  Symbolizer &symbolizer,
-                                  const ModelOptions &options,
-                                  ModelStats *stats) {
-  model.pid = snapshot.pid;
-  model.processName = snapshot.processName;
-  auto lookup = [&symbolizer](uint64_t address) -> const SymbolRange & {
-    return symbolizer.lookup(address);
-  };
-  for (const ThreadDecode &decode : threads) {
-    const ThreadStop *stop = nullptr;
-    for (const ThreadStop &candidate : snapshot.stop)
-      if (candidate.tid == decode.tid)
-        stop = &candidate;
-    model.threads.push_back(
-        buildThreadModel(decode, lookup, stop, model.strings, options, stats));
-  }
 }
