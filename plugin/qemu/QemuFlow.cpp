@@ -155,7 +155,7 @@ void replayDeferred(ThreadRecorder &thread, uint64_t resume) {
   thread.flags.deferring = thread.awaitingResume = false;
   thread.deferred.clear();
   thread.interrupted = nullptr;
-  resolve(thread, *interrupted, interrupted->insns.size(), resume);
+  resolve(thread, *interrupted, interrupted->count, resume);
   if (thread.flags.failed || !check(thread, thread.writer->interrupt(resume)))
     return;
   if (recorder->options.groundTruth)
@@ -179,8 +179,7 @@ void abandonDeferred(ThreadRecorder &thread) {
   const BlockInfo *interrupted = thread.interrupted;
   thread.flags.deferring = thread.awaitingResume = false;
   thread.deferred.clear();
-  resolve(thread, *interrupted, interrupted->insns.size() - 1,
-          interrupted->last().ip);
+  resolve(thread, *interrupted, interrupted->count - 1, interrupted->last().ip);
   markLoss(thread, thread.handler);
   thread.pending = nullptr;
   for (const Deferred &item : items) {
@@ -246,7 +245,7 @@ void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
   // that starts at it: one instruction for PT and for the ground truth.
   if ((previous->lastIsRep || previous->lastCrossesPage) &&
       block.start == previous->last().ip) {
-    resolve(thread, *previous, previous->insns.size() - 1, block.start);
+    resolve(thread, *previous, previous->count - 1, block.start);
     return;
   }
   if (!previous->valid) {
@@ -268,7 +267,7 @@ void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
     // A signal delivered after `previous` ran.
     uint64_t resume = 0;
     if (knownSuccessor(*previous, resume)) {
-      resolve(thread, *previous, previous->insns.size(), resume);
+      resolve(thread, *previous, previous->count, resume);
       if (thread.flags.failed ||
           !check(thread, thread.writer->interrupt(resume)))
         return;
@@ -293,7 +292,7 @@ void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
     markLoss(thread, block.start);
     return;
   }
-  resolve(thread, *previous, previous->insns.size(), block.start);
+  resolve(thread, *previous, previous->count, block.start);
 }
 
 void onSyscall(ThreadRecorder &thread, int64_t number) {
@@ -309,12 +308,12 @@ void onSyscall(ThreadRecorder &thread, int64_t number) {
   thread.pending = nullptr;
   if (previous && previous->valid &&
       previous->last().branch == BranchClass::Syscall) {
-    resolve(thread, *previous, previous->insns.size(),
+    resolve(thread, *previous, previous->count,
             previous->last().ip + previous->last().size);
   } else if (previous) {
     // A syscall without a syscall instruction at the end of the block: the
     // trace stops before the block's last instruction.
-    resolve(thread, *previous, previous->insns.size() - 1, previous->last().ip);
+    resolve(thread, *previous, previous->count - 1, previous->last().ip);
     if (!thread.flags.failed)
       check(thread, thread.writer->interrupt(previous->last().ip));
   }

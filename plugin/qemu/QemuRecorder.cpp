@@ -105,10 +105,9 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
       std::lock_guard<std::mutex> lock(rec.mutex);
       uint64_t signals = rec.handlers[handler] |= uint64_t(1) << a1;
       auto found = rec.blocks.find(handler);
-      for (const BlockInfo *block = found == rec.blocks.end() ? nullptr
-                                                              : found->second;
-           block; block = block->sameStart)
-        block->signals.store(signals, std::memory_order_relaxed);
+      if (found != rec.blocks.end())
+        for (const BlockInfo *block : found->second)
+          block->signals.store(signals, std::memory_order_relaxed);
     }
   }
   ThreadRecorder *thread = current;
@@ -204,7 +203,8 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     std::lock_guard<std::mutex> lock(rec.mutex);
     block = rec.newBlock();
     block->start = qemu_plugin_tb_vaddr(tb);
-    block->insns.resize(count);
+    block->insns = std::make_unique<InsnInfo[]>(count);
+    block->count = static_cast<uint32_t>(count);
     for (size_t i = 0; i < count; ++i) {
       InsnInfo &info = block->insns[i];
       bool repString = false;
@@ -223,10 +223,9 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     for (size_t i = 0; i + 1 < count; ++i)
       if (block->insns[i].ip + block->insns[i].size != block->insns[i + 1].ip)
         block->valid = false;
-    block->lastIp = block->insns.back().ip;
-    block->lastSize = block->insns.back().size;
-    block->lastBranch = block->insns.back().branch;
-    block->count = static_cast<uint32_t>(count);
+    block->lastIp = block->last().ip;
+    block->lastSize = block->last().size;
+    block->lastBranch = block->last().branch;
     block->fast = block->straight && block->valid && !block->lastIsRep &&
                   !block->lastCrossesPage;
     block->isStop = rec.stopAddress && block->start == rec.stopAddress;
@@ -234,11 +233,7 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     auto handler = rec.handlers.find(block->start);
     if (handler != rec.handlers.end())
       block->signals.store(handler->second, std::memory_order_relaxed);
-    auto [latest, first] = rec.blocks.try_emplace(block->start, block);
-    if (!first) {
-      block->sameStart = latest->second;
-      latest->second = block;
-    }
+    rec.blocks[block->start].push_back(block);
     rec.codePages.insert(block->start & ~uint64_t(4095));
   }
   qemu_plugin_register_vcpu_tb_exec_cb(tb, blockExecuted,

@@ -94,10 +94,9 @@ void finishThread(ThreadRecorder &thread, uint64_t next) {
     const BlockInfo *previous = thread.pending;
     uint64_t stopAt = next;
     if (previous && next && previous->mayGoTo(next))
-      resolve(thread, *previous, previous->insns.size(), next);
+      resolve(thread, *previous, previous->count, next);
     else if (previous) {
-      resolve(thread, *previous, previous->insns.size() - 1,
-              previous->last().ip);
+      resolve(thread, *previous, previous->count - 1, previous->last().ip);
       stopAt = previous->last().ip;
     }
     if (!thread.flags.failed && stopAt)
@@ -241,17 +240,17 @@ void flushToStop(ThreadRecorder &thread, uint64_t pc) {
   thread.pending = nullptr;
   if (previous && (previous->lastIsRep || previous->lastCrossesPage) &&
       pc == previous->last().ip) {
-    resolve(thread, *previous, previous->insns.size() - 1, pc);
+    resolve(thread, *previous, previous->count - 1, pc);
   } else if (previous && previous->valid && previous->mayGoTo(pc)) {
-    resolve(thread, *previous, previous->insns.size(), pc);
+    resolve(thread, *previous, previous->count, pc);
   } else if (previous) {
     // Stopped inside the block (a fault the debugger sees first, a REP
     // iteration): the instructions before `pc` ran.
-    size_t ran = previous->insns.size();
-    for (size_t i = 0; i < previous->insns.size(); ++i)
+    size_t ran = previous->count;
+    for (size_t i = 0; i < previous->count; ++i)
       if (previous->insns[i].ip == pc)
         ran = i;
-    if (ran < previous->insns.size() && previous->valid)
+    if (ran < previous->count && previous->valid)
       resolve(thread, *previous, ran, pc);
     else
       markLoss(thread, pc);

@@ -54,9 +54,16 @@ struct InsnInfo {
 /// One translated block, made at translation and never freed (a block is
 /// translated again only after a flush; the total stays small).
 struct alignas(64) BlockInfo {
-  // What the fast path reads, first (one cache line).
+  // One cache line: what the fast path reads, then the rest.
   uint64_t start = 0;
-  uint64_t lastIp = 0; ///< insns.back()'s ip, size and branch.
+  uint64_t lastIp = 0; ///< last()'s ip, size and branch.
+  /// Where the last instruction, run to its end, may go (setSuccessors):
+  /// anywhere, else one of `successors`.
+  uint64_t successors[2] = {0, 0};
+  /// The signals its start is the handler of (bit n: signal n): set at
+  /// translation and by every rt_sigaction that names it (Recorder::blocks).
+  mutable std::atomic<uint64_t> signals{0};
+  std::unique_ptr<InsnInfo[]> insns; ///< `count` of them.
   uint32_t count = 0;
   uint8_t lastSize = 0;
   BranchClass lastBranch = BranchClass::Unknown;
@@ -64,17 +71,7 @@ struct alignas(64) BlockInfo {
   /// fast path writes it with one stepRun.
   bool fast = false;
   bool isStop = false; ///< It starts at the stop point.
-  /// Where the last instruction, run to its end, may go (setSuccessors):
-  /// anywhere, else one of `successors`.
   bool anySuccessor = false;
-  uint64_t successors[2] = {0, 0};
-  /// The signals its start is the handler of (bit n: signal n): set at
-  /// translation and by every rt_sigaction that names it (Recorder::blocks).
-  mutable std::atomic<uint64_t> signals{0};
-  /// The block translated before at the same start, or null.
-  const BlockInfo *sameStart = nullptr;
-
-  std::vector<InsnInfo> insns;
   bool straight = true;   ///< Every instruction but the last is Other.
   bool valid = true;      ///< Every instruction classified.
   bool lastIsRep = false; ///< The last is a REP string instruction.
@@ -82,12 +79,14 @@ struct alignas(64) BlockInfo {
   /// lists it but may end the block before it (then the next block starts
   /// at it).
   bool lastCrossesPage = false;
-  const InsnInfo &last() const { return insns.back(); }
+
+  const InsnInfo &last() const { return insns[count - 1]; }
   /// Could the last instruction, run to its end, have gone to `next`?
   bool mayGoTo(uint64_t next) const {
     return anySuccessor || next == successors[0] || next == successors[1];
   }
 };
+static_assert(sizeof(BlockInfo) == 64, "a block is one cache line");
 
 /// One entry of a handler's run that waits for its rt_sigreturn.
 struct Deferred {
@@ -168,9 +167,8 @@ struct Recorder {
   std::set<uint64_t> codePages;
   /// Signal handler address -> the signals it handles (bit n: signal n).
   std::unordered_map<uint64_t, uint64_t> handlers;
-  /// Start -> the block translated there last (the ones before through
-  /// sameStart), to mark a handler's blocks.
-  std::unordered_map<uint64_t, const BlockInfo *> blocks;
+  /// Start -> the blocks translated there, to mark a handler's blocks.
+  std::unordered_map<uint64_t, std::vector<const BlockInfo *>> blocks;
   uint64_t startAddress = 0, stopAddress = 0;
   /// Why blocks cannot take the fast path (Slow* bits), in one word the
   /// block callback reads.
