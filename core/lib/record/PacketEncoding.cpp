@@ -260,8 +260,8 @@ llvm::Error PacketWriterImpl::beforeInstruction(uint64_t ip) {
 /// The same state and packets as stepRunWithPackets (step() when count is 0)
 /// with checkStep, beforeInstruction and branchPackets, for the case
 /// fastPacketsApply accepts: [CYC] TNT for a full TNT, else [CYC] [TNT] TIP.
-llvm::Error PacketWriterImpl::writeFastPackets(uint64_t count,
-                                               const ExecutedInsn &last) {
+__attribute__((always_inline)) inline llvm::Error
+PacketWriterImpl::writeFastPackets(uint64_t count, const ExecutedInsn &last) {
   stepped += count + 1;
   cycles += (count + 1) * VirtualClock::cyclesPerInstruction;
   expectedIp = last.nextIp;
@@ -337,6 +337,15 @@ llvm::Error PacketWriterImpl::writeFastPackets(uint64_t count,
   if (status < 0)
     return encodingError(packets[0].type, status);
   return llvm::Error::success();
+}
+
+// Here, with writeFastPackets inline: a block that writes packets is one
+// call from the QEMU recorder's callback.
+llvm::Error PacketWriterImpl::stepRunWithPackets(uint64_t ip, uint64_t count,
+                                                 const ExecutedInsn &last) {
+  if (fastPacketsApply(ip, count, last))
+    return writeFastPackets(count, last); // It keeps quietCycles itself.
+  return stepRunInGeneral(ip, count, last);
 }
 
 /// OVF, then FUP at the instruction where packets resume. The decoder resets

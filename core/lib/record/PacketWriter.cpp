@@ -253,13 +253,6 @@ llvm::Error PacketWriterImpl::step(const ExecutedInsn &insn) {
   return branchPackets(insn);
 }
 
-llvm::Error PacketWriterImpl::stepRunWithPackets(uint64_t ip, uint64_t count,
-                                                 const ExecutedInsn &last) {
-  if (fastPacketsApply(ip, count, last))
-    return writeFastPackets(count, last); // It keeps quietCycles itself.
-  return stepRunInGeneral(ip, count, last);
-}
-
 llvm::Error PacketWriterImpl::stepRunInGeneral(uint64_t ip, uint64_t count,
                                                const ExecutedInsn &last) {
   RefreshOnExit refresh{*this};
