@@ -152,9 +152,13 @@ private:
   size_t topPhysical() const;
   size_t findPhysical(const RangeInfo &range, size_t below) const;
   size_t findReturnAddress(uint64_t address) const;
-  void syncInlined(const RangeInfo &range, uint64_t time);
+  void syncInlined(const RangeInfo &range, uint64_t time) {
+    if (!inSync(range))
+      resyncInlined(range, time);
+  }
+  void resyncInlined(const RangeInfo &range, uint64_t time);
   /// The top physical frame's inlined frames are `range`'s chain already
-  /// (syncInlined would do nothing).
+  /// (syncInlined has nothing to do).
   bool inSync(const RangeInfo &range) const {
     size_t physical = topPhysical();
     return stack.size() - physical == range.levels &&
@@ -292,7 +296,7 @@ void SegmentBuilder::onBlock(const TraceItem &block, const TraceItem *next) {
       // Fell through into another function inside one block.
       enterByJump(*range, address, timeAt(address), /*indirect=*/false);
     } else if (!inSync(*range)) {
-      syncInlined(*range, timeAt(address));
+      resyncInlined(*range, timeAt(address));
     }
     first = false;
     if (range->end <= address || range->end > block.lastIp)
@@ -378,8 +382,7 @@ void SegmentBuilder::enter(const RangeInfo &range, Transfer how,
   case Transfer::Jump:
     // Most blocks: a jump inside the function (enterByJump's first case).
     if (samePhysical(stack[topPhysical()], range)) {
-      if (!inSync(range))
-        syncInlined(range, time);
+      syncInlined(range, time);
       return;
     }
     enterByJump(range, address, time, lastClass == BranchClass::IndirectJump);
@@ -565,8 +568,8 @@ size_t SegmentBuilder::findReturnAddress(uint64_t address) const {
 }
 
 /// The top physical frame is `range`'s function: make the inlined frames
-/// above it follow `range`'s inline chain.
-void SegmentBuilder::syncInlined(const RangeInfo &range, uint64_t time) {
+/// above it follow `range`'s inline chain (syncInlined, when they do not).
+void SegmentBuilder::resyncInlined(const RangeInfo &range, uint64_t time) {
   size_t physical = topPhysical();
   size_t level = 1;
   while (physical + level < stack.size() && level < range.levels &&
