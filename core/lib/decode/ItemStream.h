@@ -90,7 +90,8 @@ public:
   }
 
 private:
-  void join(const TraceItem &item) {
+  // Every item passes here, from append()'s loop: inline.
+  __attribute__((always_inline)) void join(const TraceItem &item) {
     if (pending && item.kind == ItemKind::Block &&
         pending->kind == ItemKind::Block &&
         pending->lastClass == BranchClass::Other &&
