@@ -245,10 +245,16 @@ public:
               uint64_t endTime) {
     // Most frames are replays (a site's record with new times): one bounds
     // check for the record, then plain stores.
+    // The words are in host order: on a little-endian host, one copy.
     char *at = sink.claim(words.size());
-    for (uint64_t word : words) {
-      llvm::support::endian::write64le(at, word);
-      at += 8;
+    if (llvm::sys::IsLittleEndianHost) {
+      std::memcpy(at, words.data(), words.size() * 8);
+      at += words.size() * 8;
+    } else {
+      for (uint64_t word : words) {
+        llvm::support::endian::write64le(at, word);
+        at += 8;
+      }
     }
     llvm::support::endian::write64le(at - 8 * (words.size() - 1), timestamp);
     llvm::support::endian::write64le(at - 8, endTime);
