@@ -375,8 +375,8 @@ void blockExecuted(unsigned int, void *userdata) {
   const auto &block = *static_cast<const BlockInfo *>(userdata);
   ThreadRecorder *thread = current;
   if (__builtin_expect(!thread, 0) ||
-      recorder->slow.load(std::memory_order_relaxed) ||
-      !thread->flags.ready() || block.isStop || handlerSignals(block))
+      slowReasons.load(std::memory_order_relaxed) || !thread->flags.ready() ||
+      block.isStop || handlerSignals(block))
     return blockExecutedSlowly(block);
   const BlockInfo *previous = thread->pending;
   if (!previous || !previous->fast || !previous->mayGoTo(block.start))

@@ -65,6 +65,7 @@ qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc,
 namespace magic_trace::qemu_plugin {
 
 Recorder *recorder = nullptr;
+std::atomic<uint32_t> slowReasons{SlowNotTracing};
 // initial-exec: no __tls_get_addr call per block (one pointer of static
 // TLS, which glibc reserves room for in dlopened libraries).
 __attribute__((tls_model("initial-exec"))) __thread ThreadRecorder *current =

@@ -154,6 +154,11 @@ enum SlowReason : uint32_t {
   SlowEveryInsn = 8,  ///< Ground truth or overflow injection (options).
 };
 
+/// Why blocks cannot take the fast path (Slow* bits): one word the block
+/// callback reads without a load of `recorder` first (Recorder::has, set,
+/// clear).
+extern std::atomic<uint32_t> slowReasons;
+
 struct Recorder {
   Options options;
   QemuRingHeader *header = nullptr;
@@ -170,12 +175,10 @@ struct Recorder {
   /// Start -> the blocks translated there, to mark a handler's blocks.
   std::unordered_map<uint64_t, std::vector<const BlockInfo *>> blocks;
   uint64_t startAddress = 0, stopAddress = 0;
-  /// Why blocks cannot take the fast path (Slow* bits), in one word the
-  /// block callback reads.
-  std::atomic<uint32_t> slow{SlowNotTracing};
-  bool has(uint32_t reasons) const { return slow.load() & reasons; }
-  void set(uint32_t reasons) { slow.fetch_or(reasons); }
-  void clear(uint32_t reasons) { slow.fetch_and(~reasons); }
+  /// Why blocks cannot take the fast path (slowReasons).
+  bool has(uint32_t reasons) const { return slowReasons.load() & reasons; }
+  void set(uint32_t reasons) { slowReasons.fetch_or(reasons); }
+  void clear(uint32_t reasons) { slowReasons.fetch_and(~reasons); }
   std::atomic<uint64_t> totalInsns{0};
   bool mapsWritten = false;
 
