@@ -106,6 +106,17 @@ public:
     if (count >= populated)
       populateAhead();
   }
+  /// Appends `n` elements left as they were (the caller writes each one),
+  /// growing as push_back does; returns the first of them.
+  T *appendUninitialized(size_t n) {
+    if (room - count < n)
+      reallocate(std::max(room < 8 ? size_t(8) : room * 2, count + n));
+    T *first = elements + count;
+    count += n;
+    if (count >= populated)
+      populateAhead();
+    return first;
+  }
   void pop_back() { --count; }
   void clear() { count = 0; }
 

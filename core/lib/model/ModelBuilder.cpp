@@ -195,7 +195,7 @@ private:
   bool inSegment = false;
   PodVector<Frame> frames;
   std::vector<uint32_t> roots; ///< Frames without a parent, creation order.
-  std::vector<OpenFrame> stack;
+  PodVector<OpenFrame> stack;
   /// Frames of the outer chains, and where each chain starts in it.
   PodVector<Frame> outerFrames;
   std::vector<uint32_t> outerChains;
@@ -576,7 +576,29 @@ void SegmentBuilder::resyncInlined(const RangeInfo &range, uint64_t time) {
          stack[physical + level].chain == ranges.chain(range, level))
     ++level;
   popTo(physical + level, time);
-  pushInlined(range, level, time, /*inferred=*/false);
+  // pushInlined(range, level, time, false) for the levels left, with room
+  // made once: each frame is the child of the one before, and none is
+  // inferred, a root or in an outer chain.
+  if (level >= range.levels)
+    return;
+  size_t count = range.levels - level;
+  uint32_t id = uint32_t(frames.size());
+  uint32_t parent = stack.back().frame;
+  uint32_t physicalIndex = stack.back().physical;
+  Frame *frame = frames.appendUninitialized(count);
+  OpenFrame *open = stack.appendUninitialized(count);
+  for (size_t k = 0; k < count; ++k, ++level) {
+    Frame added;
+    added.begin = added.end = time;
+    added.parent = parent;
+    added.site = ranges.site(range, level);
+    frame[k] = added;
+    OpenFrame inlined;
+    inlined.frame = parent = id + uint32_t(k);
+    inlined.physical = physicalIndex;
+    inlined.chain = ranges.chain(range, level);
+    open[k] = inlined;
+  }
 }
 
 /// Ends the top physical frame (and its inlined frames) and starts `range`'s
