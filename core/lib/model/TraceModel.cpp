@@ -177,6 +177,10 @@ bool segmentValid(const Segment &segment, size_t siteCount,
       if (depth)
         sibling = stack[0];
       depth = 0;
+    } else if (parent + 1 == i) {
+      // The previous frame's first child: its parent is on top already.
+      const Frame &up = frames[parent];
+      bad |= (frame.begin < up.begin) | (frame.end > up.end);
     } else {
       if (bad || parent >= i)
         return false;
