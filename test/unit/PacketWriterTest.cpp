@@ -407,9 +407,14 @@ public:
   }
 
   /// Runs `count` instructions into `writer`; returns their addresses.
-  std::vector<uint64_t> run(PacketWriter &writer, size_t count, unsigned seed) {
+  /// `byRuns`: as the QEMU recorder does, straight runs of Other
+  /// instructions go to stepRun together with the instruction after them
+  /// (its inline quiet path and its packet paths), the rest to step().
+  std::vector<uint64_t> run(PacketWriter &writer, size_t count, unsigned seed,
+                            bool byRuns = false) {
     std::mt19937 random(seed);
     std::vector<uint64_t> stack, executed;
+    std::vector<ExecutedInsn> straight; // Of the run not yet written.
     uint64_t ip = mainIp;
     unsigned depth = 0, wantedDepth = 1;
     EXPECT_FALSE(bool(writer.enable(ip)));
@@ -451,11 +456,22 @@ public:
       if (ip == fIp + 0xb)
         stack.push_back(ip + 2);
       executed.push_back(ip);
-      EXPECT_FALSE(bool(writer.step(insn(ip, at.size, at.branch, next))));
+      ExecutedInsn step = insn(ip, at.size, at.branch, next);
+      if (!byRuns) {
+        EXPECT_FALSE(bool(writer.step(step)));
+      } else if (at.branch == BranchClass::Other && next == ip + at.size) {
+        straight.push_back(step);
+      } else {
+        uint64_t start = straight.empty() ? ip : straight.front().ip;
+        EXPECT_FALSE(bool(writer.stepRun(start, straight.size(), step)));
+        straight.clear();
+      }
       if (at.branch == BranchClass::Syscall)
         EXPECT_FALSE(bool(writer.enable(next)));
       ip = next;
     }
+    for (const ExecutedInsn &step : straight)
+      EXPECT_FALSE(bool(writer.step(step)));
     EXPECT_FALSE(bool(writer.disable(ip)));
     return executed;
   }
@@ -578,6 +594,7 @@ struct BlockCase {
   bool noRetComp;
   uint64_t bufferSize;
   uint64_t overflowEvery;
+  bool byRuns = false; ///< stepRun per straight run (SyntheticProgram::run).
 };
 
 void PrintTo(const BlockCase &param, std::ostream *os) { *os << param.name; }
@@ -594,7 +611,8 @@ TEST_P(BlockDecoderTest, DecodesExactlyWhatWasStepped) {
   options.psbPeriod = 1024;
   auto writer = makeWriter(options);
   SyntheticProgram program;
-  std::vector<uint64_t> executed = program.run(*writer, 60000, 42);
+  std::vector<uint64_t> executed =
+      program.run(*writer, 60000, 42, param.byRuns);
   std::vector<uint64_t> expected = visible(executed, *writer);
   if (param.overflowEvery)
     EXPECT_GE(writer->lostInstructions().size(),
@@ -632,7 +650,16 @@ INSTANTIATE_TEST_SUITE_P(
         BlockCase{"Wrapped", TimerResolution::Normal, false, 1 << 13, 0},
         BlockCase{"WrappedNoRetComp", TimerResolution::Normal, true, 1 << 13,
                   0},
-        BlockCase{"Overflow", TimerResolution::Normal, false, 1 << 20, 997}),
+        BlockCase{"Overflow", TimerResolution::Normal, false, 1 << 20, 997},
+        BlockCase{"Runs", TimerResolution::Normal, false, 1 << 20, 0, true},
+        BlockCase{"RunsNoRetComp", TimerResolution::Normal, true, 1 << 20, 0,
+                  true},
+        BlockCase{"RunsLowTimer", TimerResolution::Low, false, 1 << 20, 0,
+                  true},
+        BlockCase{"RunsHighTimer", TimerResolution::High, false, 1 << 20, 0,
+                  true},
+        BlockCase{"RunsWrapped", TimerResolution::Normal, false, 1 << 13, 0,
+                  true}),
     [](const ::testing::TestParamInfo<BlockCase> &info) {
       return std::string(info.param.name);
     });
