@@ -14,8 +14,10 @@
 #ifndef MAGIC_TRACE_RINGBUFFER_H
 #define MAGIC_TRACE_RINGBUFFER_H
 
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/Support/Error.h"
 
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -30,6 +32,14 @@ struct RingGate {
   const uint32_t *paused = nullptr;
   uint64_t *timeouts = nullptr;
 };
+
+/// A reader's pause: sets `*paused` and waits until none of the `count`
+/// words busy(i) is set, until `deadline`. Clear `*paused` after the copy,
+/// whatever this returns. Errors: a writer stayed busy past the deadline
+/// (the copy may end in a torn packet).
+llvm::Error pauseRingWriters(uint32_t *paused, size_t count,
+                             llvm::function_ref<const uint32_t *(size_t)> busy,
+                             std::chrono::steady_clock::time_point deadline);
 
 class RingBuffer {
 public:
@@ -86,12 +96,16 @@ public:
 private:
   RingBuffer(uint8_t *memory, uint64_t size, uint64_t *head, RingGate gate)
       : memory(memory), size(size), head(head), gate(gate) {}
-  void enterGate();
+  /// enter() when `paused` was set: waits until it is clear (or the
+  /// deadline passes) and enters.
+  void enterPausedGate();
   void enter() {
-    if (gate.busy && !inGate) {
-      enterGate();
-      inGate = true;
-    }
+    if (!gate.busy || inGate)
+      return;
+    inGate = true;
+    __atomic_store_n(gate.busy, 1u, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(gate.paused, __ATOMIC_SEQ_CST))
+      enterPausedGate();
   }
   /// The head to its word, and out of the gate.
   void publish() {

@@ -34,21 +34,40 @@ llvm::Expected<RingBuffer> RingBuffer::attach(uint8_t *memory, uint64_t size,
   return RingBuffer(memory, size, head, gate);
 }
 
-void RingBuffer::enterGate() {
-  __atomic_store_n(gate.busy, 1u, __ATOMIC_SEQ_CST);
-  if (!__atomic_load_n(gate.paused, __ATOMIC_SEQ_CST))
-    return;
-  __atomic_store_n(gate.busy, 0u, __ATOMIC_SEQ_CST);
+void RingBuffer::enterPausedGate() {
+  // Out of the ring while a reader copies it, then in again, until `paused`
+  // is clear after `busy` is set: a reader that paused again in between saw
+  // `busy` clear and is copying.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  while (__atomic_load_n(gate.paused, __ATOMIC_SEQ_CST)) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      if (gate.timeouts)
-        __atomic_add_fetch(gate.timeouts, 1, __ATOMIC_RELAXED);
-      break;
+  for (;;) {
+    __atomic_store_n(gate.busy, 0u, __ATOMIC_SEQ_CST);
+    while (__atomic_load_n(gate.paused, __ATOMIC_SEQ_CST)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        if (gate.timeouts)
+          __atomic_add_fetch(gate.timeouts, 1, __ATOMIC_RELAXED);
+        __atomic_store_n(gate.busy, 1u, __ATOMIC_SEQ_CST);
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    __atomic_store_n(gate.busy, 1u, __ATOMIC_SEQ_CST);
+    if (!__atomic_load_n(gate.paused, __ATOMIC_SEQ_CST))
+      return;
   }
-  __atomic_store_n(gate.busy, 1u, __ATOMIC_SEQ_CST);
+}
+
+llvm::Error pauseRingWriters(uint32_t *paused, size_t count,
+                             llvm::function_ref<const uint32_t *(size_t)> busy,
+                             std::chrono::steady_clock::time_point deadline) {
+  __atomic_store_n(paused, 1u, __ATOMIC_SEQ_CST);
+  for (size_t i = 0; i < count; ++i)
+    while (__atomic_load_n(busy(i), __ATOMIC_SEQ_CST)) {
+      if (std::chrono::steady_clock::now() > deadline)
+        return llvm::createStringError(
+            "a writer stayed inside its ring past the reader's deadline");
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  return llvm::Error::success();
 }
 
 void RingBuffer::write(const uint8_t *data, size_t length) {

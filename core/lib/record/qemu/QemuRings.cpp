@@ -10,6 +10,7 @@
 
 #include "magic_trace/PerfIntelPt.h"
 #include "magic_trace/ProcessModules.h"
+#include "magic_trace/RingBuffer.h"
 
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Support/FileSystem.h"
@@ -90,21 +91,20 @@ std::string joinPath(llvm::StringRef dir, const llvm::Twine &name) {
 }
 
 /// Sets `paused` and waits until no writer is inside its ring, for at most
-/// a second. Returns false when a writer stayed busy (the copy may then
-/// hold a torn packet at its end, which the decoder reports).
-bool pauseWriters(QemuRingHeader &header) {
-  __atomic_store_n(&header.paused, 1u, __ATOMIC_SEQ_CST);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+/// a second. Returns false when a writer stayed busy (the copy may then hold
+/// a torn packet at its end, which the decoder reports), with why in `note`.
+bool pauseWriters(QemuRingHeader &header, std::string &note) {
   uint32_t count =
       std::min(__atomic_load_n(&header.threadCount, __ATOMIC_ACQUIRE),
                kQemuRingMaxThreads);
-  for (uint32_t i = 0; i < count; ++i)
-    while (__atomic_load_n(&header.threads[i].busy, __ATOMIC_SEQ_CST)) {
-      if (std::chrono::steady_clock::now() > deadline)
-        return false;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  return true;
+  llvm::Error error = pauseRingWriters(
+      &header.paused, count, [&](size_t i) { return &header.threads[i].busy; },
+      std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  if (!error)
+    return true;
+  note += (note.empty() ? "" : "; ") + llvm::toString(std::move(error)) +
+          ": the copy may end in a torn packet";
+  return false;
 }
 
 /// QEMU maps a guest ELF image as one host mapping (its /proc/self/maps
@@ -322,7 +322,7 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
   recording.note =
       std::string(header.note, strnlen(header.note, sizeof(header.note)));
 
-  bool quiet = pauseWriters(header);
+  bool quiet = pauseWriters(header, recording.note);
   uint32_t count =
       std::min(__atomic_load_n(&header.threadCount, __ATOMIC_ACQUIRE),
                kQemuRingMaxThreads);
