@@ -6,7 +6,10 @@
 # per thread, timer normal, no ground truth), whole processes under
 # /usr/bin/time; the ratios are recording / plain QEMU (wall and CPU time,
 # user + sys) and instructions recorded per second, plus PT bytes per
-# instruction and peak RSS. With MT_BENCH_BASELINE set to another build's
+# instruction and peak RSS. The floor is qemu-x86_64 with an empty callback
+# per executed block (libmagic-trace-qemu-floor.so, test/bench/qemu_floor):
+# what any plugin that sees every block pays; the recorder's own work is its
+# time minus the floor's. With MT_BENCH_BASELINE set to another build's
 # libmagic-trace-qemu.so, that plugin is measured in the same run too (the
 # runs alternate, so both see the same load) and the last column is this
 # plugin's CPU time over the baseline's.
@@ -18,12 +21,14 @@ cd "$(dirname "$0")/.."
 
 BUILD_DIR=${BUILD_DIR:-build}
 PLUGIN=$BUILD_DIR/lib/libmagic-trace-qemu.so
+FLOOR=$BUILD_DIR/lib/libmagic-trace-qemu-floor.so
 REPEAT=${MT_BENCH_REPEAT:-3}
 die() {
   echo "bench-qemu.sh: error: $*" >&2
   exit 1
 }
 [ -f "$PLUGIN" ] || die "$PLUGIN is missing (run ./scripts/build.sh)"
+[ -f "$FLOOR" ] || die "$FLOOR is missing (run ./scripts/build.sh)"
 command -v qemu-x86_64 >/dev/null || die "qemu-x86_64 not found (apt-get install qemu-user)"
 [ -x /usr/bin/time ] || die "/usr/bin/time is missing (apt-get install time)"
 
@@ -80,8 +85,8 @@ PY
 BASELINE=${MT_BENCH_BASELINE:-}
 [ -z "$BASELINE" ] || [ -f "$BASELINE" ] || die "MT_BENCH_BASELINE=$BASELINE is not a file"
 OPTIONS="start=,size=4194304,timer=normal"
-header="| program | native s | qemu s (CPU) | qemu + plugin s (CPU) | plugin / qemu (CPU) | recorded insns | insns/s recorded (CPU) | PT bytes/insn | RSS qemu / plugin MiB |"
-rule="|---|---|---|---|---|---|---|---|---|"
+header="| program | native s | qemu s (CPU) | floor s (CPU) | floor / qemu (CPU) | qemu + plugin s (CPU) | plugin / qemu (CPU) | recorded insns | insns/s recorded (CPU) | PT bytes/insn | RSS qemu / plugin MiB |"
+rule="|---|---|---|---|---|---|---|---|---|---|---|"
 if [ -n "$BASELINE" ]; then
   header="$header baseline plugin s (CPU) | CPU vs baseline |"
   rule="$rule---|---|"
@@ -96,6 +101,7 @@ run() {
   for i in $(seq "$REPEAT"); do
     measure native "$@"
     measure plain qemu-x86_64 "$@"
+    measure floor qemu-x86_64 -plugin "$FLOOR" "$@"
     rm -rf "$TMP/rings"
     measure plugin qemu-x86_64 -plugin "$PLUGIN,dir=$TMP/rings,$OPTIONS" "$@"
     if [ -n "$BASELINE" ]; then
@@ -106,10 +112,11 @@ run() {
   read -r insns pt < <(ring_facts "$TMP/rings")
   local row
   row=$(awk -v n="$name" -v a="${best_wall[native]}" -v q="${best_wall[plain]}" \
-    -v qc="${best_cpu[plain]}" -v t="${best_wall[plugin]}" -v tc="${best_cpu[plugin]}" \
+    -v qc="${best_cpu[plain]}" -v f="${best_wall[floor]}" -v fc="${best_cpu[floor]}" \
+    -v t="${best_wall[plugin]}" -v tc="${best_cpu[plugin]}" \
     -v i="$insns" -v p="$pt" -v qr="${best_rss[plain]}" -v tr="${best_rss[plugin]}" 'BEGIN {
-      printf "| %s | %.2f | %.2f (%.2f) | %.2f (%.2f) | %.2fx (%.2fx) | %.0f | %.0f M (%.0f M) | %.3f | %.0f / %.0f |",
-        n, a, q, qc, t, tc, t / q, tc / qc, i, i / t / 1e6, i / tc / 1e6, p / i, qr / 1024, tr / 1024 }')
+      printf "| %s | %.2f | %.2f (%.2f) | %.2f (%.2f) | %.2fx (%.2fx) | %.2f (%.2f) | %.2fx (%.2fx) | %.0f | %.0f M (%.0f M) | %.3f | %.0f / %.0f |",
+        n, a, q, qc, f, fc, f / q, fc / qc, t, tc, t / q, tc / qc, i, i / t / 1e6, i / tc / 1e6, p / i, qr / 1024, tr / 1024 }')
   if [ -n "$BASELINE" ]; then
     row=$row$(awk -v b="${best_wall[baseline]}" -v bc="${best_cpu[baseline]}" -v tc="${best_cpu[plugin]}" \
       'BEGIN { printf " %.2f (%.2f) | %.2fx |", b, bc, tc / bc }')
