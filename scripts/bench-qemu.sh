@@ -5,8 +5,9 @@
 # plain qemu-x86_64, and qemu-x86_64 recording with the plugin (4 MiB ring
 # per thread, timer normal, no ground truth), whole processes under
 # /usr/bin/time; the ratios are recording / plain QEMU (wall and CPU time,
-# user + sys) and instructions recorded per second, plus PT bytes per
-# instruction and peak RSS. The floor is qemu-x86_64 with an empty callback
+# user + sys) and instructions recorded per second, plus the share of them
+# the plugin dropped unwritten (docs/qemu.md, "The block log"), PT bytes per
+# instruction written and peak RSS. The floor is qemu-x86_64 with an empty callback
 # per executed block (libmagic-trace-qemu-floor.so, test/bench/qemu_floor):
 # what any plugin that sees every block pays; the recorder's own work is its
 # time minus the floor's. With MT_BENCH_BASELINE set to another build's
@@ -72,21 +73,23 @@ count = struct.unpack_from("<I", h, 12)[0]
 slots = 8 + 4 + 4 + 8 + 8 + 16 + 16 + 8 + 4 + 4 + 16 + 4 + 4 + 8 + 4 + 4 + 256
 insns = 0
 pt = 0
+dropped = 0
 for i in range(count):
     tid, state, busy, n, lost = struct.unpack_from("<QIIQQ", h, slots + 32 * i)
     insns += n
+    dropped += lost
     page = open(os.path.join(d, "ring.%d" % tid), "rb").read(4096)
     # perf_event_mmap_page: data_head at 1024, ..., aux_head at 1056.
     pt += struct.unpack_from("<Q", page, 1056)[0]
-print(insns, pt)
+print(insns, pt, dropped)
 PY
 }
 
 BASELINE=${MT_BENCH_BASELINE:-}
 [ -z "$BASELINE" ] || [ -f "$BASELINE" ] || die "MT_BENCH_BASELINE=$BASELINE is not a file"
 OPTIONS="start=,size=4194304,timer=normal"
-header="| program | native s | qemu s (CPU) | floor s (CPU) | floor / qemu (CPU) | qemu + plugin s (CPU) | plugin / qemu (CPU) | recorded insns | insns/s recorded (CPU) | PT bytes/insn | RSS qemu / plugin MiB |"
-rule="|---|---|---|---|---|---|---|---|---|---|---|"
+header="| program | native s | qemu s (CPU) | floor s (CPU) | floor / qemu (CPU) | qemu + plugin s (CPU) | plugin / qemu (CPU) | recorded insns | insns/s recorded (CPU) | of them dropped unwritten | PT bytes/written insn | RSS qemu / plugin MiB |"
+rule="|---|---|---|---|---|---|---|---|---|---|---|---|"
 if [ -n "$BASELINE" ]; then
   header="$header baseline plugin s (CPU) | CPU vs baseline |"
   rule="$rule---|---|"
@@ -109,14 +112,14 @@ run() {
       measure baseline qemu-x86_64 -plugin "$BASELINE,dir=$TMP/baseline-rings,$OPTIONS" "$@"
     fi
   done
-  read -r insns pt < <(ring_facts "$TMP/rings")
+  read -r insns pt dropped < <(ring_facts "$TMP/rings")
   local row
   row=$(awk -v n="$name" -v a="${best_wall[native]}" -v q="${best_wall[plain]}" \
     -v qc="${best_cpu[plain]}" -v f="${best_wall[floor]}" -v fc="${best_cpu[floor]}" \
     -v t="${best_wall[plugin]}" -v tc="${best_cpu[plugin]}" \
-    -v i="$insns" -v p="$pt" -v qr="${best_rss[plain]}" -v tr="${best_rss[plugin]}" 'BEGIN {
-      printf "| %s | %.2f | %.2f (%.2f) | %.2f (%.2f) | %.2fx (%.2fx) | %.2f (%.2f) | %.2fx (%.2fx) | %.0f | %.0f M (%.0f M) | %.3f | %.0f / %.0f |",
-        n, a, q, qc, f, fc, f / q, fc / qc, t, tc, t / q, tc / qc, i, i / t / 1e6, i / tc / 1e6, p / i, qr / 1024, tr / 1024 }')
+    -v i="$insns" -v p="$pt" -v d="$dropped" -v qr="${best_rss[plain]}" -v tr="${best_rss[plugin]}" 'BEGIN {
+      printf "| %s | %.2f | %.2f (%.2f) | %.2f (%.2f) | %.2fx (%.2fx) | %.2f (%.2f) | %.2fx (%.2fx) | %.0f | %.0f M (%.0f M) | %.0f %% | %.3f | %.0f / %.0f |",
+        n, a, q, qc, f, fc, f / q, fc / qc, t, tc, t / q, tc / qc, i, i / t / 1e6, i / tc / 1e6, 100 * d / i, p / (i - d), qr / 1024, tr / 1024 }')
   if [ -n "$BASELINE" ]; then
     row=$row$(awk -v b="${best_wall[baseline]}" -v bc="${best_cpu[baseline]}" -v tc="${best_cpu[plugin]}" \
       'BEGIN { printf " %.2f (%.2f) | %.2fx |", b, bc, tc / bc }')

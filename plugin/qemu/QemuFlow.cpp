@@ -80,6 +80,21 @@ countInstructions(ThreadRecorder &thread, uint64_t count) {
     flushCount(thread);
 }
 
+/// With ground truth on, the first `count` instructions of `block` in it;
+/// the last of them went on to `next`.
+inline void recordTruth(ThreadRecorder &thread, const BlockInfo &block,
+                        size_t count, uint64_t next) {
+  if (!recorder->options.groundTruth || count == 0)
+    return;
+  for (size_t i = 0; i + 1 < count; ++i) {
+    const InsnInfo &insn = block.insns[i];
+    thread.truth.addInstruction(insn.ip, insn.size, insn.branch,
+                                insn.ip + insn.size);
+  }
+  const InsnInfo &last = block.insns[count - 1];
+  thread.truth.addInstruction(last.ip, last.size, last.branch, next);
+}
+
 /// Writes the first `count` instructions of `block`; the last of them went
 /// on to `next`.
 void resolve(ThreadRecorder &thread, const BlockInfo &block, size_t count,
@@ -102,14 +117,7 @@ void resolve(ThreadRecorder &thread, const BlockInfo &block, size_t count,
                     thread.writer->stepRun(block.start, count - 1, executed))) {
     return;
   }
-  if (recorder->options.groundTruth) {
-    for (size_t i = 0; i + 1 < count; ++i) {
-      const InsnInfo &insn = block.insns[i];
-      thread.truth.addInstruction(insn.ip, insn.size, insn.branch,
-                                  insn.ip + insn.size);
-    }
-    thread.truth.addInstruction(last.ip, last.size, last.branch, next);
-  }
+  recordTruth(thread, block, count, next);
   countInstructions(thread, count);
 }
 
@@ -325,13 +333,15 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
   Recorder &rec = *recorder;
   if (rec.has(SlowForked))
     return;
+  ThreadRecorder *thread = current;
+  if (thread)
+    drainLog(*thread);
   if (rec.has(SlowNotTracing)) {
     if (block.start != rec.startAddress || rec.has(SlowStopping))
       return;
     rec.clear(SlowNotTracing);
     __atomic_store_n(&rec.header->recording, 1u, __ATOMIC_RELEASE);
   }
-  ThreadRecorder *thread = current;
   if (!thread) {
     thread = current = registerThread();
     if (!thread)
@@ -356,7 +366,7 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
   onBlock(*thread, block);
 }
 
-/// blockExecuted when `previous` writes packets.
+/// The run of `previous`, which went to `next`, when it writes packets.
 __attribute__((noinline)) void
 writePackets(ThreadRecorder &thread, const BlockInfo &previous, uint64_t next) {
   ExecutedInsn executed{previous.lastIp, previous.lastSize, previous.lastBranch,
@@ -364,13 +374,137 @@ writePackets(ThreadRecorder &thread, const BlockInfo &previous, uint64_t next) {
   if (llvm::Error error = thread.writer->stepRunWithPackets(
           previous.start, previous.count - 1, executed))
     return fail(thread, std::move(error));
+  recordTruth(thread, previous, previous.count, next);
   countInstructions(thread, previous.count);
 }
 
+/// The logged block at `index`.
+inline const BlockInfo &logged(const ThreadRecorder &thread, uint64_t index) {
+  return *thread.log[index & thread.logMask];
+}
+
+/// drainRange's loop.
+__attribute__((always_inline)) inline void
+writeLogged(ThreadRecorder &thread, uint64_t from, uint64_t to) {
+  bool truth = recorder->options.groundTruth;
+  for (uint64_t i = from; i < to; ++i) {
+    if (thread.flags.ready()) {
+      // Quiet runs until a block is not quiet (its block before did not
+      // run straight to it, or it writes a packet).
+      PacketWriter::QuietRuns runs(*thread.writer);
+      const BlockInfo *previous = thread.pending;
+      for (; i < to; ++i) {
+        const BlockInfo &block = logged(thread, i);
+        if (!previous || !previous->fast || !previous->mayGoTo(block.start) ||
+            !runs.step(previous->start, previous->count - 1,
+                       {previous->lastIp, previous->lastSize,
+                        previous->lastBranch, block.start}))
+          break;
+        if (__builtin_expect(truth, 0))
+          recordTruth(thread, *previous, previous->count, block.start);
+        previous = &block;
+      }
+      runs.commit();
+      thread.pending = previous;
+      countInstructions(thread, runs.instructions());
+      if (i == to)
+        return;
+    }
+    // Block i is not quiet: what the block callback did for such a block.
+    const BlockInfo &block = logged(thread, i);
+    const BlockInfo *previous = thread.pending;
+    if (!thread.flags.ready() || !previous || !previous->fast ||
+        !previous->mayGoTo(block.start)) {
+      onBlock(thread, block);
+      continue;
+    }
+    thread.pending = &block;
+    writePackets(thread, *previous, block.start);
+  }
+}
+
+/// Writes the logged blocks [from, to), in order, as the block callback
+/// would have written each when it ran (ThreadRecorder::log): quiet runs
+/// in one loop with the writer's state in registers (PacketWriter::
+/// QuietRuns), the others one by one. Counts the blocks and the PT bytes,
+/// for logFull's estimate.
+__attribute__((noinline)) void drainRange(ThreadRecorder &thread, uint64_t from,
+                                          uint64_t to) {
+  uint64_t before = thread.writer->buffer().written();
+  writeLogged(thread, from, to);
+  thread.drainedBlocks += to - from;
+  thread.drainedBytes += thread.writer->buffer().written() - before;
+}
+
+void drainLog(ThreadRecorder &thread) {
+  uint64_t head = thread.head;
+  if (thread.tail == head)
+    return;
+  uint64_t tail = thread.tail;
+  thread.tail = head;
+  drainRange(thread, tail, head);
+}
+
+/// Ends the log's oldest `count` blocks as lost instead of writing them
+/// (see logFull): the block before them is written, then OVF + FUP at the
+/// first block kept, with their instructions counted as lost. Returns
+/// false when, the block before written, the thread is not in the state
+/// for that (then nothing else changed).
+bool dropOldest(ThreadRecorder &thread, uint64_t count) {
+  uint64_t tail = thread.tail;
+  // The block before the dropped ones went to the first of them.
+  drainRange(thread, tail, tail + 1);
+  thread.tail = ++tail;
+  if (!thread.flags.ready() || !thread.pending)
+    return false;
+  const BlockInfo *lostBlock = thread.pending;
+  uint64_t lost = 0;
+  for (uint64_t i = tail; i < tail + count - 1; ++i) {
+    const BlockInfo &next = logged(thread, i);
+    recordTruth(thread, *lostBlock, lostBlock->count, next.start);
+    lost += lostBlock->count;
+    lostBlock = &next;
+  }
+  const BlockInfo &kept = logged(thread, tail + count - 1);
+  recordTruth(thread, *lostBlock, lostBlock->count, kept.start);
+  lost += lostBlock->count;
+  thread.tail = tail + count - 1;
+  thread.pending = nullptr;
+  countInstructions(thread, lost);
+  check(thread, thread.writer->markLoss(kept.start, lost));
+  return true;
+}
+
+/// The block callback when `thread`'s log is full. Its oldest eighth is
+/// written, or, when the PT of the other seven eighths will overwrite the
+/// whole ring anyway (at the bytes per block written so far, once at least
+/// half a log was written), dropped unwritten: a snapshot can only hold the
+/// newest, and writing packets is most of the recorder's cost (docs/qemu.md,
+/// "Speed"). A drop is an OVF in the stream, so if the estimate was wrong
+/// the snapshot shows the loss.
+__attribute__((noinline)) void logFull(ThreadRecorder &thread,
+                                       const BlockInfo &block) {
+  uint64_t size = recorder->options.logSize;
+  uint64_t oldest = size / 8, kept = size - oldest;
+  bool covered = thread.drainedBlocks >= size / 2 &&
+                 kept * thread.drainedBytes >=
+                     recorder->options.ringSize * thread.drainedBlocks;
+  if (!covered || !dropOldest(thread, oldest)) {
+    uint64_t tail = thread.tail;
+    uint64_t until = thread.head - kept;
+    if (tail < until) {
+      thread.tail = until;
+      drainRange(thread, tail, until);
+    }
+  }
+  uint64_t head = thread.head;
+  thread.log[head & thread.logMask] = &block;
+  thread.head = head + 1;
+}
+
 /// The callback of every executed block. The common case is a leaf that
-/// only tail-calls: recording, the block before ran straight to its end
-/// and went here, no signal, stop point or option is involved, and it
-/// writes no packet.
+/// logs the block (ThreadRecorder::log): the thread is recording, and no
+/// signal, stop point or option is involved.
 void blockExecuted(unsigned int, void *userdata) {
   const auto &block = *static_cast<const BlockInfo *>(userdata);
   ThreadRecorder *thread = current;
@@ -378,16 +512,11 @@ void blockExecuted(unsigned int, void *userdata) {
       slowReasons.load(std::memory_order_relaxed) || !thread->flags.ready() ||
       block.isStop || handlerSignals(block))
     return blockExecutedSlowly(block);
-  const BlockInfo *previous = thread->pending;
-  if (!previous || !previous->fast || !previous->mayGoTo(block.start))
-    return blockExecutedSlowly(block);
-  thread->pending = &block;
-  ExecutedInsn executed{previous->lastIp, previous->lastSize,
-                        previous->lastBranch, block.start};
-  if (!thread->writer->stepQuietly(previous->start, previous->count - 1,
-                                   executed))
-    return writePackets(*thread, *previous, block.start);
-  countInstructions(*thread, previous->count);
+  uint64_t head = thread->head;
+  if (__builtin_expect(head - thread->tail > thread->logMask, 0))
+    return logFull(*thread, block);
+  thread->log[head & thread->logMask] = &block;
+  thread->head = head + 1;
 }
 
 } // namespace magic_trace::qemu_plugin

@@ -29,6 +29,7 @@
 #include "magic_trace/VirtualClock.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -120,6 +121,7 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
   uint32_t state = __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE);
   if (state != uint32_t(QemuThreadState::Running))
     return;
+  drainLog(*thread);
   onSyscall(*thread, number);
   if (number == kSysExit) {
     finishThread(*thread, 0);
@@ -256,17 +258,23 @@ llvm::Error parseOptions(int argc, char **argv, Options &options) {
             llvm::formatv("{0}={1} is not a number", key, value).str());
       return llvm::Error::success();
     };
+    // A number that is a power of two of at least `least`.
+    auto needPowerOfTwo = [&](uint64_t least) -> llvm::Error {
+      if (llvm::Error error = needNumber())
+        return error;
+      if (number < least || (number & (number - 1)))
+        return llvm::createStringError(
+            llvm::formatv("{0}={1} is not a power of two of at least {2} "
+                          "(use e.g. {0}=4194304)",
+                          key, value, least)
+                .str());
+      return llvm::Error::success();
+    };
     if (key == "dir") {
       options.dir = value.str();
     } else if (key == "size") {
-      if (llvm::Error error = needNumber())
+      if (llvm::Error error = needPowerOfTwo(4096))
         return error;
-      if (number < 4096 || (number & (number - 1)))
-        return llvm::createStringError(
-            llvm::formatv("size={0} is not a power of two of at least 4096 "
-                          "(use e.g. size=4194304)",
-                          value)
-                .str());
       options.ringSize = number;
     } else if (key == "timer") {
       if (value == "low")
@@ -298,11 +306,15 @@ llvm::Error parseOptions(int argc, char **argv, Options &options) {
       options.stop = value.str();
     } else if (key == "ground-truth") {
       options.groundTruth = value != "off" && value != "0";
+    } else if (key == "log") {
+      if (llvm::Error error = needPowerOfTwo(1024))
+        return error;
+      options.logSize = number;
     } else {
       return llvm::createStringError(
           "unknown option '" + key +
           "' (dir, size, timer, noretcomp, psb-period, overflow-every, "
-          "max-insns, start, stop, ground-truth)");
+          "max-insns, start, stop, ground-truth, log)");
     }
   }
   if (options.dir.empty())
@@ -439,8 +451,15 @@ llvm::Error install(int argc, char **argv) {
     rec->clear(SlowNotTracing);
     header.recording = 1;
   }
-  if (options.groundTruth || options.writer.overflowEvery)
+  if (options.writer.overflowEvery)
     rec->set(SlowEveryInsn);
+  // Logged blocks are counted when they are written: a log of at most
+  // max-insns / 256 blocks (a few instructions each) keeps the limit about
+  // as close as the count batch does (a 64th).
+  if (options.maxInsns)
+    options.logSize = std::min<uint64_t>(
+        options.logSize,
+        std::max<uint64_t>(16, llvm::bit_floor(options.maxInsns / 256)));
   recorder = rec.release();
   // Publish the header last: a reader checks the magic first.
   std::memcpy(header.magic, kQemuRingMagic, sizeof(kQemuRingMagic));

@@ -88,6 +88,7 @@ void writeTruth(ThreadRecorder &thread) {
 /// Ends `thread`'s recording: the trace stops before `next` (0: before the
 /// pending block's last instruction, whose outcome is unknown).
 void finishThread(ThreadRecorder &thread, uint64_t next) {
+  drainLog(thread);
   if (thread.flags.deferring)
     abandonDeferred(thread);
   if (thread.flags.enabled && !thread.flags.failed) {
@@ -159,6 +160,10 @@ ThreadRecorder *registerThread() {
     return nullptr;
   }
   thread->writer = std::move(*writer);
+  // Not value-initialized: the pages are touched only as the log fills.
+  thread->logStorage.reset(new const BlockInfo *[rec.options.logSize]);
+  thread->log = thread->logStorage.get();
+  thread->logMask = rec.options.logSize - 1;
   thread->index = index;
   thread->slot = &rec.header->threads[index];
   thread->slot->tid = thread->tid;
@@ -231,10 +236,12 @@ void stopRecording(ThreadRecorder &self, uint64_t next) {
 
 /// Ends `thread`'s trace at `pc`, where the debugger stopped it.
 void flushToStop(ThreadRecorder &thread, uint64_t pc) {
-  if (pc == 0 || !thread.flags.running || !thread.flags.enabled ||
-      thread.flags.failed || thread.flags.deferring ||
-      __atomic_load_n(&thread.slot->state, __ATOMIC_ACQUIRE) !=
-          uint32_t(QemuThreadState::Running))
+  if (pc == 0 || __atomic_load_n(&thread.slot->state, __ATOMIC_ACQUIRE) !=
+                     uint32_t(QemuThreadState::Running))
+    return;
+  drainLog(thread);
+  if (!thread.flags.running || !thread.flags.enabled || thread.flags.failed ||
+      thread.flags.deferring)
     return;
   const BlockInfo *previous = thread.pending;
   thread.pending = nullptr;

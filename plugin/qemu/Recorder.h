@@ -102,6 +102,9 @@ struct Options {
   std::string stop;
   uint64_t maxInsns = 0;
   bool groundTruth = false;
+  /// Entries of each thread's block log (a power of two; log=): 64 MiB
+  /// of virtual memory, touched as the log fills.
+  uint64_t logSize = uint64_t(1) << 23;
 };
 
 /// A thread's state as the block callback's fast path needs it: together,
@@ -134,6 +137,12 @@ struct alignas(64) ThreadRecorder {
   /// Instructions not yet added to the slot and the recorder's total.
   uint64_t uncounted = 0;
   ThreadFlags flags;
+  /// The block log (drainLog): entries [tail, head) of `log`, indices
+  /// masked with `logMask` (Options::logSize - 1).
+  const BlockInfo **log = nullptr;
+  uint64_t head = 0;
+  uint64_t tail = 0;
+  uint64_t logMask = 0;
 
   uint64_t tid = 0;
   uint32_t index = 0; ///< Of the slot in the header's tables.
@@ -144,6 +153,11 @@ struct alignas(64) ThreadRecorder {
   const BlockInfo *interrupted = nullptr;
   uint64_t handler = 0;
   std::vector<Deferred> deferred;
+  std::unique_ptr<const BlockInfo *[]> logStorage;
+  /// Blocks written from the log and the PT bytes that made: the bytes a
+  /// block makes, for logFull's estimate.
+  uint64_t drainedBlocks = 0;
+  uint64_t drainedBytes = 0;
 };
 
 /// Recorder::slow bits.
@@ -151,7 +165,7 @@ enum SlowReason : uint32_t {
   SlowNotTracing = 1, ///< Before the start point, or nothing to record.
   SlowStopping = 2,   ///< The stop point or the limit was reached.
   SlowForked = 4,     ///< A forked child: the rings are the parent's.
-  SlowEveryInsn = 8,  ///< Ground truth or overflow injection (options).
+  SlowEveryInsn = 8,  ///< Overflow injection (an option).
 };
 
 /// Why blocks cannot take the fast path (Slow* bits): one word the block
@@ -243,6 +257,10 @@ void markLoss(ThreadRecorder &thread, uint64_t resume);
 void abandonDeferred(ThreadRecorder &thread);
 void onSyscall(ThreadRecorder &thread, int64_t number);
 void blockExecuted(unsigned int, void *userdata);
+/// Writes every logged block of `thread` (ThreadRecorder::log): by the
+/// thread itself, or by another with the thread held stopped (the stop
+/// flush, the exit). Every slow path calls it first.
+void drainLog(ThreadRecorder &thread);
 
 // QemuThreads.cpp: threads, the stop flush, the maps file.
 void setNote(const std::string &text);

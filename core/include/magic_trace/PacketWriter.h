@@ -154,6 +154,11 @@ public:
   /// returns false. A caller with its own fast path calls this, then
   /// stepRunWithPackets when it returns false.
   bool stepQuietly(uint64_t ip, uint64_t count, const ExecutedInsn &last);
+  /// stepQuietly for many runs in one loop (the QEMU recorder's block log):
+  /// the state it reads and updates is copied into the object, so a loop
+  /// keeps it in registers, and written back by commit(). Between creating
+  /// it and commit(), the writer takes no other call.
+  class QuietRuns;
   /// stepRun when stepQuietly declined the run.
   virtual llvm::Error stepRunWithPackets(uint64_t ip, uint64_t count,
                                          const ExecutedInsn &last) = 0;
@@ -223,44 +228,95 @@ protected:
   uint64_t afterLastPacket = 0;
 };
 
+class PacketWriter::QuietRuns {
+public:
+  __attribute__((always_inline)) explicit QuietRuns(PacketWriter &writer)
+      : writer(writer), expectedIp(writer.expectedIp),
+        tnt(writer.tntPayload | uint64_t(1) << writer.tntBits),
+        budget(writer.quietCycles > writer.cycles
+                   ? (writer.quietCycles - writer.cycles + kCpi - 1) / kCpi
+                   : 0) {}
+
+  /// stepQuietly on the copy: true when the run wrote no packet (the copy
+  /// updated), else false with nothing changed.
+  __attribute__((always_inline)) bool step(uint64_t ip, uint64_t count,
+                                           const ExecutedInsn &last) {
+    // runChecksPass: the run is where the trace is, and no PSB+, MTC or
+    // overflow is due before `last` (cycles + count * kCpi < quietCycles).
+    if (ip != expectedIp || unsigned(last.size) - 1 >= 15 ||
+        ran + count >= budget)
+      return false;
+    bool taken = last.nextIp != last.ip + last.size;
+    unsigned bit = 0; // The TNT bit `last` adds: 0 or 1.
+    if (last.branch <= BranchClass::DirectJump) {
+      // Other, CondBranch, DirectJump: most blocks, without a branch on
+      // which of the three (a jump table per block mispredicts).
+      static_assert(unsigned(BranchClass::Other) == 0 &&
+                    unsigned(BranchClass::CondBranch) == 1 &&
+                    unsigned(BranchClass::DirectJump) == 2);
+      bit = last.branch == BranchClass::CondBranch;
+      uint64_t next = (tnt << bit) | (taken & bit);
+      if (next >> writer.tntLimit) // The TNT would be full: a packet.
+        return false;
+      tnt = next;
+    } else if (last.branch == BranchClass::DirectCall) {
+      if (taken)
+        writer.returns.push(last.ip + last.size);
+    } else if (last.branch == BranchClass::Return) {
+      uint64_t next = (tnt << 1) | 1;
+      if (!writer.compressReturns || !writer.returns.topIs(last.nextIp) ||
+          next >> writer.tntLimit)
+        return false;
+      writer.returns.pop();
+      tnt = next;
+      bit = 1;
+    } else {
+      return false;
+    }
+    ran += count + 1;
+    expectedIp = last.nextIp;
+    if (bit)
+      lastBitAt = ran;
+    return true;
+  }
+
+  /// Instructions stepped so far.
+  uint64_t instructions() const { return ran; }
+
+  /// The copy back into the writer.
+  __attribute__((always_inline)) void commit() {
+    if (!ran)
+      return;
+    unsigned bits = 63 - __builtin_clzll(tnt);
+    writer.tntBits = bits;
+    writer.tntPayload = tnt ^ uint64_t(1) << bits;
+    writer.expectedIp = expectedIp;
+    if (lastBitAt)
+      writer.afterLastPacket = writer.stepped + lastBitAt;
+    writer.previousNeededPacket = lastBitAt == ran;
+    writer.stepped += ran;
+    writer.cycles += ran * kCpi;
+  }
+
+private:
+  static constexpr uint64_t kCpi = VirtualClock::cyclesPerInstruction;
+  PacketWriter &writer;
+  uint64_t expectedIp;
+  /// tntPayload's bits under a 1 bit at position tntBits: one word.
+  uint64_t tnt;
+  /// Instructions that fit before quietCycles.
+  uint64_t budget;
+  uint64_t ran = 0;       ///< Instructions stepped.
+  uint64_t lastBitAt = 0; ///< `ran` after the last run that added a bit.
+};
+
 __attribute__((always_inline)) inline bool
 PacketWriter::stepQuietly(uint64_t ip, uint64_t count,
                           const ExecutedInsn &last) {
-  if (!runChecksPass(ip, count, last))
+  QuietRuns runs(*this);
+  if (!runs.step(ip, count, last))
     return false;
-  bool taken = last.nextIp != last.ip + last.size;
-  unsigned bit = 0; // The TNT bit `last` adds: 0 or 1.
-  if (last.branch <= BranchClass::DirectJump) {
-    // Other, CondBranch, DirectJump: most blocks, without a branch on
-    // which of the three (a jump table per block mispredicts).
-    static_assert(unsigned(BranchClass::Other) == 0 &&
-                  unsigned(BranchClass::CondBranch) == 1 &&
-                  unsigned(BranchClass::DirectJump) == 2);
-    bit = last.branch == BranchClass::CondBranch;
-    if (tntBits + bit >= tntLimit)
-      return false;
-    tntPayload = (tntPayload << bit) | (taken & bit);
-  } else if (last.branch == BranchClass::DirectCall) {
-    if (taken)
-      returns.push(last.ip + last.size);
-  } else if (last.branch == BranchClass::Return) {
-    if (!compressReturns || !returns.topIs(last.nextIp) ||
-        tntBits + 1 >= tntLimit)
-      return false;
-    returns.pop();
-    tntPayload = (tntPayload << 1) | 1;
-    bit = 1;
-  } else {
-    return false;
-  }
-  tntBits += bit;
-  bool needsPacket = bit;
-  stepped += count + 1;
-  cycles += (count + 1) * VirtualClock::cyclesPerInstruction;
-  expectedIp = last.nextIp;
-  previousNeededPacket = needsPacket;
-  if (needsPacket)
-    afterLastPacket = stepped;
+  runs.commit();
   return true;
 }
 

@@ -24,6 +24,8 @@ struct QemuEngineOptions {
   /// temporary directory), removed after reading.
   std::string ringDir;
   bool groundTruth = true;
+  /// The plugin's log= (blocks per thread log); 0: its default.
+  uint64_t logBlocks = 0;
 };
 
 /// qemu-x86_64's path: `explicitPath` if given, else from PATH. Error (one

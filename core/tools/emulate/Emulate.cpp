@@ -88,6 +88,11 @@ static cl::opt<std::string> ringDir(
     cl::desc("Keep the QEMU engine's shared-memory rings here (default: a "
              "temporary directory in /dev/shm, removed)"),
     cl::value_desc("DIR"), cl::cat(category));
+static cl::opt<uint64_t> qemuLog(
+    "qemu-log",
+    cl::desc("Blocks in each thread's log in the QEMU engine (a power of two "
+             "of at least 1024; default: the plugin's)"),
+    cl::value_desc("BLOCKS"), cl::cat(category));
 static cl::list<std::string> programArgs(cl::Positional, cl::OneOrMore,
                                          cl::desc("-- PROGRAM ARGS..."),
                                          cl::cat(category));
@@ -194,6 +199,7 @@ int main(int argc, char **argv) {
   QemuEngineOptions engine;
   engine.qemuPath = qemuPath;
   engine.ringDir = ringDir;
+  engine.logBlocks = qemuLog;
   SmallString<256> plugin(sys::path::parent_path(sys::path::parent_path(
       sys::fs::getMainExecutable(argv[0], (void *)&fail))));
   sys::path::append(plugin, "lib", "libmagic-trace-qemu.so");

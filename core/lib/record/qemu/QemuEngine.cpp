@@ -123,6 +123,13 @@ emulateUnderQemu(const EmulateOptions &options,
     return std::move(error);
   if (llvm::Error error = checkPowerOfTwo(options.writer.bufferSize))
     return std::move(error);
+  if (engine.logBlocks &&
+      (engine.logBlocks < 1024 || (engine.logBlocks & (engine.logBlocks - 1))))
+    return llvm::createStringError(
+        llvm::formatv("--qemu-log {0} is not a power of two of at least 1024 "
+                      "(e.g. --qemu-log 4194304)",
+                      engine.logBlocks)
+            .str());
   if (options.writer.dialect.any())
     return llvm::createStringError(
         "--dialect is for the ptrace engine (use --engine ptrace)");
@@ -144,6 +151,8 @@ emulateUnderQemu(const EmulateOptions &options,
   if (options.writer.overflowEvery)
     pluginArg +=
         ",overflow-every=" + std::to_string(options.writer.overflowEvery);
+  if (engine.logBlocks)
+    pluginArg += ",log=" + std::to_string(engine.logBlocks);
   pluginArg += ",start=" + options.start;
   if (!options.stop.empty())
     pluginArg += ",stop=" + options.stop;
