@@ -457,17 +457,25 @@ bool dropOldest(ThreadRecorder &thread, uint64_t count) {
   thread.tail = ++tail;
   if (!thread.flags.ready() || !thread.pending)
     return false;
-  const BlockInfo *lostBlock = thread.pending;
+  // What each dropped block ran, as onBlock counts it: a REP iteration (or
+  // a block QEMU ended before its page-crossing last instruction) that the
+  // next block continues runs all but its last instruction.
   uint64_t lost = 0;
+  auto drop = [&](const BlockInfo &block, uint64_t next) {
+    size_t ran = block.count;
+    if ((block.lastIsRep || block.lastCrossesPage) && next == block.last().ip)
+      --ran;
+    recordTruth(thread, block, ran, next);
+    lost += ran;
+  };
+  const BlockInfo *lostBlock = thread.pending;
   for (uint64_t i = tail; i < tail + count - 1; ++i) {
     const BlockInfo &next = logged(thread, i);
-    recordTruth(thread, *lostBlock, lostBlock->count, next.start);
-    lost += lostBlock->count;
+    drop(*lostBlock, next.start);
     lostBlock = &next;
   }
   const BlockInfo &kept = logged(thread, tail + count - 1);
-  recordTruth(thread, *lostBlock, lostBlock->count, kept.start);
-  lost += lostBlock->count;
+  drop(*lostBlock, kept.start);
   thread.tail = tail + count - 1;
   thread.pending = nullptr;
   countInstructions(thread, lost);
