@@ -8,10 +8,11 @@ that what was recorded snapshots and that the session goes on.
    was recorded.
 2. stepper_sleep, stopped before the worker's sleep(2) with main in
    pthread_join: once every thread is blocked in the kernel (the stepper
-   waits for a step's deadline), the same request; then SBProcess's
-   SendAsyncInterrupt (what `process interrupt` sends), every 100 ms, on the
-   next run. Each must end `magic-trace continue` within a second, and the
-   run after them still reaches after_sleep and snapshots.
+   waits for a step's deadline), the same request; then, in a second
+   launch, SBProcess's SendAsyncInterrupt (what `process interrupt` sends),
+   every 100 ms. Each must end `magic-trace continue` within a second (two
+   for SendAsyncInterrupt), and the run after it still reaches after_sleep
+   and snapshots.
 """
 import sys
 import threading
@@ -69,16 +70,29 @@ with mt.Session(plugin=sys.argv[2]) as session:
     snapshot = session.snapshot(output="interrupted.fxt")
     print("snapshot errors:", snapshot["errors"], "path:", snapshot["path"])
 
-with mt.Session(plugin=sys.argv[2]) as session:
+
+def blocked_session():
+    """stepper_sleep stopped before the worker's sleep, recording: a fresh
+    session per case, so that each interrupt has the whole sleep to land in
+    (the sleep goes on while the process is stopped: one case's stop ate
+    into the next case's window, and on a loaded machine closed it)."""
+    session = mt.Session(plugin=sys.argv[2])
     session.launch(sys.argv[4], stop_at="before_sleep")
     session.attach(backend="emulate")
     session.snapshot_on(function="after_sleep", output="slept.fxt")
+    return session
+
+
+with blocked_session() as session:
     debugger = session.debugger
-    process = debugger.GetSelectedTarget().GetProcess()
     output, seconds = interrupted_run(session, 0.5, debugger.RequestInterrupt)
     debugger.CancelInterruptRequest()
     print("blocked, RequestInterrupt:", output.strip().splitlines()[-2],
           "within {} s: {}".format(BOUND, seconds < BOUND))
+
+with blocked_session() as session:
+    debugger = session.debugger
+    process = debugger.GetSelectedTarget().GetProcess()
     # LLDB drops an interrupt that arrives between two steps (the process is
     # stopped then): a script sends it until the run ends, as a user
     # repeats `process interrupt`.
