@@ -7,8 +7,8 @@
 # /usr/bin/time; the ratios are recording / plain QEMU (wall and CPU time,
 # user + sys) and instructions recorded per second, plus the share of them
 # the plugin dropped unwritten (docs/qemu.md, "The block log"), PT bytes per
-# instruction written and peak RSS. The floor is qemu-x86_64 with an empty callback
-# per executed block (libmagic-trace-qemu-floor.so, test/bench/qemu_floor):
+# instruction written and peak RSS. The floor is qemu-x86_64 with an empty
+# callback per executed block (libmagic-trace-qemu-floor.so, test/bench/qemu_floor):
 # what any plugin that sees every block pays; the recorder's own work is its
 # time minus the floor's. With MT_BENCH_BASELINE set to another build's
 # libmagic-trace-qemu.so, that plugin is measured in the same run too (the
@@ -119,7 +119,7 @@ run() {
     -v t="${best_wall[plugin]}" -v tc="${best_cpu[plugin]}" \
     -v i="$insns" -v p="$pt" -v d="$dropped" -v qr="${best_rss[plain]}" -v tr="${best_rss[plugin]}" 'BEGIN {
       printf "| %s | %.2f | %.2f (%.2f) | %.2f (%.2f) | %.2fx (%.2fx) | %.2f (%.2f) | %.2fx (%.2fx) | %.0f | %.0f M (%.0f M) | %.0f %% | %.3f | %.0f / %.0f |",
-        n, a, q, qc, f, fc, f / q, fc / qc, t, tc, t / q, tc / qc, i, i / t / 1e6, i / tc / 1e6, 100 * d / i, p / (i - d), qr / 1024, tr / 1024 }')
+        n, a, q, qc, f, fc, f / q, fc / qc, t, tc, t / q, tc / qc, i, i / t / 1e6, i / tc / 1e6, 100 * d / i, (i > d ? p / (i - d) : 0), qr / 1024, tr / 1024 }')
   if [ -n "$BASELINE" ]; then
     row=$row$(awk -v b="${best_wall[baseline]}" -v bc="${best_cpu[baseline]}" -v tc="${best_cpu[plugin]}" \
       'BEGIN { printf " %.2f (%.2f) | %.2fx |", b, bc, tc / bc }')

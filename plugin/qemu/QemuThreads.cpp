@@ -161,8 +161,7 @@ ThreadRecorder *registerThread() {
   }
   thread->writer = std::move(*writer);
   // Not value-initialized: the pages are touched only as the log fills.
-  thread->logStorage.reset(new const BlockInfo *[rec.options.logSize]);
-  thread->log = thread->logStorage.get();
+  thread->log.reset(new const BlockInfo *[rec.options.logSize]);
   thread->logMask = rec.options.logSize - 1;
   thread->index = index;
   thread->slot = &rec.header->threads[index];

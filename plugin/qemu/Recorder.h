@@ -139,7 +139,7 @@ struct alignas(64) ThreadRecorder {
   ThreadFlags flags;
   /// The block log (drainLog): entries [tail, head) of `log`, indices
   /// masked with `logMask` (Options::logSize - 1).
-  const BlockInfo **log = nullptr;
+  std::unique_ptr<const BlockInfo *[]> log;
   uint64_t head = 0;
   uint64_t tail = 0;
   uint64_t logMask = 0;
@@ -153,7 +153,6 @@ struct alignas(64) ThreadRecorder {
   const BlockInfo *interrupted = nullptr;
   uint64_t handler = 0;
   std::vector<Deferred> deferred;
-  std::unique_ptr<const BlockInfo *[]> logStorage;
   /// Blocks written from the log and the PT bytes that made: the bytes a
   /// block makes, for logFull's estimate.
   uint64_t drainedBlocks = 0;

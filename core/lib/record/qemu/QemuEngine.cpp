@@ -41,12 +41,15 @@ llvm::Expected<std::string> findQemu(llvm::StringRef explicitPath) {
 
 namespace {
 
-llvm::Error checkPowerOfTwo(uint64_t size) {
-  if (size < 4096 || (size & (size - 1)))
+/// `value` (`what`, as the user gave it) is a power of two of at least
+/// `least`; `example` is one that is.
+llvm::Error checkPowerOfTwo(uint64_t value, uint64_t least,
+                            llvm::StringRef what, llvm::StringRef example) {
+  if (value < least || (value & (value - 1)))
     return llvm::createStringError(
-        llvm::formatv("ring size {0} is not a power of two of at least 4096 "
-                      "(use e.g. 4194304)",
-                      size)
+        llvm::formatv("{0} {1} is not a power of two of at least {2} "
+                      "(use e.g. {3})",
+                      what, value, least, example)
             .str());
   return llvm::Error::success();
 }
@@ -121,15 +124,13 @@ emulateUnderQemu(const EmulateOptions &options,
   }
   if (llvm::Error error = checkX86_64Elf(program))
     return std::move(error);
-  if (llvm::Error error = checkPowerOfTwo(options.writer.bufferSize))
+  if (llvm::Error error = checkPowerOfTwo(options.writer.bufferSize, 4096,
+                                          "ring size", "4194304"))
     return std::move(error);
-  if (engine.logBlocks &&
-      (engine.logBlocks < 1024 || (engine.logBlocks & (engine.logBlocks - 1))))
-    return llvm::createStringError(
-        llvm::formatv("--qemu-log {0} is not a power of two of at least 1024 "
-                      "(e.g. --qemu-log 4194304)",
-                      engine.logBlocks)
-            .str());
+  if (engine.logBlocks)
+    if (llvm::Error error = checkPowerOfTwo(engine.logBlocks, 1024,
+                                            "--qemu-log", "--qemu-log 4194304"))
+      return std::move(error);
   if (options.writer.dialect.any())
     return llvm::createStringError(
         "--dialect is for the ptrace engine (use --engine ptrace)");
