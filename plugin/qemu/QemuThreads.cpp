@@ -79,6 +79,15 @@ void *mapSharedFile(const std::string &path, uint64_t size) {
 void writeTruth(ThreadRecorder &thread) {
   if (!recorder->options.groundTruth)
     return;
+  // Instruction indices (the lost ranges', the virtual clock's) are the
+  // writer's: they name the ground truth's instructions only while both
+  // counted the same ones.
+  if (thread.truth.insns.size() != thread.writer->instructions())
+    warn(llvm::formatv("thread {0}: the ground truth has {1} instructions, "
+                       "the trace {2} (a recorder bug: report it)",
+                       thread.tid, thread.truth.insns.size(),
+                       thread.writer->instructions())
+             .str());
   thread.truth.lost = thread.writer->lostInstructions();
   if (llvm::Error error =
           writeGroundTruth({thread.truth}, recorder->options.dir))
