@@ -10,8 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -62,85 +60,6 @@ void addStats(ModelStats &total, const ModelStats &part) {
   total.anchorInner += part.anchorInner;
   total.anchorConflicts += part.anchorConflicts;
   total.modelBytes += part.modelBytes;
-}
-
-/// Carries batches of items from a decode thread to a model thread. At most
-/// kQueued batches wait, so the decoder runs at most that far ahead and the
-/// items in flight stay a few MiB whatever the trace's size.
-class BatchQueue : public ItemSink {
-public:
-  void consume(llvm::ArrayRef<TraceItem> items,
-               llvm::ArrayRef<DecodeError> errors) override {
-    std::unique_lock<std::mutex> hold(lock);
-    changed.wait(hold, [&] { return batches.size() < kQueued; });
-    Batch batch;
-    // Reuse a consumed batch's storage: fresh pages cost a fault each.
-    if (!spare.empty()) {
-      batch.items = std::move(spare.back());
-      spare.pop_back();
-    }
-    hold.unlock();
-    batch.items.assign(items.begin(), items.end());
-    batch.errors.assign(errors.begin(), errors.end());
-    hold.lock();
-    batches.push_back(std::move(batch));
-    changed.notify_all();
-  }
-
-  /// No more batches will come.
-  void close() {
-    std::lock_guard<std::mutex> hold(lock);
-    closed = true;
-    changed.notify_all();
-  }
-
-  /// Hands every batch to `sink`, in order, until close().
-  void drainInto(ItemSink &sink) {
-    for (;;) {
-      Batch batch;
-      {
-        std::unique_lock<std::mutex> hold(lock);
-        changed.wait(hold, [&] { return !batches.empty() || closed; });
-        if (batches.empty())
-          return;
-        batch = std::move(batches.front());
-        batches.pop_front();
-        changed.notify_all();
-      }
-      sink.consume(batch.items, batch.errors);
-      batch.items.clear();
-      std::lock_guard<std::mutex> hold(lock);
-      spare.push_back(std::move(batch.items));
-    }
-  }
-
-private:
-  static constexpr size_t kQueued = 4;
-  struct Batch {
-    std::vector<TraceItem> items;
-    std::vector<DecodeError> errors;
-  };
-  std::mutex lock;
-  std::condition_variable changed;
-  std::deque<Batch> batches;
-  std::vector<std::vector<TraceItem>> spare;
-  bool closed = false;
-};
-
-/// Decodes snapshot thread `index` on a thread of its own while the caller
-/// feeds the batches to `model`: the two stages overlap.
-llvm::Expected<uint64_t> decodeAlongside(const SnapshotDecoder &decoder,
-                                         size_t index, ItemSink &model) {
-  BatchQueue queue;
-  std::optional<llvm::Expected<uint64_t>> decoded;
-  std::thread decoding([&] {
-    DecodeStats stats;
-    decoded.emplace(decoder.decodeThread(index, queue, stats));
-    queue.close();
-  });
-  queue.drainInto(model);
-  decoding.join();
-  return std::move(*decoded);
 }
 
 /// Workers when the caller asks for the default (0): the cores no other
@@ -213,7 +132,8 @@ buildModels(const Snapshot &snapshot, const SnapshotDecoder &decoder,
                                  shared ? &lock : nullptr);
       DecodeStats decodeStats;
       llvm::Expected<uint64_t> decoded =
-          overlap ? decodeAlongside(decoder, selected[i], builder)
+          overlap ? decoder.decodeThreadOverlapped(selected[i], builder,
+                                                   decodeStats)
                   : decoder.decodeThread(selected[i], builder, decodeStats);
       if (!decoded) {
         std::lock_guard<std::mutex> hold(lock);

@@ -25,6 +25,7 @@
 
 #include <cstring>
 #include <random>
+#include <thread>
 
 using namespace magic_trace;
 
@@ -277,6 +278,59 @@ TEST(Decoder, StreamedBatchesAreIdenticalToOneBatch) {
           ASSERT_TRUE(bool(streamed));
           expectSameItems(expected->threads[0], streamed->threads[0]);
         }
+      }
+    }
+  }
+}
+
+/// Collects what decodeThreadOverlapped hands over, checking that it is
+/// called on the thread that called it (the model builder is not shared).
+class CollectOnCaller : public ItemSink {
+public:
+  void consume(llvm::ArrayRef<TraceItem> items,
+               llvm::ArrayRef<DecodeError> errors) override {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    out.items.insert(out.items.end(), items.begin(), items.end());
+    out.errors.insert(out.errors.end(), errors.begin(), errors.end());
+  }
+  std::thread::id caller = std::this_thread::get_id();
+  ThreadDecode out;
+};
+
+TEST(Decoder, OverlappedDecodeIsIdenticalToSerial) {
+  // The decode runs on its own thread, batches cross to the caller and
+  // their storage comes back: every batch size from one item, damaged
+  // bytes (errors renumbered across batches) and PSBs everywhere.
+  for (unsigned psbEvery : {1u, 5u, 50u}) {
+    for (bool corrupt : {false, true}) {
+      SCOPED_TRACE("psbEvery " + std::to_string(psbEvery) +
+                   (corrupt ? ", corrupt" : ""));
+      Synthetic trace = makeTrace(300, psbEvery);
+      trace.snapshot.time = {0, 1, 0};
+      std::vector<uint8_t> &bytes = trace.snapshot.threads[0].bytes;
+      if (corrupt)
+        for (size_t i = bytes.size() / 3; i < bytes.size() / 3 + 40; ++i)
+          bytes[i] = static_cast<uint8_t>(i * 37);
+      auto expected = decodeSnapshot(trace.snapshot, options(1));
+      ASSERT_TRUE(bool(expected));
+      for (size_t batch : {size_t(1), size_t(3), size_t(1) << 16}) {
+        DecodeOptions streamed = options(1);
+        streamed.batchItems = batch;
+        auto decoder = SnapshotDecoder::create(trace.snapshot, streamed);
+        ASSERT_TRUE(bool(decoder));
+        CollectOnCaller sink;
+        DecodeStats stats;
+        auto instructions = (*decoder)->decodeThreadOverlapped(0, sink, stats);
+        ASSERT_TRUE(bool(instructions));
+        sink.out.instructions = *instructions;
+        expectSameItems(expected->threads[0], sink.out);
+        if (corrupt)
+          continue;
+        // And against what the trace's maker executed.
+        auto addresses =
+            expandInstructions(trace.snapshot, sink.out, options(1));
+        ASSERT_TRUE(bool(addresses));
+        EXPECT_EQ(*addresses, trace.truth);
       }
     }
   }

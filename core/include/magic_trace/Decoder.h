@@ -105,8 +105,19 @@ public:
   llvm::Expected<uint64_t> decodeThread(size_t index, ItemSink &sink,
                                         DecodeStats &stats) const;
 
+  /// decodeThread with libipt's block decoder on a thread of its own: the
+  /// buffer is decoded in one run there, while the caller's thread joins
+  /// the blocks, converts their times and feeds `sink`, so the sink's work
+  /// overlaps the decode. The batches move between the threads without a
+  /// copy, and at most four wait. The items and the order of the sink's
+  /// calls are decodeThread's with options.threads == 1.
+  llvm::Expected<uint64_t> decodeThreadOverlapped(size_t index, ItemSink &sink,
+                                                  DecodeStats &stats) const;
+
 private:
   SnapshotDecoder(const Snapshot &snapshot, const DecodeOptions &options);
+  llvm::Expected<uint64_t> decode(size_t index, ItemSink &sink,
+                                  DecodeStats &stats, bool overlap) const;
 
   const Snapshot &snapshot;
   DecodeOptions options;

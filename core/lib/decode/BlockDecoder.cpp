@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -538,6 +540,73 @@ private:
   ThreadDecode &out;
 };
 
+/// Carries the batches of a buffer decoded in one run from the thread
+/// running libipt to the thread that finishes them (decodeThreadOverlapped).
+/// The batches move: the decode thread gets the storage
+/// of a finished batch back, so items are neither copied nor written to
+/// fresh pages. At most kQueued batches wait.
+class BatchQueue {
+public:
+  explicit BatchQueue(size_t batchItems) : batchItems(batchItems) {}
+
+  /// Takes `piece`'s items and errors, waiting while kQueued batches wait;
+  /// leaves `piece` empty, with room for a batch unless it is the `last`.
+  void push(Piece &piece, bool last = false) {
+    Piece batch;
+    batch.items.swap(piece.items);
+    batch.errors.swap(piece.errors);
+    std::unique_lock<std::mutex> hold(lock);
+    changed.wait(hold, [&] { return batches.size() < kQueued; });
+    batches.push_back(std::move(batch));
+    if (!spare.empty()) {
+      piece.items.swap(spare.back());
+      spare.pop_back();
+    }
+    changed.notify_all();
+    hold.unlock();
+    if (!last)
+      piece.items.reserve(batchItems);
+  }
+
+  /// No more batches will come.
+  void close() {
+    std::lock_guard<std::mutex> hold(lock);
+    closed = true;
+    changed.notify_all();
+  }
+
+  /// The next batch into `out`; false once close() was called and every
+  /// batch was taken.
+  bool pop(Piece &out) {
+    std::unique_lock<std::mutex> hold(lock);
+    changed.wait(hold, [&] { return !batches.empty() || closed; });
+    if (batches.empty())
+      return false;
+    out = std::move(batches.front());
+    batches.pop_front();
+    changed.notify_all();
+    return true;
+  }
+
+  /// Gives a consumed batch's storage back to the decode thread.
+  void recycle(Piece &consumed) {
+    consumed.items.clear();
+    std::lock_guard<std::mutex> hold(lock);
+    if (spare.size() < kQueued)
+      spare.push_back(std::move(consumed.items));
+    consumed.items = {};
+  }
+
+private:
+  static constexpr size_t kQueued = 4;
+  size_t batchItems;
+  std::mutex lock;
+  std::condition_variable changed;
+  std::deque<Piece> batches;
+  std::vector<std::vector<TraceItem>> spare;
+  bool closed = false;
+};
+
 unsigned decodeThreads(const DecodeOptions &options) {
   if (options.threads)
     return options.threads;
@@ -589,6 +658,39 @@ SnapshotDecoder::create(const Snapshot &snapshot,
   return std::move(decoder);
 }
 
+namespace {
+
+/// decodeThreadOverlapped with one worker: the buffer decoded in one run on
+/// a thread of its own, its batches finished by `stream` on the caller's.
+Expected<uint64_t>
+decodeOneRunAlongside(const pt_config &config, const PtImage &image,
+                      const PsbTable &table, const DecodeOptions &options,
+                      ItemStream &stream, DecodeStats &stats) {
+  auto decoder = PieceDecoder::create(config, image, table);
+  if (!decoder)
+    return decoder.takeError();
+  size_t batch = std::max<size_t>(1, options.batchItems);
+  BatchQueue queue(batch);
+  (*decoder)->flush = [&](Piece &piece) { queue.push(piece); };
+  (*decoder)->batchItems = batch;
+  std::thread decoding([&] {
+    // From the first PSB to the end: a run that streams never hands off.
+    Piece last = (*decoder)->decodeFrom(0, table.offsets.size());
+    queue.push(last, /*last=*/true);
+    queue.close();
+  });
+  Piece piece;
+  while (queue.pop(piece)) {
+    stream.append(piece);
+    queue.recycle(piece);
+  }
+  decoding.join();
+  stats.chunks += 1;
+  return stream.finish();
+}
+
+} // namespace
+
 SnapshotDecoder::SnapshotDecoder(const Snapshot &snapshot,
                                  const DecodeOptions &options)
     : snapshot(snapshot), options(options) {}
@@ -598,6 +700,18 @@ SnapshotDecoder::~SnapshotDecoder() = default;
 Expected<uint64_t> SnapshotDecoder::decodeThread(size_t threadIndex,
                                                  ItemSink &sink,
                                                  DecodeStats &stats) const {
+  return decode(threadIndex, sink, stats, /*overlap=*/false);
+}
+
+Expected<uint64_t>
+SnapshotDecoder::decodeThreadOverlapped(size_t threadIndex, ItemSink &sink,
+                                        DecodeStats &stats) const {
+  return decode(threadIndex, sink, stats, /*overlap=*/true);
+}
+
+Expected<uint64_t> SnapshotDecoder::decode(size_t threadIndex, ItemSink &sink,
+                                           DecodeStats &stats,
+                                           bool overlap) const {
   const ThreadTrace &trace = snapshot.threads[threadIndex];
   if (trace.bytes.empty())
     return 0;
@@ -618,15 +732,17 @@ Expected<uint64_t> SnapshotDecoder::decodeThread(size_t threadIndex,
 
   ItemStream stream(sink, snapshot.time, options.batchItems,
                     [&config] { return hasTscPacket(config); });
+  if (overlap)
+    return decodeOneRunAlongside(config, *image, table, options, stream, stats);
   unsigned threads = decodeThreads(options);
   std::vector<size_t> starts =
       pieceStarts(table, trace.bytes.size(), threads, options);
-  std::vector<Piece> pieces(starts.size());
-  std::vector<Error> failures;
   auto boundaryAfter = [&](size_t start) {
     auto next = std::upper_bound(starts.begin(), starts.end(), start);
     return next == starts.end() ? psbs.size() : *next;
   };
+  std::vector<Piece> pieces(starts.size());
+  std::vector<Error> failures;
 
   // Decode every piece, on up to `threads` workers. One piece (one worker)
   // streams into `stream` as it is decoded; parallel pieces are held until
