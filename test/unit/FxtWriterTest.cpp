@@ -514,6 +514,27 @@ TEST(TraceModel, ValidateModelAcceptsExactlyTheValidModels) {
   EXPECT_LT(valid, 3900);
 }
 
+TEST(TraceModel, ValidateModelFollowsDeepStacks) {
+  // A chain 3000 frames deep (past the stack validateModel starts with),
+  // then a sibling of the outermost frame's child; broken at the bottom
+  // or not, and the broken one must be caught.
+  for (bool broken : {false, true}) {
+    ModelBuilder b;
+    Segment &seg = ModelBuilder::segment(b.thread(1), 0, 10000);
+    const uint32_t depth = 3000;
+    for (uint32_t i = 0; i < depth; ++i)
+      b.frame(seg, "f", i, 10000 - i - 1,
+              i ? uint32_t(i - 1) : Frame::NoParent);
+    // The innermost frame's child ends past it when broken.
+    b.frame(seg, "g", depth, broken ? 10000 - depth + 5 : depth + 1, depth - 1);
+    // A second child of frame 0, after the first one ended.
+    b.frame(seg, "h", 9998, 9998, 0);
+    llvm::Error err = validateModel(b.model);
+    EXPECT_EQ(bool(err), broken);
+    llvm::consumeError(std::move(err));
+  }
+}
+
 TEST(FrameKind, NamesAreStable) {
   EXPECT_STREQ(frameKindName(FrameKind::Physical), "physical");
   EXPECT_STREQ(frameKindName(FrameKind::DecodeError), "decode-error");
