@@ -24,7 +24,7 @@
 # MT_BENCH_LLDB_VMEM_GB (address-space cap for lldb, 14), MT_BENCH_DOC,
 # MT_BENCH_REALPT (the real-hardware bundle, ../shared/realpt/mruby; skipped
 # when missing), MT_BENCH_QEMU_INSNS (30000000; 0 skips the QEMU bundle),
-# MT_BENCH_PIPELINE_RUNS (3: full-pipeline runs per thread count, median),
+# MT_BENCH_PIPELINE_RUNS (5: full-pipeline runs per thread count, median),
 # PERF (perf).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,7 +44,7 @@ LLVM_SYMBOLIZER=${LLVM_SYMBOLIZER:-llvm-symbolizer-22}
 PERF=${PERF:-perf}
 REALPT=${MT_BENCH_REALPT:-../shared/realpt/mruby}
 QEMU_INSNS=${MT_BENCH_QEMU_INSNS:-30000000}
-PIPELINE_RUNS=${MT_BENCH_PIPELINE_RUNS:-3}
+PIPELINE_RUNS=${MT_BENCH_PIPELINE_RUNS:-5}
 
 die() {
   echo "bench.sh: error: $*" >&2
@@ -235,15 +235,23 @@ stages() {
   # Floors inside every pipeline row: writing the same .fxt bytes to a new
   # file (dd, reading them from the page cache), and starting the process
   # (its libraries, libLLVM's 55 MiB among them, with nothing to do).
+  # Medians of PIPELINE_RUNS, as the rows they are part of.
+  local writes=() starts=()
+  for ((i = 0; i < PIPELINE_RUNS; i++)); do
+    rm -f "$TMP/$bundle.copy.fxt"
+    run "write floor $bundle" /dev/null dd if="$TMP/$bundle.1.fxt" \
+      of="$TMP/$bundle.copy.fxt" bs=1M status=none
+    must "dd of the .fxt of $bundle"
+    writes+=("$WALL $CPU $RSS")
+    run "start floor $bundle" /dev/null "$BIN/magic-trace-decode" --help
+    must "magic-trace-decode --help"
+    starts+=("$WALL $CPU $RSS")
+  done
   rm -f "$TMP/$bundle.copy.fxt"
-  run "write floor $bundle" /dev/null dd if="$TMP/$bundle.1.fxt" \
-    of="$TMP/$bundle.copy.fxt" bs=1M status=none
-  must "dd of the .fxt of $bundle"
-  row "floor: write the same .fxt (dd)" "$bundle" 1 "$bundle" "$(($(stat -c %s "$TMP/$bundle.1.fxt") / 1048576)) MiB"
-  rm -f "$TMP/$bundle.copy.fxt"
-  run "start floor $bundle" /dev/null "$BIN/magic-trace-decode" --help
-  must "magic-trace-decode --help"
-  row "floor: start the process (--help)" "$bundle" 1 "$bundle"
+  read -r WALL CPU RSS <<<"$(median_run "${writes[@]}")"
+  row "floor: write the same .fxt (dd)" "$bundle" 1 "$bundle" "median of $PIPELINE_RUNS; $(($(stat -c %s "$TMP/$bundle.1.fxt") / 1048576)) MiB"
+  read -r WALL CPU RSS <<<"$(median_run "${starts[@]}")"
+  row "floor: start the process (--help)" "$bundle" 1 "$bundle" "median of $PIPELINE_RUNS"
   MODEL_BPI[$bundle]=$(sed -n 's/.*model [0-9]* bytes (\([0-9.]*\) per instruction).*/\1/p' "$TMP/pipeline.out")
   MODEL_BYTES[$bundle]=$(sed -n 's/.*model \([0-9]*\) bytes.*/\1/p' "$TMP/pipeline.out")
 }
@@ -439,7 +447,7 @@ speed_goals() {
     echo "  - pipeline, 2 threads <= 1.0x the raw loop (wall): $(ratio "$w2" "$base"): $(verdict "$(quotient "$w2" "$base")" "<=" 1.0); 2 threads vs 1 thread: wall $(ratio "$w2" "$w1"), CPU $(ratio "$c2" "$c1")."
     read -r fw fc _ < <(find_row "floor: write the same .fxt (dd)" "$bundle" 1)
     read -r sw sc _ < <(find_row "floor: start the process (--help)" "$bundle" 1)
-    echo "  - floors inside those ratios: writing the same .fxt alone takes $(ratio "$fw" "$base") the raw loop's wall time ($(ratio "$fc" "$cbase") its CPU), starting the process $(ratio "$sw" "$base") ($(ratio "$sc" "$cbase"))."
+    echo "  - floors inside those ratios: writing the same .fxt alone takes $(ratio "$fw" "$base") the raw loop's wall time ($(ratio "$fc" "$cbase") its CPU), starting the process $(ratio "$sw" "$base") ($(ratio "$sc" "$cbase")); with libipt's own loop, $(awk -v b="$base" -v f="$fw" -v s="$sw" 'BEGIN { if (b > 0) printf "%.2fx", (b + f + s) / b }') the wall time ($(awk -v b="$cbase" -v f="$fc" -v s="$sc" 'BEGIN { if (b > 0) printf "%.2fx", (b + f + s) / b }') the CPU) before any decode bookkeeping, symbolization, model or FXT encoding."
     echo "  - the default never slower than 1 thread: default vs 1 thread, wall $(ratio "$w0" "$w1"), CPU $(ratio "$c0" "$c1"): $(verdict "$(quotient "$w0" "$w1")" "<=" 1.05) (wall within 5 %, the noise of two medians of the same code)."
     if [ "${PERF_LINES[$bundle]:-0}" = 0 ]; then
       echo "  - >= 3x faster than \`perf script --itrace=cr\`: not comparable: perf printed nothing for this bundle (see its rows)."
