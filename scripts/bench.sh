@@ -6,7 +6,7 @@
 #   2. repeats its PT into a >= 10 M-instruction bundle ("10M"), the same as
 #      two threads ("10Mx2", for the parallel thread models) and a wrapped
 #      4 MiB ring ("wrap4M") with magic-trace-decode-bench --save;
-#   3. times whole processes with /usr/bin/time (wall, user+sys CPU, peak
+#   3. times whole processes with scripts/timeit.py (wall, user+sys CPU, peak
 #      RSS): the raw libipt block-decoder loop (the baseline) vs our decode,
 #      decode+symbolize and the full pipeline to .fxt, 1 and 2 threads, and
 #      Linux perf's `perf script --itrace=cr` and `--call-trace` on the same
@@ -57,7 +57,6 @@ for tool in magic-trace-emulate magic-trace-decode magic-trace-decode-bench \
   [ -x "$BIN/$tool" ] || die "$BIN/$tool is missing (run ./scripts/build.sh)"
 done
 [ -x "$PROGRAM" ] || die "$PROGRAM is missing (run ./scripts/build.sh)"
-[ -x /usr/bin/time ] || die "/usr/bin/time is missing (apt-get install time)"
 command -v "$LLDB" >/dev/null || die "$LLDB not found (set LLDB=...)"
 command -v "$LLVM_SYMBOLIZER" >/dev/null ||
   die "$LLVM_SYMBOLIZER not found (set LLVM_SYMBOLIZER=...)"
@@ -74,7 +73,8 @@ ROWS=()
 # Baselines (wall, cpu) per group, for the ratio columns.
 declare -A BASE_WALL BASE_CPU
 
-# run NAME OUTFILE CMD...: runs CMD under /usr/bin/time; sets WALL CPU RSS
+# run NAME OUTFILE CMD...: runs CMD under scripts/timeit.py (what
+# /usr/bin/time -f '%e %U %S %M' says, at 1 ms); sets WALL CPU RSS
 # and STATUS (exit status; 124 = timeout). stdout -> OUTFILE, stderr kept in
 # $TMP/last.err.
 run() {
@@ -82,14 +82,15 @@ run() {
   shift 2
   echo "  running: $name" >&2
   STATUS=0
-  /usr/bin/time -f '%e %U %S %M' -o "$TMP/time" "$@" >"$out" 2>"$TMP/last.err" ||
+  rm -f "$TMP/time"
+  # No writeback of earlier runs' output under way: it competes for the
+  # cores (wrap4M's 2-worker runs took 2.2x the default's, the same code,
+  # with a GiB of earlier .fxt files being written back).
+  sync
+  python3 scripts/timeit.py "$TMP/time" "$@" >"$out" 2>"$TMP/last.err" ||
     STATUS=$?
   read -r WALL user sys RSS <"$TMP/time" || die "no timing for $name"
-  # /usr/bin/time writes "Command exited with non-zero status N" first.
-  if ! [[ $WALL =~ ^[0-9.]+$ ]]; then
-    read -r WALL user sys RSS < <(tail -n 1 "$TMP/time")
-  fi
-  CPU=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
+  CPU=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.3f", u + s }')
 }
 
 # must NAME: fails the script with the command's stderr unless STATUS is 0.
@@ -252,6 +253,7 @@ stages() {
   row "floor: write the same .fxt (dd)" "$bundle" 1 "$bundle" "median of $PIPELINE_RUNS; $(($(stat -c %s "$TMP/$bundle.1.fxt") / 1048576)) MiB"
   read -r WALL CPU RSS <<<"$(median_run "${starts[@]}")"
   row "floor: start the process (--help)" "$bundle" 1 "$bundle" "median of $PIPELINE_RUNS"
+  rm -f "$TMP/$bundle".[012].fxt
   MODEL_BPI[$bundle]=$(sed -n 's/.*model [0-9]* bytes (\([0-9.]*\) per instruction).*/\1/p' "$TMP/pipeline.out")
   MODEL_BYTES[$bundle]=$(sed -n 's/.*model \([0-9]*\) bytes.*/\1/p' "$TMP/pipeline.out")
 }
@@ -543,7 +545,8 @@ fi
   echo
   echo "## Results"
   echo
-  echo "Each row is one whole process under \`/usr/bin/time\` (load, decode, output, exit), run once,"
+  echo "Each row is one whole process under \`scripts/timeit.py\` (wall, user+sys CPU and peak RSS as"
+  echo "\`/usr/bin/time\` reports them, at 1 ms; load, decode, output, exit), run once,"
   echo "except the raw loop and the full pipeline: $PIPELINE_RUNS runs each (the pipeline's 1- and 2-thread runs"
   echo "alternating, so both see the same load), and the row is the run with the median wall time."
   echo "Ratios are against the first row of the group: the raw libipt block-decoder loop on the same"
