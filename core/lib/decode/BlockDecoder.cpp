@@ -660,8 +660,8 @@ SnapshotDecoder::create(const Snapshot &snapshot,
 
 namespace {
 
-/// decodeThreadOverlapped with one worker: the buffer decoded in one run on
-/// a thread of its own, its batches finished by `stream` on the caller's.
+/// decodeThreadOverlapped: the buffer decoded in one run on a thread of its
+/// own, its batches finished by `stream` on the caller's.
 Expected<uint64_t>
 decodeOneRunAlongside(const pt_config &config, const PtImage &image,
                       const PsbTable &table, const DecodeOptions &options,
