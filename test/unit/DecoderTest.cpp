@@ -253,9 +253,25 @@ TEST(Decoder, ParallelDecodeIsIdenticalToSerial) {
   }
 }
 
+/// Collects what decodeThreadOverlapped hands over, checking that it is
+/// called on the thread that called it (the model builder is not shared).
+class CollectOnCaller : public ItemSink {
+public:
+  void consume(llvm::ArrayRef<TraceItem> items,
+               llvm::ArrayRef<DecodeError> errors) override {
+    EXPECT_EQ(std::this_thread::get_id(), caller);
+    out.items.insert(out.items.end(), items.begin(), items.end());
+    out.errors.insert(out.errors.end(), errors.begin(), errors.end());
+  }
+  std::thread::id caller = std::this_thread::get_id();
+  ThreadDecode out;
+};
+
 TEST(Decoder, StreamedBatchesAreIdenticalToOneBatch) {
   // Batch boundaries fall between every pair of items (and inside the
   // join and time stages' hold-back); decode errors renumber across them.
+  // Overlapped, the decode runs on its own thread, batches cross to the
+  // caller and their storage comes back.
   for (unsigned psbEvery : {1u, 5u, 50u}) {
     for (bool corrupt : {false, true}) {
       SCOPED_TRACE("psbEvery " + std::to_string(psbEvery) +
@@ -279,41 +295,8 @@ TEST(Decoder, StreamedBatchesAreIdenticalToOneBatch) {
           expectSameItems(expected->threads[0], streamed->threads[0]);
         }
       }
-    }
-  }
-}
-
-/// Collects what decodeThreadOverlapped hands over, checking that it is
-/// called on the thread that called it (the model builder is not shared).
-class CollectOnCaller : public ItemSink {
-public:
-  void consume(llvm::ArrayRef<TraceItem> items,
-               llvm::ArrayRef<DecodeError> errors) override {
-    EXPECT_EQ(std::this_thread::get_id(), caller);
-    out.items.insert(out.items.end(), items.begin(), items.end());
-    out.errors.insert(out.errors.end(), errors.begin(), errors.end());
-  }
-  std::thread::id caller = std::this_thread::get_id();
-  ThreadDecode out;
-};
-
-TEST(Decoder, OverlappedDecodeIsIdenticalToSerial) {
-  // The decode runs on its own thread, batches cross to the caller and
-  // their storage comes back: every batch size from one item, damaged
-  // bytes (errors renumbered across batches) and PSBs everywhere.
-  for (unsigned psbEvery : {1u, 5u, 50u}) {
-    for (bool corrupt : {false, true}) {
-      SCOPED_TRACE("psbEvery " + std::to_string(psbEvery) +
-                   (corrupt ? ", corrupt" : ""));
-      Synthetic trace = makeTrace(300, psbEvery);
-      trace.snapshot.time = {0, 1, 0};
-      std::vector<uint8_t> &bytes = trace.snapshot.threads[0].bytes;
-      if (corrupt)
-        for (size_t i = bytes.size() / 3; i < bytes.size() / 3 + 40; ++i)
-          bytes[i] = static_cast<uint8_t>(i * 37);
-      auto expected = decodeSnapshot(trace.snapshot, options(1));
-      ASSERT_TRUE(bool(expected));
       for (size_t batch : {size_t(1), size_t(3), size_t(1) << 16}) {
+        SCOPED_TRACE("overlapped, batch " + std::to_string(batch));
         DecodeOptions streamed = options(1);
         streamed.batchItems = batch;
         auto decoder = SnapshotDecoder::create(trace.snapshot, streamed);

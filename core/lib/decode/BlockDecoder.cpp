@@ -737,12 +737,12 @@ Expected<uint64_t> SnapshotDecoder::decode(size_t threadIndex, ItemSink &sink,
   unsigned threads = decodeThreads(options);
   std::vector<size_t> starts =
       pieceStarts(table, trace.bytes.size(), threads, options);
+  std::vector<Piece> pieces(starts.size());
+  std::vector<Error> failures;
   auto boundaryAfter = [&](size_t start) {
     auto next = std::upper_bound(starts.begin(), starts.end(), start);
     return next == starts.end() ? psbs.size() : *next;
   };
-  std::vector<Piece> pieces(starts.size());
-  std::vector<Error> failures;
 
   // Decode every piece, on up to `threads` workers. One piece (one worker)
   // streams into `stream` as it is decoded; parallel pieces are held until
