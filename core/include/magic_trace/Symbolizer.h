@@ -41,7 +41,11 @@ struct SymbolRange {
   /// The physical function's entry address (runtime), 0 if unknown. Used to
   /// tell a jump into another function's entry (tail call) from a local jump.
   uint64_t functionEntry = 0;
-  StringId module = 0;             ///< Module path.
+  StringId module = 0; ///< Module path.
+  /// Runtime address minus the module's file address here (the file's own
+  /// addresses: what llvm-symbolizer --obj and objdump take); for a module
+  /// whose file cannot be read, its load address. Names unknown code.
+  uint64_t fileBias = 0;
   std::vector<SymbolFrame> frames; ///< Outermost (physical) first.
   bool fromDebugInfo = false;      ///< False: symbol table or unknown.
   /// No symbol, DWARF or FDE covers the range: its one frame is

@@ -16,7 +16,10 @@
 #include "ModelInternal.h"
 #include "RangeSites.h"
 
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Path.h"
 
 #include <algorithm>
 #include <memory>
@@ -141,8 +144,11 @@ private:
     return id;
   }
   uint32_t newRootOrOuter(const Frame &frame, bool outer);
+  /// `callTarget`: the address a call entered it at (0: not by a call).
   void pushPhysical(const RangeInfo &range, uint64_t time, bool inferred,
-                    bool outer = false, uint64_t returnAddress = 0);
+                    bool outer = false, uint64_t returnAddress = 0,
+                    uint64_t callTarget = 0);
+  SiteId unknownEntrySite(const RangeInfo &range, uint64_t entry);
   __attribute__((always_inline)) void pushInlined(const RangeInfo &range,
                                                   size_t from, uint64_t time,
                                                   bool inferred,
@@ -190,6 +196,8 @@ private:
   StringTable &strings;
   std::mutex *stringsLock;
   StringId syscallName = 0, untracedName = 0, overflowName = 0;
+  /// Sites of unknown code by the entry a call named (unknownEntrySite).
+  llvm::DenseMap<uint64_t, SiteId> unknownEntries;
 
   // The open segment (frames in creation order), if any.
   bool inSegment = false;
@@ -374,7 +382,7 @@ void SegmentBuilder::enter(const RangeInfo &range, Transfer how,
     // pushes a frame but no return address: nothing returns to it (the
     // SDM's RET-compression rules leave such calls out too).
     pushPhysical(range, time, /*inferred=*/false, /*outer=*/false,
-                 address == callReturnAddress ? 0 : callReturnAddress);
+                 address == callReturnAddress ? 0 : callReturnAddress, address);
     return;
   case Transfer::Return:
     enterByReturn(range, address, time);
@@ -492,11 +500,45 @@ uint32_t SegmentBuilder::newRootOrOuter(const Frame &frame, bool outer) {
   return id;
 }
 
+/// Code no symbol, DWARF or FDE covers is one range, so its name is one for
+/// every function in it: a real-hardware trace of a stripped image
+/// (../shared/realpt/mruby) showed 333 call targets under one name. A call
+/// says where a function begins, so a frame a call enters there is named by
+/// its entry, as .eh_frame's functions are: "module+0xENTRY" (the file
+/// address), or "[unknown @ 0xENTRY]" outside every module. Identity (the
+/// open frame's function) stays the range's: the same rules as before.
+SiteId SegmentBuilder::unknownEntrySite(const RangeInfo &range,
+                                        uint64_t entry) {
+  auto [found, added] = unknownEntries.try_emplace(entry, 0);
+  if (!added)
+    return found->second;
+  const SymbolRange &symbols = *range.range;
+  std::string name;
+  {
+    std::unique_lock<std::mutex> hold;
+    if (stringsLock)
+      hold = std::unique_lock<std::mutex>(*stringsLock);
+    llvm::StringRef module =
+        symbols.module ? strings.get(symbols.module) : llvm::StringRef();
+    if (module.empty())
+      name = "[unknown @ 0x" + llvm::utohexstr(entry, true) + "]";
+    else
+      name = llvm::sys::path::filename(module).str() + "+0x" +
+             llvm::utohexstr(entry - symbols.fileBias, true);
+  }
+  FrameSite site = siteForRange(symbols, 0);
+  site.name = intern(name);
+  site.address = entry;
+  return found->second = model.sites.intern(site);
+}
+
 void SegmentBuilder::pushPhysical(const RangeInfo &range, uint64_t time,
                                   bool inferred, bool outer,
-                                  uint64_t returnAddress) {
+                                  uint64_t returnAddress, uint64_t callTarget) {
   Frame frame;
-  frame.site = ranges.site(range, 0);
+  frame.site = range.unknown && callTarget != 0
+                   ? unknownEntrySite(range, callTarget)
+                   : ranges.site(range, 0);
   frame.begin = frame.end = time;
   frame.inferred = inferred;
   inferredCount += inferred;

@@ -177,6 +177,8 @@ private:
     range.module = strings.intern(module.path);
     range.begin = mapping->begin;
     range.end = mapping->end;
+    range.fileBias = mapping->object ? mapping->begin - mapping->fileBegin
+                                     : module.loadAddress;
     if (!mapping->object) {
       ++stats.distinctRanges;
       range.frames.push_back(unknownFrame(range.begin, module.path));
