@@ -37,6 +37,7 @@ ThreadSummary summarize(const ThreadModel &thread, const ThreadStop *stop,
   ThreadSummary summary;
   summary.tid = thread.tid;
   summary.instructions = thread.instructions;
+  summary.estimatedInstructions = thread.estimatedInstructions;
   summary.calls = thread.calls;
   summary.errors = thread.errors;
   summary.traceBytes = bytes;
@@ -235,7 +236,7 @@ llvm::Expected<TraceFormat> parseTraceFormat(llvm::StringRef name) {
 }
 
 llvm::Error writeTrace(const PipelineResult &result, llvm::StringRef path,
-                       TraceFormat format) {
+                       TraceFormat format, const FxtOptions &fxt) {
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
   if (ec)
@@ -244,7 +245,7 @@ llvm::Error writeTrace(const PipelineResult &result, llvm::StringRef path,
   llvm::Error error = llvm::Error::success();
   switch (format) {
   case TraceFormat::Fxt:
-    error = writeFxt(result.model, os);
+    error = writeFxt(result.model, os, fxt);
     break;
   case TraceFormat::ChromeJson:
     error = writeChromeJson(result.model, os);
@@ -269,14 +270,15 @@ llvm::Error writeTrace(const PipelineResult &result, llvm::StringRef path,
 llvm::json::Value summaryJson(const PipelineResult &result) {
   llvm::json::Array threads;
   for (const ThreadSummary &thread : result.threads)
-    threads.push_back(
-        llvm::json::Object{{"tid", int64_t(thread.tid)},
-                           {"spanNs", int64_t(thread.endNs - thread.beginNs)},
-                           {"instructions", int64_t(thread.instructions)},
-                           {"calls", int64_t(thread.calls)},
-                           {"errors", int64_t(thread.errors)},
-                           {"traceBytes", int64_t(thread.traceBytes)},
-                           {"triggered", thread.triggered}});
+    threads.push_back(llvm::json::Object{
+        {"tid", int64_t(thread.tid)},
+        {"spanNs", int64_t(thread.endNs - thread.beginNs)},
+        {"instructions", int64_t(thread.instructions)},
+        {"estimatedInstructions", int64_t(thread.estimatedInstructions)},
+        {"calls", int64_t(thread.calls)},
+        {"errors", int64_t(thread.errors)},
+        {"traceBytes", int64_t(thread.traceBytes)},
+        {"triggered", thread.triggered}});
   llvm::json::Array problems;
   for (const std::string &problem : result.moduleProblems)
     problems.push_back(problem);

@@ -422,6 +422,12 @@ std::string snapshotLine(const SnapshotRecord &record) {
        << formatDuration(thread->endNs - thread->beginNs) << ", "
        << withCommas(thread->calls) << " calls, " << withCommas(thread->errors)
        << " errors";
+  if (thread) {
+    std::string note =
+        estimatedTimesNote(thread->estimatedInstructions, thread->instructions);
+    if (!note.empty())
+      os << ", " << note;
+  }
   if (!record.path.empty())
     os << " -> " << record.path << " (open in ui.perfetto.dev)";
   return line;

@@ -2,7 +2,10 @@
 //
 // Validates a Fuchsia trace (.fxt or .fxt.gz) with the test reader and prints
 // a one-line summary, or the first error; `--dump` also prints every event,
-// one per line, for FileCheck.
+// one per line, for FileCheck, indented by Perfetto's nesting;
+// `--perfetto-tree` prints only the complete events as "TID DEPTH NAME".
+// Fails when Perfetto's slice tracker would nest the slices otherwise than
+// the file means (FxtReader.h, perfettoDepths).
 //
 //===----------------------------------------------------------------------===//
 #include "FxtReader.h"
@@ -11,6 +14,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <cstring>
 
 using namespace magic_trace::fxt_test;
@@ -60,26 +64,38 @@ void dump(llvm::raw_ostream &os, const FxtTrace &trace) {
     if (event.type == EventType::DurationComplete)
       os << ".." << event.endTimestamp;
     os << ' ';
-    os.indent(2 * event.depth) << event.name;
+    os.indent(2 * std::max(0, event.perfettoDepth)) << event.name;
     for (const FxtArg &arg : event.args)
       printArg(os, arg);
     os << '\n';
   }
 }
 
+/// One line per complete event, "TID DEPTH NAME", DEPTH as Perfetto nests
+/// it: what a comparison with the text tree reads.
+void perfettoTree(llvm::raw_ostream &os, const FxtTrace &trace) {
+  for (const FxtEvent &event : trace.events)
+    if (event.type == EventType::DurationComplete)
+      os << event.tid << ' ' << event.perfettoDepth << ' ' << event.name
+         << '\n';
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
-  bool dumpEvents = false;
+  bool dumpEvents = false, tree = false;
   const char *path = nullptr;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--dump") == 0)
       dumpEvents = true;
+    else if (std::strcmp(argv[i], "--perfetto-tree") == 0)
+      tree = true;
     else if (!path)
       path = argv[i];
   }
   if (!path) {
-    llvm::errs() << "usage: magic-trace-fxt-check [--dump] FILE.fxt[.gz]\n";
+    llvm::errs() << "usage: magic-trace-fxt-check [--dump|--perfetto-tree] "
+                    "FILE.fxt[.gz]\n";
     return 2;
   }
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
@@ -109,11 +125,24 @@ int main(int argc, char **argv) {
                  << '\n';
     return 1;
   }
-  llvm::outs() << "fxt ok: " << trace->records << " records, "
-               << trace->stringRecords << " strings, "
-               << trace->threadsWithEvents << " threads, "
-               << trace->events.size() << " events\n";
-  if (dumpEvents)
-    dump(llvm::outs(), *trace);
+  if (tree) {
+    perfettoTree(llvm::outs(), *trace);
+  } else {
+    llvm::outs() << "fxt ok: " << trace->records << " records, "
+                 << trace->stringRecords << " strings, "
+                 << trace->threadsWithEvents << " threads, "
+                 << trace->events.size() << " events\n";
+    if (dumpEvents)
+      dump(llvm::outs(), *trace);
+  }
+  // What Perfetto draws must be the file's nesting (docs/formats.md).
+  if (trace->perfettoDropped || trace->perfettoMisnested) {
+    llvm::errs() << "error: " << path << ": Perfetto's slice tracker would "
+                 << "drop " << trace->perfettoDropped << " and misplace "
+                 << trace->perfettoMisnested
+                 << " slices (zero-length slices at one timestamp stack; a "
+                    "slice overlapping an open one is dropped)\n";
+    return 1;
+  }
   return 0;
 }

@@ -87,6 +87,7 @@ public:
     }
     if (trace.records == 0)
       return fail("empty trace");
+    perfettoNesting();
     for (auto &[thread, state] : threads)
       for (const OpenDuration &open : state.stack)
         if (open.fromBegin)
@@ -225,6 +226,7 @@ private:
       return err;
     strings[index] = std::move(value);
     ++trace.stringRecords;
+    trace.stringWords += recordEnd - recordBegin;
     return llvm::Error::success();
   }
 
@@ -347,6 +349,34 @@ private:
     return llvm::Error::success();
   }
 
+  /// Each thread's complete and instant events as Perfetto nests them.
+  void perfettoNesting() {
+    std::map<std::pair<uint64_t, uint64_t>, std::vector<size_t>> byThread;
+    for (size_t i = 0; i < trace.events.size(); ++i) {
+      EventType type = trace.events[i].type;
+      if (type == EventType::DurationComplete || type == EventType::Instant)
+        byThread[{trace.events[i].pid, trace.events[i].tid}].push_back(i);
+    }
+    for (auto &[thread, indices] : byThread) {
+      std::vector<SliceSpan> spans;
+      for (size_t i : indices) {
+        const FxtEvent &event = trace.events[i];
+        uint64_t duration = event.type == EventType::DurationComplete
+                                ? event.endTimestamp - event.timestamp
+                                : 0;
+        spans.push_back({event.timestamp, duration});
+      }
+      std::vector<int> depths = perfettoDepths(spans);
+      for (size_t k = 0; k < indices.size(); ++k) {
+        FxtEvent &event = trace.events[indices[k]];
+        event.perfettoDepth = depths[k];
+        trace.perfettoDropped += depths[k] < 0;
+        trace.perfettoMisnested += event.type == EventType::DurationComplete &&
+                                   depths[k] != int(event.depth);
+      }
+    }
+  }
+
   /// Monotonic time and proper nesting of durations on one thread.
   llvm::Error checkThreadTimeline(FxtEvent &event) {
     ThreadState &state = threads[{event.pid, event.tid}];
@@ -428,6 +458,36 @@ private:
 };
 
 } // namespace
+
+std::vector<int> perfettoDepths(llvm::ArrayRef<SliceSpan> slices) {
+  std::vector<int> depths;
+  std::vector<SliceSpan> open;
+  for (const SliceSpan &slice : slices) {
+    bool dropped = false;
+    for (size_t i = open.size(); i-- > 0;) {
+      uint64_t end = open[i].begin + open[i].duration;
+      bool endsBefore = end < slice.begin;
+      bool endsAtBegin =
+          end == slice.begin && !(open[i].duration == 0 && slice.duration == 0);
+      if (endsBefore || endsAtBegin) {
+        // Perfetto pops the top of the stack, whichever slice closed.
+        open.pop_back();
+        continue;
+      }
+      if (slice.begin < end && slice.begin + slice.duration > end) {
+        dropped = true;
+        break;
+      }
+    }
+    if (dropped) {
+      depths.push_back(-1);
+      continue;
+    }
+    depths.push_back(int(open.size()));
+    open.push_back(slice);
+  }
+  return depths;
+}
 
 llvm::Expected<FxtTrace> readFxt(llvm::ArrayRef<uint8_t> bytes) {
   auto reader = std::make_unique<Reader>(bytes);

@@ -60,6 +60,9 @@ struct FxtEvent {
   /// Nesting depth on its thread (complete/begin events), from the reader's
   /// own stack.
   unsigned depth = 0;
+  /// Where Perfetto's slice tracker puts this event (complete and instant
+  /// events): its depth, or -1 when Perfetto drops it (perfettoDepths).
+  int perfettoDepth = -1;
   std::vector<FxtArg> args;
 
   /// The argument named `name`, or null.
@@ -77,13 +80,37 @@ struct FxtTrace {
   uint64_t ticksPerSecond = 0;
   size_t records = 0;
   size_t stringRecords = 0;
+  size_t stringWords = 0; ///< Words of all string records.
   size_t threadRecords = 0;
   size_t words = 0;
   std::vector<FxtEvent> events;
   std::vector<FxtKernelObject> objects;
   /// Distinct (pid, tid) pairs that have events.
   size_t threadsWithEvents = 0;
+  /// Complete and instant events Perfetto's slice tracker drops.
+  size_t perfettoDropped = 0;
+  /// Complete events whose Perfetto depth differs from `depth` (the nesting
+  /// the file means, with a slice closed once its end is reached).
+  size_t perfettoMisnested = 0;
 };
+
+/// One slice as Perfetto's slice tracker sees it: a begin and a duration
+/// (0 for an instant event, which Perfetto's Fuchsia importer also makes a
+/// slice of).
+struct SliceSpan {
+  uint64_t begin = 0;
+  uint64_t duration = 0;
+};
+
+/// The depth Perfetto gives each slice of one thread, in timestamp order,
+/// or -1 for a slice it drops. Written from the rule of Perfetto's
+/// SliceTracker::MaybeCloseStack (src/trace_processor/importers/common/
+/// slice_tracker.cc): before a new slice, walk the open slices from the top
+/// down; each ends before the new one begins, or exactly when it begins
+/// unless both last zero time, pops the top of the stack; a new slice that
+/// begins inside an open one and ends after it is dropped. Zero-length
+/// slices that share a timestamp therefore stack on each other.
+std::vector<int> perfettoDepths(llvm::ArrayRef<SliceSpan> slices);
 
 /// Reads and validates a whole trace. The error names the record's byte
 /// offset and what is wrong; it never crashes on malformed input.

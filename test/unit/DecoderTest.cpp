@@ -328,10 +328,38 @@ TEST(Decoder, TimesAreMonotonicAndWithinTheTscRange) {
   for (const TraceItem &item : result->threads[0].items) {
     EXPECT_GE(item.timeNs, previous);
     EXPECT_GE(item.timeNs, 1000u);
-    EXPECT_LE(item.timeNs, 1000u + 300 * 50);
+    // The last iteration begins at TSC 1000 + 300 * 50 (the writer adds 50
+    // before each), and its instructions run on after it on the measured
+    // clock: at most one iteration more.
+    EXPECT_LE(item.timeNs, 1000u + 301 * 50 + 50);
     previous = item.timeNs;
   }
   EXPECT_GT(previous, 1000u);
+}
+
+TEST(Decoder, TimesAfterTheLastTscRunOnTheMeasuredRate) {
+  // A TSC every 50 iterations (6 instructions, 50 TSC ticks each); the last
+  // comes at iteration 250, and 50 iterations (about 300 instructions, 2,500
+  // ticks) run after it with no timing packet. They must not freeze at that
+  // TSC: the trace's own rate (50 ticks a 6-instruction iteration) carries
+  // the clock on to about where the writer's ended: the last iteration
+  // begins at 1000 + 300 * 50 (the writer adds 50 before each), and the last
+  // block (the final ret) is its 7th instruction, at about 16,050.
+  Synthetic trace = makeTrace(300, 50);
+  trace.snapshot.time = {0, 1, 0}; // ns == TSC.
+  auto result = decodeSnapshot(trace.snapshot, options(1));
+  ASSERT_TRUE(bool(result));
+  const ThreadDecode &thread = result->threads[0];
+  uint64_t last = 0;
+  for (const TraceItem &item : thread.items)
+    if (item.kind == ItemKind::Block)
+      last = item.timeNs;
+  // Within one iteration (50 ns) of the writer's clock at the last block.
+  EXPECT_GE(last, 16050u - 50);
+  EXPECT_LE(last, 16050u + 50);
+  // The stretch after the last TSC is said to be estimated, and only it.
+  EXPECT_GE(thread.estimatedInstructions, 49u * 6);
+  EXPECT_LE(thread.estimatedInstructions, 51u * 6);
 }
 
 TEST(Decoder, CorruptBytesBecomeErrorsAndDecodingResyncs) {

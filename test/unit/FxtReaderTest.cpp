@@ -194,6 +194,58 @@ TEST(FxtReader, RejectsBrokenNestingAndTime) {
   expectError(unterminated, "never ends");
 }
 
+// Perfetto's nesting rule (SliceTracker::MaybeCloseStack), case by case.
+TEST(PerfettoNesting, ZeroLengthSlicesAtOneTimestampStack) {
+  // Like instants: each opens on top of the one before.
+  EXPECT_EQ(perfettoDepths({{5, 0}, {5, 0}, {5, 0}}),
+            (std::vector<int>{0, 1, 2}));
+  // A slice with a duration closes a zero-length one it begins at.
+  EXPECT_EQ(perfettoDepths({{5, 0}, {5, 3}}), (std::vector<int>{0, 0}));
+  // A zero-length slice closes one that ends where it begins.
+  EXPECT_EQ(perfettoDepths({{1, 4}, {5, 0}}), (std::vector<int>{0, 0}));
+  // ... and nests in one that is still open.
+  EXPECT_EQ(perfettoDepths({{1, 9}, {5, 0}, {5, 0}}),
+            (std::vector<int>{0, 1, 2}));
+}
+
+TEST(PerfettoNesting, SlicesNestByTimeAndCloseAtTheirEnd) {
+  // [0,10) holds [0,4) and [4,10); [10,12) follows at the top.
+  EXPECT_EQ(perfettoDepths({{0, 10}, {0, 4}, {4, 6}, {10, 2}}),
+            (std::vector<int>{0, 1, 1, 0}));
+  // A child may end with its parent.
+  EXPECT_EQ(perfettoDepths({{0, 10}, {3, 7}, {10, 1}}),
+            (std::vector<int>{0, 1, 0}));
+}
+
+TEST(PerfettoNesting, ASliceOverlappingAnOpenOneIsDropped) {
+  EXPECT_EQ(perfettoDepths({{0, 10}, {5, 10}, {10, 1}}),
+            (std::vector<int>{0, -1, 0}));
+}
+
+TEST(PerfettoNesting, TheReaderMarksWhatPerfettoWouldDrawOtherwise) {
+  Words stair = header();
+  complete(stair, 10, 20);
+  complete(stair, 20, 20); // Zero length ...
+  complete(stair, 20, 20); // ... twice at one timestamp: stacked.
+  complete(stair, 20, 30);
+  auto trace = readFxt(toBytes(stair));
+  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+  ASSERT_EQ(trace->events.size(), 4u);
+  EXPECT_EQ(trace->events[1].perfettoDepth, 0);
+  EXPECT_EQ(trace->events[2].perfettoDepth, 1); // The file means 0.
+  EXPECT_EQ(trace->events[3].perfettoDepth, 0);
+  EXPECT_EQ(trace->perfettoMisnested, 1u);
+  EXPECT_EQ(trace->perfettoDropped, 0u);
+
+  Words flat = header();
+  complete(flat, 10, 20);
+  complete(flat, 20, 21);
+  complete(flat, 21, 22);
+  auto ok = readFxt(toBytes(flat));
+  ASSERT_TRUE(bool(ok)) << toString(ok.takeError());
+  EXPECT_EQ(ok->perfettoMisnested, 0u);
+}
+
 TEST(FxtReader, RejectsEventsBeforeInitialization) {
   Words w = {0x0016547846040010};
   w.push_back(4 | 4 << 4 | 4 << 16 | uint64_t(0x8002) << 48);

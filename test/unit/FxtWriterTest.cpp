@@ -4,8 +4,10 @@
 // (test/support/FxtReader), which shares no code with the writer.
 #include "magic_trace/FxtWriter.h"
 #include "FxtReader.h"
+#include "SyntheticModel.h"
 #include "magic_trace/TraceModel.h"
 
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -58,7 +60,7 @@ llvm::ArrayRef<uint8_t> asBytes(const std::string &text) {
 }
 
 /// Words every trace starts with: magic, initialization, the pinned strings
-/// (slots 1-9) and the process object named `processName` (<= 8 bytes).
+/// (slots 1-17) and the process object named `processName` (<= 8 bytes).
 void appendPreamble(Words &w, uint64_t pid, llvm::StringRef processName) {
   // Magic number record: metadata (0), 1 word, trace info (4), magic (0),
   // 0x16547846 in bits 24-55.
@@ -75,6 +77,15 @@ void appendPreamble(Words &w, uint64_t pid, llvm::StringRef processName) {
   appendStringRecord(w, 7, "reason");
   appendStringRecord(w, 8, "[gap]");
   appendStringRecord(w, 9, "[gap, stitched]");
+  appendStringRecord(w, 10, "site");
+  appendStringRecord(w, 11, "clock");
+  appendStringRecord(w, 12, "[times estimated from instruction counts]");
+  // The kind categories of compact slices (physical frames use slot 1).
+  appendStringRecord(w, 13, "magic-trace,inlined");
+  appendStringRecord(w, 14, "magic-trace,untraced");
+  appendStringRecord(w, 15, "magic-trace,syscall");
+  appendStringRecord(w, 16, "magic-trace,decode-error");
+  appendStringRecord(w, 17, "magic-trace,unknown");
   // Kernel object record (7), 3 words, process (1), inline name, 0 args.
   uint64_t nameRef = 0x8000 | processName.size();
   w.push_back(7 | 3 << 4 | 1 << 16 | nameRef << 24);
@@ -145,28 +156,46 @@ TEST(FxtWriter, OneFrameWordByWord) {
   Frame &main = b.frame(seg, "main", 10, 50);
   b.place(main, 0x401000, "a.c", 7);
 
+  // The default, compact slice: 4 words.
   Words w;
   appendPreamble(w, 100, "app");
   appendThread(w, 1, 100, 101);
-  appendStringRecord(w, 10, "main"); // First dynamic slot.
-  appendStringRecord(w, 11, "a.c");
+  appendStringRecord(w, 18, "main"); // First dynamic slot.
+  appendStringRecord(w, 19, "a.c:7 0x401000");
+  // Event (4), 4 words, duration complete (4), 1 arg, thread 1,
+  // category slot 1 (a physical frame), name slot 18.
+  w.push_back(4 | 4 << 4 | 4 << 16 | 1 << 20 | 1 << 24 | uint64_t(1) << 32 |
+              uint64_t(18) << 48);
+  w.push_back(10); // Begin timestamp.
+  // String argument (6), 1 word, name "site" (10), value slot 19.
+  w.push_back(6 | 1 << 4 | 10 << 16 | uint64_t(19) << 32);
+  w.push_back(50); // End timestamp.
+  EXPECT_EQ(toWords(writeToString(b.model)), w);
+
+  // --slice-args full: 8 words.
+  w.clear();
+  appendPreamble(w, 100, "app");
+  appendThread(w, 1, 100, 101);
+  appendStringRecord(w, 18, "main"); // First dynamic slot.
+  appendStringRecord(w, 19, "a.c");
   // Event (4), 8 words, duration complete (4), 4 args, thread 1,
-  // category slot 1, name slot 10.
+  // category slot 1, name slot 18.
   w.push_back(4 | 8 << 4 | 4 << 16 | 4 << 20 | 1 << 24 | uint64_t(1) << 32 |
-              uint64_t(10) << 48);
+              uint64_t(18) << 48);
   w.push_back(10); // Begin timestamp.
   // Pointer argument (7), 2 words, name "address" (slot 2).
   w.push_back(7 | 2 << 4 | 2 << 16);
   w.push_back(0x401000); // The address.
-  // String argument (6), 1 word, name "file" (3), value slot 11.
-  w.push_back(6 | 1 << 4 | 3 << 16 | uint64_t(11) << 32);
+  // String argument (6), 1 word, name "file" (3), value slot 19.
+  w.push_back(6 | 1 << 4 | 3 << 16 | uint64_t(19) << 32);
   // Uint32 argument (2), 1 word, name "line" (4), value 7 in bits 32-63.
   w.push_back(2 | 1 << 4 | 4 << 16 | uint64_t(7) << 32);
   // Bool argument (9), 1 word, name "inlined" (5), false in bit 32.
   w.push_back(9 | 1 << 4 | 5 << 16);
   w.push_back(50); // End timestamp.
-
-  EXPECT_EQ(toWords(writeToString(b.model)), w);
+  FxtOptions full;
+  full.sliceArgs = FxtSliceArgs::Full;
+  EXPECT_EQ(toWords(writeToString(b.model, full)), w);
 }
 
 TEST(FxtWriter, GapInstantAndDecodeErrorWordByWord) {
@@ -184,10 +213,11 @@ TEST(FxtWriter, GapInstantAndDecodeErrorWordByWord) {
   Words w;
   appendPreamble(w, 7, "p");
   appendThread(w, 1, 7, 8);
-  appendStringRecord(w, 10, "[untraced]");
-  // Complete event, 3 words, no args (no address, not code), name slot 10.
-  w.push_back(4 | 3 << 4 | 4 << 16 | 1 << 24 | uint64_t(1) << 32 |
-              uint64_t(10) << 48);
+  appendStringRecord(w, 18, "[untraced]");
+  // Complete event, 3 words, no args (no address), category
+  // "magic-trace,untraced" (14), name slot 18.
+  w.push_back(4 | 3 << 4 | 4 << 16 | 1 << 24 | uint64_t(14) << 32 |
+              uint64_t(18) << 48);
   w.push_back(0); // Begin.
   w.push_back(5); // End.
   // Instant event (0), 4 words, 1 arg, thread 1, category 1, name "[gap]" (8).
@@ -197,14 +227,15 @@ TEST(FxtWriter, GapInstantAndDecodeErrorWordByWord) {
   // String argument, 2 words, name "reason" (7), inline value of 8 bytes.
   w.push_back(6 | 2 << 4 | 7 << 16 | uint64_t(0x8000 | 8) << 32);
   appendText(w, "overflow");
-  appendStringRecord(w, 11, "[decode error: x]");
-  w.push_back(4 | 3 << 4 | 4 << 16 | 1 << 24 | uint64_t(1) << 32 |
-              uint64_t(11) << 48);
+  appendStringRecord(w, 19, "[decode error: x]");
+  // Category "magic-trace,decode-error" (16).
+  w.push_back(4 | 3 << 4 | 4 << 16 | 1 << 24 | uint64_t(16) << 32 |
+              uint64_t(19) << 48);
   w.push_back(9);  // Begin.
   w.push_back(20); // End.
-  // The error again as an instant event (0), 2 words, no args.
+  // The error again as an instant event (0), 2 words, no args, category 1.
   w.push_back(4 | 2 << 4 | 0 << 16 | 1 << 24 | uint64_t(1) << 32 |
-              uint64_t(11) << 48);
+              uint64_t(19) << 48);
   w.push_back(9);
 
   EXPECT_EQ(toWords(writeToString(b.model)), w);
@@ -227,7 +258,9 @@ TEST(FxtWriter, ReaderSeesEveryFrameWithItsNesting) {
   next.stitchedToPrevious = true;
   b.frame(next, "main", 100, 120).inferred = true;
 
-  std::string bytes = writeToString(b.model);
+  FxtOptions full;
+  full.sliceArgs = FxtSliceArgs::Full;
+  std::string bytes = writeToString(b.model, full);
   auto trace = readFxt(asBytes(bytes));
   ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
   std::vector<const FxtEvent *> complete;
@@ -236,6 +269,9 @@ TEST(FxtWriter, ReaderSeesEveryFrameWithItsNesting) {
       complete.push_back(&e);
   ASSERT_EQ(complete.size(), 6u);
   const unsigned depths[] = {0, 1, 2, 1, 1, 0};
+  // The model's times, but the zero-length f: it lasts 1 ns in the file,
+  // so that Perfetto does not stack it (DisplayClock.h).
+  const uint64_t ends[] = {100, 40, 30, 41, 100, 120};
   size_t i = 0;
   for (const Segment &s : thread.segments)
     for (const Frame &f : s.frames) {
@@ -243,8 +279,9 @@ TEST(FxtWriter, ReaderSeesEveryFrameWithItsNesting) {
       const FrameSite &site = thread.sites[f.site];
       EXPECT_EQ(e.name, b.model.strings.get(site.name));
       EXPECT_EQ(e.timestamp, f.begin);
-      EXPECT_EQ(e.endTimestamp, f.end);
+      EXPECT_EQ(e.endTimestamp, ends[i]);
       EXPECT_EQ(e.depth, depths[i]);
+      EXPECT_EQ(e.perfettoDepth, int(depths[i]));
       EXPECT_EQ(e.tid, 2u);
       EXPECT_EQ(e.category, "magic-trace");
       ASSERT_NE(e.arg("inlined"), nullptr);
@@ -256,6 +293,101 @@ TEST(FxtWriter, ReaderSeesEveryFrameWithItsNesting) {
   ASSERT_EQ(trace->objects.size(), 2u);
   EXPECT_EQ(trace->objects[1].name, "worker");
   EXPECT_EQ(trace->ticksPerSecond, 1000000000u);
+}
+
+/// Depth of every frame of `segment`, from its parent chain.
+std::vector<int> modelDepths(const Segment &segment) {
+  std::vector<int> depths;
+  for (const Frame &frame : segment.frames)
+    depths.push_back(
+        frame.parent == Frame::NoParent ? 0 : depths[frame.parent] + 1);
+  return depths;
+}
+
+/// What Perfetto draws is the model: random models where most frames begin
+/// and end at a handful of timestamps (coarse or frozen clocks), written in
+/// both slice modes and read with Perfetto's nesting rule. Every slice keeps
+/// the model's depth, none is dropped, none is zero-length, and no displayed
+/// time is before the model's.
+TEST(FxtWriter, PerfettoNestsTheFileAsTheModel) {
+  for (uint64_t seed : {1, 2, 3}) {
+    for (uint64_t tick : {1, 1000, 1000000}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " tick " +
+                   std::to_string(tick));
+      test::SyntheticOptions options;
+      options.seed = seed;
+      options.threads = 2;
+      options.framesPerThread = 3000;
+      TraceModel model = test::makeSyntheticModel(options);
+      // Coarsen the clock: times round down to `tick`, so that many frames
+      // share a timestamp and many last zero time.
+      for (ThreadModel &thread : model.threads)
+        for (Segment &segment : thread.segments) {
+          segment.begin = segment.begin / tick * tick;
+          segment.end = segment.end / tick * tick;
+          for (Frame &frame : segment.frames) {
+            frame.begin = frame.begin / tick * tick;
+            frame.end = frame.end / tick * tick;
+          }
+        }
+      ASSERT_FALSE(bool(validateModel(model)));
+      for (FxtSliceArgs mode : {FxtSliceArgs::Compact, FxtSliceArgs::Full}) {
+        FxtOptions fxt;
+        fxt.sliceArgs = mode;
+        auto trace = readFxt(asBytes(writeToString(model, fxt)));
+        ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+        EXPECT_EQ(trace->perfettoDropped, 0u);
+        EXPECT_EQ(trace->perfettoMisnested, 0u);
+        size_t next = 0;
+        for (const ThreadModel &thread : model.threads)
+          for (const Segment &segment : thread.segments) {
+            std::vector<int> depths = modelDepths(segment);
+            for (size_t i = 0; i < segment.frames.size(); ++i) {
+              while (next < trace->events.size() &&
+                     trace->events[next].type != EventType::DurationComplete)
+                ++next;
+              ASSERT_LT(next, trace->events.size());
+              const FxtEvent &event = trace->events[next++];
+              const Frame &frame = segment.frames[i];
+              ASSERT_EQ(event.tid, thread.tid);
+              ASSERT_EQ(event.perfettoDepth, depths[i]) << "frame " << i;
+              ASSERT_GE(event.timestamp, frame.begin);
+              ASSERT_GE(event.endTimestamp, frame.end);
+              ASSERT_GE(event.endTimestamp, event.timestamp + 1);
+            }
+          }
+      }
+    }
+  }
+}
+
+/// The compact mode's 32 bytes a slice: on a model whose sites repeat, the
+/// file is 4 words a frame plus each string once.
+TEST(FxtWriter, CompactSlicesAreFourWords) {
+  test::SyntheticOptions options;
+  options.framesPerThread = 20000;
+  TraceModel model = test::makeSyntheticModel(options);
+  size_t frames = 0;
+  for (const ThreadModel &thread : model.threads)
+    for (const Segment &segment : thread.segments)
+      frames += segment.frames.size();
+  std::string bytes = writeToString(model);
+  auto trace = readFxt(asBytes(bytes));
+  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+  size_t others = 0;
+  for (const FxtEvent &event : trace->events)
+    if (event.type == EventType::DurationComplete) {
+      EXPECT_EQ(event.args.size(), 1u);
+      EXPECT_EQ(event.args[0].name, "site");
+    } else {
+      ++others;
+    }
+  // What is not a string record or a slice: the preamble (7 words: magic,
+  // initialization, the process), 8 words a thread (its record and object)
+  // and 2-4 an instant (gaps
+  // with their inline reasons).
+  size_t rest = trace->words - trace->stringWords - 4 * frames;
+  EXPECT_LE(rest, 7 + 8 * model.threads.size() + 4 * others);
 }
 
 TEST(FxtWriter, EmptyModelsAreValidTraces) {
@@ -303,16 +435,22 @@ TEST(FxtWriter, MoreStringsThanTheTableHoldsRebindSlots) {
   }
   // Names used again after their slot was re-bound.
   b.frame(seg, "fn0", 2 * count, 2 * count + 1);
-  std::string bytes = writeToString(b.model);
-  auto trace = readFxt(asBytes(bytes));
-  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
-  ASSERT_EQ(trace->events.size(), count + 1);
-  for (size_t i = 0; i < count; ++i) {
-    ASSERT_EQ(trace->events[i].name, "fn" + std::to_string(i));
-    ASSERT_EQ(trace->events[i].arg("file")->text,
-              "file" + std::to_string(i % 50000));
+  for (FxtSliceArgs mode : {FxtSliceArgs::Compact, FxtSliceArgs::Full}) {
+    FxtOptions fxt;
+    fxt.sliceArgs = mode;
+    // The file is the whole site string (no line, no address).
+    const char *arg = mode == FxtSliceArgs::Full ? "file" : "site";
+    std::string bytes = writeToString(b.model, fxt);
+    auto trace = readFxt(asBytes(bytes));
+    ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+    ASSERT_EQ(trace->events.size(), count + 1);
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_EQ(trace->events[i].name, "fn" + std::to_string(i));
+      ASSERT_EQ(trace->events[i].arg(arg)->text,
+                "file" + std::to_string(i % 50000));
+    }
+    EXPECT_EQ(trace->events[count].name, "fn0");
   }
-  EXPECT_EQ(trace->events[count].name, "fn0");
 }
 
 TEST(FxtWriter, RepeatedSitesStayCorrectWhenTheirStringsAreEvicted) {
@@ -341,22 +479,34 @@ TEST(FxtWriter, RepeatedSitesStayCorrectWhenTheirStringsAreEvicted) {
     }
   }
   seg.end = time;
-  std::string bytes = writeToString(b.model);
-  auto trace = readFxt(asBytes(bytes));
-  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
   const ThreadModel &thread = b.model.threads[0];
-  ASSERT_EQ(trace->events.size(), seg.frames.size());
-  for (size_t i = 0; i < seg.frames.size(); ++i) {
-    const FrameSite &site = thread.sites[seg.frames[i].site];
-    const FxtEvent &e = trace->events[i];
-    ASSERT_EQ(e.name, b.model.strings.get(site.name)) << "event " << i;
-    ASSERT_EQ(e.timestamp, seg.frames[i].begin) << "event " << i;
-    ASSERT_EQ(e.endTimestamp, seg.frames[i].end) << "event " << i;
-    ASSERT_NE(e.arg("file"), nullptr) << "event " << i;
-    ASSERT_EQ(e.arg("file")->text, b.model.strings.get(site.file))
-        << "event " << i;
-    ASSERT_NE(e.arg("line"), nullptr) << "event " << i;
-    ASSERT_EQ(e.arg("line")->value, site.line) << "event " << i;
+  for (FxtSliceArgs mode : {FxtSliceArgs::Compact, FxtSliceArgs::Full}) {
+    FxtOptions fxt;
+    fxt.sliceArgs = mode;
+    std::string bytes = writeToString(b.model, fxt);
+    auto trace = readFxt(asBytes(bytes));
+    ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+    ASSERT_EQ(trace->events.size(), seg.frames.size());
+    for (size_t i = 0; i < seg.frames.size(); ++i) {
+      const FrameSite &site = thread.sites[seg.frames[i].site];
+      const FxtEvent &e = trace->events[i];
+      ASSERT_EQ(e.name, b.model.strings.get(site.name)) << "event " << i;
+      ASSERT_EQ(e.timestamp, seg.frames[i].begin) << "event " << i;
+      ASSERT_EQ(e.endTimestamp, seg.frames[i].end) << "event " << i;
+      std::string file = b.model.strings.get(site.file).str();
+      if (mode == FxtSliceArgs::Compact) {
+        std::string want = file + ":" + std::to_string(site.line);
+        if (site.address)
+          want += " 0x" + llvm::utohexstr(site.address, true);
+        ASSERT_NE(e.arg("site"), nullptr) << "event " << i;
+        ASSERT_EQ(e.arg("site")->text, want) << "event " << i;
+        continue;
+      }
+      ASSERT_NE(e.arg("file"), nullptr) << "event " << i;
+      ASSERT_EQ(e.arg("file")->text, file) << "event " << i;
+      ASSERT_NE(e.arg("line"), nullptr) << "event " << i;
+      ASSERT_EQ(e.arg("line")->value, site.line) << "event " << i;
+    }
   }
 }
 

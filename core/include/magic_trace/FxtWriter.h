@@ -37,18 +37,38 @@ constexpr unsigned MaxThreadIndex = 0xff;
 constexpr unsigned MaxRecordWords = 0xfff;
 } // namespace fxt
 
+/// What each frame's slice carries besides its name and times
+/// (docs/formats.md, "Slice arguments").
+enum class FxtSliceArgs {
+  /// The frame's kind as the category (`magic-trace` for a physical frame,
+  /// `magic-trace,inlined`, `magic-trace,syscall`, ...) and one argument
+  /// `site` = "FILE:LINE 0xADDRESS" interned per site: 32 bytes a slice.
+  Compact,
+  /// Arguments `address`, `file`, `line`, `inlined` (for code), category
+  /// `magic-trace` for every frame: 64 bytes a slice.
+  Full,
+};
+
+/// Parses "compact" or "full"; the error names both.
+llvm::Expected<FxtSliceArgs> parseFxtSliceArgs(llvm::StringRef text);
+
 struct FxtOptions {
-  /// Category of every event (Perfetto shows it, and filters by it).
+  /// Category of every event (Perfetto shows it, and filters by it); in
+  /// FxtSliceArgs::Compact, frames other than physical ones add their kind.
   std::string category = "magic-trace";
+  FxtSliceArgs sliceArgs = FxtSliceArgs::Compact;
   /// Compress the whole output as gzip (RFC 1952); Perfetto opens .fxt.gz.
   bool gzip = false;
 };
 
 /// Writes `model` as a Fuchsia trace to `os`. Frames become duration-complete
-/// events with arguments address/file/line/inlined; decode errors and gaps
-/// between segments also become instant events. Strings longer than
-/// fxt::MaxStringLength are truncated (ending in "..."). Any number of threads
-/// and of distinct strings is supported (table slots are re-bound).
+/// events (arguments: FxtSliceArgs) at displayed times that Perfetto nests as
+/// the model (DisplayClock.h, docs/formats.md "Displayed times"); decode
+/// errors and gaps between segments also become instant events, and a
+/// thread whose times were estimated from instruction counts says so in an
+/// instant at its start and a `clock` argument of its thread object. Strings
+/// longer than fxt::MaxStringLength are truncated (ending in "..."). Any number
+/// of threads and of distinct strings is supported (table slots are re-bound).
 /// Errors: the model violates its invariants (validateModel); gzip requested
 /// but this LLVM has no zlib (see fxtGzipAvailable).
 llvm::Error writeFxt(const TraceModel &model, llvm::raw_ostream &os,

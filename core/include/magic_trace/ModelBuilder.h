@@ -83,6 +83,7 @@ public:
 
   void consume(llvm::ArrayRef<TraceItem> items,
                llvm::ArrayRef<DecodeError> errors) override;
+  void timesEstimated(uint64_t instructions) override;
 
   /// The model of every item consumed, stitched and anchored to `stop` as
   /// `options` say; its instructions are the blocks' sum. Call once.

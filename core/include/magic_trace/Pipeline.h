@@ -10,6 +10,7 @@
 #define MAGIC_TRACE_PIPELINE_H
 
 #include "magic_trace/Decoder.h"
+#include "magic_trace/FxtWriter.h"
 #include "magic_trace/ModelBuilder.h"
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/Symbolizer.h"
@@ -36,6 +37,8 @@ struct ThreadSummary {
   uint64_t beginNs = 0; ///< First time in the model (0 when empty).
   uint64_t endNs = 0;   ///< Last time in the model.
   uint64_t instructions = 0;
+  /// Of `instructions`, those timed by the instruction clock.
+  uint64_t estimatedInstructions = 0;
   uint64_t calls = 0;
   uint64_t errors = 0;
   uint64_t traceBytes = 0; ///< PT bytes decoded.
@@ -75,10 +78,11 @@ enum class TraceFormat { Fxt, ChromeJson, Folded, Text };
 /// Parses "fxt", "json", "folded", "text". Errors name the accepted values.
 llvm::Expected<TraceFormat> parseTraceFormat(llvm::StringRef name);
 
-/// Writes the model in `format` to `path`. Errors: the file cannot be
-/// written, or the model violates its invariants.
+/// Writes the model in `format` to `path` (`fxt` for TraceFormat::Fxt).
+/// Errors: the file cannot be written, or the model violates its
+/// invariants.
 llvm::Error writeTrace(const PipelineResult &result, llvm::StringRef path,
-                       TraceFormat format);
+                       TraceFormat format, const FxtOptions &fxt = {});
 
 /// The summary as JSON: {"threads": [{tid, spanNs, instructions, calls,
 /// errors, triggered}], "moduleProblems": [...]}.

@@ -76,6 +76,9 @@ struct ThreadDecode {
   std::vector<TraceItem> items;
   std::vector<DecodeError> errors;
   uint64_t instructions = 0; ///< Sum of Block instruction counts.
+  /// Instructions whose times the decoder estimated from instruction counts
+  /// (no timing packet before or after them; docs/decoder.md, "Time").
+  uint64_t estimatedInstructions = 0;
 };
 
 /// Receives one thread's items in order, a batch at a time, as the decoder
@@ -90,6 +93,9 @@ public:
   /// and its error arrives no later than the item.
   virtual void consume(llvm::ArrayRef<TraceItem> items,
                        llvm::ArrayRef<DecodeError> errors) = 0;
+  /// Once, before the last batch: how many of the thread's instructions got
+  /// times from instruction counts rather than timing packets.
+  virtual void timesEstimated(uint64_t instructions) { (void)instructions; }
 };
 
 } // namespace magic_trace

@@ -123,6 +123,9 @@ struct ThreadModel {
   std::vector<Segment> segments;
   SiteTable sites; ///< What each Frame::site names.
   uint64_t instructions = 0;
+  /// Of `instructions`, those whose times the decoder estimated from
+  /// instruction counts (no timing packet around them).
+  uint64_t estimatedInstructions = 0;
   uint64_t calls = 0;
   uint64_t errors = 0;
 };
@@ -142,6 +145,18 @@ struct TraceModel {
 
 /// Checks the invariants above; the error names the thread, segment, frame.
 llvm::Error validateModel(const TraceModel &model);
+
+/// The name of the instant that marks a thread whose times were estimated.
+constexpr const char *EstimatedTimesName =
+    "[times estimated from instruction counts]";
+
+/// "times estimated from instruction counts", with the share of the
+/// `instructions` so timed when it is not all of them ("(3% of
+/// instructions)"); empty when `estimated` is 0.
+std::string estimatedTimesNote(uint64_t estimated, uint64_t instructions);
+
+/// estimatedTimesNote of a thread's counts.
+std::string clockNote(const ThreadModel &thread);
 
 } // namespace magic_trace
 

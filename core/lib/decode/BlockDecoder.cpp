@@ -535,6 +535,9 @@ public:
     out.items.insert(out.items.end(), items.begin(), items.end());
     out.errors.insert(out.errors.end(), errors.begin(), errors.end());
   }
+  void timesEstimated(uint64_t instructions) override {
+    out.estimatedInstructions = instructions;
+  }
 
 private:
   ThreadDecode &out;

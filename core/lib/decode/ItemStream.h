@@ -47,10 +47,15 @@ struct Piece {
 ///    the time of the last timing packet libipt read; items between two
 ///    different samples share the interval in proportion to their
 ///    instruction counts, so a run of items with one sample waits for the
-///    next sample. Items before the first known time take that time, so
-///    they wait for it, unless `anyTsc` (asked once, when a batch of them
-///    waits) says no time will come: a trace without TSC packets (the
-///    real-hardware ones from kAFL) streams like any other.
+///    next sample. Where no next sample comes (after the trace's last
+///    timing packet, before an untimed stretch) and before the first one,
+///    times come from the instruction clock: the rate measured between
+///    samples so far, else DefaultNsPerInsn, counted on from the last sample
+///    or back from the first. Items before the first time wait for it,
+///    unless `anyTsc` (asked once, when a batch of them waits) says no time
+///    will come: a trace without TSC packets (the real-hardware ones from
+///    kAFL) streams on the instruction clock from 0. The instructions so
+///    timed are counted (ItemSink::timesEstimated): never a frozen clock.
 class ItemStream {
 public:
   ItemStream(ItemSink &sink, const TimeConversion &time, size_t batchItems,
@@ -77,19 +82,24 @@ public:
   }
 
   /// Hands everything held back to the sink; returns the instructions of
-  /// every Block.
+  /// every Block. The sink hears how many of them have estimated times
+  /// (ItemSink::timesEstimated) before the last batch.
   uint64_t finish() {
     if (pending)
       timeRun(*pending);
     pending.reset();
-    endRun(run.empty() ? 0 : run.front().timeNs);
-    // No item had a time: they keep 0.
-    for (TraceItem &item : leading)
-      emit(item);
-    leading.clear();
+    endRun(0);
+    // No item had a time: the clock counts instructions from 0.
+    if (!leading.empty())
+      giveUpWaiting();
+    sink.timesEstimated(estimated);
     send();
     return instructions;
   }
+
+  /// The default clock where a trace has no timing at all: nanoseconds per
+  /// instruction (docs/decoder.md, "Time").
+  static constexpr uint64_t DefaultNsPerInsn = 1;
 
 private:
   // Every item passes here, from append()'s loop: inline.
@@ -110,47 +120,55 @@ private:
     pending = item;
   }
 
+  static uint64_t insnsOf(const TraceItem &item) {
+    return item.kind == ItemKind::Block ? item.detail : 0;
+  }
+
   __attribute__((always_inline)) void timeRun(const TraceItem &item) {
     if (!run.empty() && run.front().timeNs != item.timeNs)
       endRun(item.timeNs);
-    // Without a sample, the time is 0 whatever the next sample is.
+    // Without a sample, the time comes from the instruction count.
     if (item.timeNs == 0) {
-      TraceItem timeless = item;
-      monotonic(timeless);
+      untimed(item);
       return;
     }
     run.push_back(item);
-    if (item.kind == ItemKind::Block)
-      runInsns += item.detail;
+    runInsns += insnsOf(item);
   }
 
-  /// Converts the run's times, `nextTsc` being the next run's sample.
+  /// Converts the run's times, `nextTsc` being the next run's sample (0
+  /// when none follows). Between two samples, the run's items share the
+  /// interval by instruction count; a run no later sample closes (the
+  /// trace's last, or one before an untimed stretch) is timed by the
+  /// instruction clock from its own sample.
   void endRun(uint64_t nextTsc) {
     if (run.empty())
       return;
     uint64_t tsc = run.front().timeNs;
-    uint64_t span = (tsc && nextTsc > tsc) ? nextTsc - tsc : 0;
-    uint64_t done = 0;
-    if (!known && !timeless) {
-      // Before the first time: item by item, as monotonic() holds them.
-      for (TraceItem &item : run) {
-        item.timeNs = timeAt(tsc, span, done);
-        done += item.kind == ItemKind::Block ? item.detail : 0;
-        monotonic(item);
-      }
-    } else {
-      // monotonic() and emit() for the whole run: the times in place, then
-      // the items into the batch in bulk.
-      uint64_t latest = floor;
-      for (TraceItem &item : run) {
-        latest = std::max(latest, timeAt(tsc, span, done));
-        item.timeNs = latest;
-        done += item.kind == ItemKind::Block ? item.detail : 0;
-      }
-      floor = latest;
-      instructions += done;
-      emitAll(run);
+    bool between = nextTsc > tsc;
+    uint64_t span = between ? nextTsc - tsc : 0;
+    uint64_t startNs = time.tscToNs(tsc);
+    if (between && runInsns)
+      measureRate(time.tscToNs(nextTsc) - startNs, runInsns);
+    if (!known) {
+      known = true;
+      timeLeading(startNs);
     }
+    uint64_t latest = floor;
+    uint64_t done = 0;
+    for (TraceItem &item : run) {
+      uint64_t at = between ? timeAt(tsc, span, done) : startNs + clock(done);
+      latest = std::max(latest, at);
+      item.timeNs = latest;
+      done += insnsOf(item);
+    }
+    floor = latest;
+    anchorNs = startNs;
+    sinceAnchor = done;
+    if (!between)
+      estimated += done;
+    instructions += done;
+    emitAll(run);
     run.clear();
     runInsns = 0;
   }
@@ -158,49 +176,76 @@ private:
   /// The time of a run's item after `done` of its `runInsns` instructions.
   uint64_t timeAt(uint64_t tsc, uint64_t span, uint64_t done) const {
     uint64_t share = runInsns ? shareOf(span, done, runInsns) : 0;
-    return tsc ? time.tscToNs(tsc + share) : 0;
+    return time.tscToNs(tsc + share);
   }
 
-  void monotonic(TraceItem &item) {
-    if (!known && !timeless && !firstTime(item))
+  /// Adds an interval between two samples to the trace's measured rate.
+  void measureRate(uint64_t ns, uint64_t insns) {
+    rateNs += ns;
+    rateInsns += insns;
+  }
+
+  /// Nanoseconds that `insns` instructions take on the instruction clock:
+  /// the trace's measured rate so far (every interval between two samples),
+  /// else DefaultNsPerInsn.
+  uint64_t clock(uint64_t insns) const {
+    if (rateInsns == 0 || rateNs == 0)
+      return insns * DefaultNsPerInsn;
+    return shareOf(rateNs, insns, rateInsns);
+  }
+
+  /// An item without a sample: before the first time it waits for one;
+  /// after it (or when none will come), the instruction clock continues
+  /// from the last sample.
+  void untimed(TraceItem item) {
+    if (!known && !timeless) {
+      waitForTime(item);
       return;
-    floor = std::max(floor, item.timeNs);
+    }
+    floor = std::max(floor, anchorNs + clock(sinceAnchor));
     item.timeNs = floor;
+    sinceAnchor += insnsOf(item);
+    estimated += insnsOf(item);
     emit(item);
   }
 
-  /// Before the first time: holds `item` back and returns false while no
-  /// time is known; at the first time, hands out the items held back with
-  /// it and returns true. Out of line: monotonic() runs for every item.
-  __attribute__((noinline)) bool firstTime(const TraceItem &item) {
-    if (item.timeNs == 0) {
-      leading.push_back(item);
-      if (leading.size() >= batchItems && anyTsc) {
-        bool timeMayCome = anyTsc();
-        anyTsc = nullptr;
-        if (!timeMayCome)
-          giveUpWaiting();
-      }
-      return false;
+  /// Before the first time: holds `item` back. Out of line: it is rare.
+  __attribute__((noinline)) void waitForTime(const TraceItem &item) {
+    leading.push_back(item);
+    if (leading.size() >= batchItems && anyTsc) {
+      bool timeMayCome = anyTsc();
+      anyTsc = nullptr;
+      if (!timeMayCome)
+        giveUpWaiting();
     }
-    known = true;
-    floor = item.timeNs;
+  }
+
+  /// The first sample is at `firstNs`: the items held back ran before it,
+  /// so they get times counted back from it on the instruction clock.
+  void timeLeading(uint64_t firstNs) {
+    uint64_t total = 0;
+    for (const TraceItem &before : leading)
+      total += insnsOf(before);
+    uint64_t done = 0;
     for (TraceItem &before : leading) {
+      before.timeNs = firstNs - std::min(firstNs, clock(total - done));
+      done += insnsOf(before);
+      floor = std::max(floor, before.timeNs);
       before.timeNs = floor;
       emit(before);
     }
+    estimated += total;
     leading.clear();
     leading.shrink_to_fit();
-    return true;
   }
 
-  /// No time will come: the items waiting for one keep 0.
+  /// No time will come: the clock counts instructions from 0.
   void giveUpWaiting() {
     timeless = true;
-    for (const TraceItem &before : leading)
-      emit(before);
-    leading.clear();
-    leading.shrink_to_fit();
+    std::vector<TraceItem> waiting;
+    waiting.swap(leading);
+    for (const TraceItem &before : waiting)
+      untimed(before);
   }
 
   // Every item passes here: inline, with the batch hand-over out of line.
@@ -240,7 +285,7 @@ private:
   const TimeConversion &time;
   size_t batchItems;
   std::function<bool()> anyTsc;
-  bool timeless = false; ///< No TSC packet: every time is 0.
+  bool timeless = false; ///< No TSC packet: the instruction clock from 0.
   size_t errorCount = 0;
   std::vector<DecodeError> errors;  ///< Not yet handed to the sink.
   std::optional<TraceItem> pending; ///< The join stage's last item.
@@ -248,8 +293,14 @@ private:
   uint64_t runInsns = 0;            ///< Instructions of run's Blocks.
   bool known = false;               ///< A time has been seen.
   uint64_t floor = 0;               ///< The latest time handed out.
-  std::vector<TraceItem> leading;   ///< Items before the first time.
-  PodVector<TraceItem> out;         ///< The batch being filled.
+  /// The instruction clock: the last sample's time and the instructions
+  /// handed out since it.
+  uint64_t anchorNs = 0, sinceAnchor = 0;
+  /// The measured rate: ns and instructions between samples, summed.
+  uint64_t rateNs = 0, rateInsns = 0;
+  uint64_t estimated = 0; ///< Instructions timed by the instruction clock.
+  std::vector<TraceItem> leading; ///< Items before the first time.
+  PodVector<TraceItem> out;       ///< The batch being filled.
   uint64_t instructions = 0;
 };
 

@@ -27,6 +27,7 @@ magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
                               std::mutex *stringsLock) {
   ThreadModelBuilder builder(decode.tid, lookup, strings, stringsLock);
   builder.consume(decode.items, decode.errors);
+  builder.timesEstimated(decode.estimatedInstructions);
   ThreadModel model = builder.finish(stop, options, stats);
   // The caller's count (a test's fake stream may not sum its blocks).
   model.instructions = decode.instructions;

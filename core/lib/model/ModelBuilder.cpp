@@ -827,6 +827,10 @@ void magic_trace::ThreadModelBuilder::consume(
   state->segments.consume(items, errors);
 }
 
+void magic_trace::ThreadModelBuilder::timesEstimated(uint64_t instructions) {
+  state->model.estimatedInstructions = instructions;
+}
+
 ThreadModel magic_trace::ThreadModelBuilder::finish(const ThreadStop *stop,
                                                     const ModelOptions &options,
                                                     ModelStats *stats) {

@@ -32,6 +32,26 @@ const char *frameKindName(FrameKind kind) {
   return "unknown";
 }
 
+std::string estimatedTimesNote(uint64_t estimated, uint64_t instructions) {
+  if (estimated == 0)
+    return "";
+  std::string note = "times estimated from instruction counts";
+  if (estimated >= instructions)
+    return note;
+  double percent = 100.0 * double(estimated) / double(instructions);
+  if (percent >= 1)
+    note += llvm::formatv(" ({0:F0}% of instructions)", percent).str();
+  else if (percent >= 0.1)
+    note += llvm::formatv(" ({0:F1}% of instructions)", percent).str();
+  else
+    note += " (under 0.1% of instructions)";
+  return note;
+}
+
+std::string clockNote(const ThreadModel &thread) {
+  return estimatedTimesNote(thread.estimatedInstructions, thread.instructions);
+}
+
 SiteTable::SiteTable() {
   sites.emplace_back();
   slots.assign(64, NoSlot);

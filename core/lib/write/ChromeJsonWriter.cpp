@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/TraceWriters.h"
 
+#include "DisplayClock.h"
 #include "ValidatedWriters.h"
 
 #include "llvm/Support/Format.h"
@@ -43,6 +44,11 @@ public:
         metadata("process_name", 0, model.processName);
         for (const ThreadModel &thread : model.threads) {
           metadata("thread_name", thread.tid, thread.name);
+          clock = writers::DisplayClock();
+          std::string note = clockNote(thread);
+          if (!note.empty() && !thread.segments.empty())
+            instant(thread, EstimatedTimesName, thread.segments.front().begin,
+                    "clock", note);
           for (size_t s = 0; s < thread.segments.size(); ++s)
             writeSegment(thread, s);
         }
@@ -63,7 +69,7 @@ private:
   }
 
   void instant(const ThreadModel &thread, llvm::StringRef name, uint64_t ns,
-               llvm::StringRef reason) {
+               llvm::StringRef argName, llvm::StringRef argText) {
     json.object([&] {
       json.attribute("name", validUtf8(name));
       json.attribute("cat", options.category);
@@ -74,26 +80,30 @@ private:
       json.attributeBegin("ts");
       microseconds(json, ns);
       json.attributeEnd();
-      if (!reason.empty())
+      if (!argText.empty())
         json.attributeObject(
-            "args", [&] { json.attribute("reason", validUtf8(reason)); });
+            "args", [&] { json.attribute(argName, validUtf8(argText)); });
     });
   }
 
   void writeSegment(const ThreadModel &thread, size_t index) {
     const Segment &segment = thread.segments[index];
+    // Perfetto nests these times as the model (DisplayClock.h).
+    clock.place(segment);
     if (index > 0 || !segment.gapReason.empty())
       instant(thread, segment.stitchedToPrevious ? "[gap, stitched]" : "[gap]",
-              segment.begin, segment.gapReason);
-    for (const Frame &frame : segment.frames) {
-      writeFrame(thread, frame);
+              clock.segmentBegin(), "reason", segment.gapReason);
+    for (size_t i = 0; i < segment.frames.size(); ++i) {
+      const Frame &frame = segment.frames[i];
+      writeFrame(thread, frame, clock.begin(i), clock.end(i));
       const FrameSite &site = thread.sites[frame.site];
       if (site.kind == FrameKind::DecodeError)
-        instant(thread, model.strings.get(site.name), frame.begin, "");
+        instant(thread, model.strings.get(site.name), clock.begin(i), "", "");
     }
   }
 
-  void writeFrame(const ThreadModel &thread, const Frame &frame) {
+  void writeFrame(const ThreadModel &thread, const Frame &frame, uint64_t begin,
+                  uint64_t end) {
     const FrameSite &site = thread.sites[frame.site];
     json.object([&] {
       json.attribute("name", validUtf8(model.strings.get(site.name)));
@@ -102,10 +112,10 @@ private:
       json.attribute("pid", int64_t(model.pid));
       json.attribute("tid", int64_t(thread.tid));
       json.attributeBegin("ts");
-      microseconds(json, frame.begin);
+      microseconds(json, begin);
       json.attributeEnd();
       json.attributeBegin("dur");
-      microseconds(json, frame.end - frame.begin);
+      microseconds(json, end - begin);
       json.attributeEnd();
       json.attributeObject("args", [&] {
         if (site.address != 0)
@@ -126,6 +136,7 @@ private:
   const TraceModel &model;
   llvm::json::OStream json;
   const ChromeJsonOptions &options;
+  writers::DisplayClock clock;
 };
 
 } // namespace

@@ -8,11 +8,13 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/FxtWriter.h"
 
+#include "DisplayClock.h"
 #include "ValidatedWriters.h"
 
 #include "llvm/Support/CRC.h"
 #include "llvm/Support/Compression.h"
 #include "llvm/Support/Endian.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -160,9 +162,18 @@ private:
 /// Writes records and keeps the string and thread tables.
 class FxtEncoder {
 public:
-  FxtEncoder(llvm::raw_ostream &os, const StringTable &strings)
-      : sink(os), strings(strings), slotOf(strings.size(), 0),
+  /// Strings are the model's `strings`, then the writer's own `extra`
+  /// (ids from strings.size() on).
+  FxtEncoder(llvm::raw_ostream &os, const StringTable &strings,
+             const StringTable &extra)
+      : sink(os), strings(strings), extra(extra), slotOf(strings.size(), 0),
         owner(fxt::MaxStringIndex + 1, NoOwner) {}
+
+  /// The text of model string `id`, or of the writer's own.
+  llvm::StringRef text(StringId id) const {
+    return id < strings.size() ? strings.get(id)
+                               : extra.get(StringId(id - strings.size()));
+  }
 
   void magicNumber() {
     sink.word(MetadataRecord | uint64_t(1) << 4 | TraceInfoMetadata << 16 |
@@ -188,9 +199,11 @@ public:
   /// is not bound. When the table is full, slots are re-bound round-robin; a
   /// record uses at most two dynamic strings, so it never evicts its own.
   StrRef string(StringId id) {
-    llvm::StringRef text = strings.get(id);
+    llvm::StringRef text = this->text(id);
     if (text.empty())
       return {};
+    if (id >= slotOf.size())
+      slotOf.resize(id + 1, 0);
     uint16_t slot = slotOf[id];
     if (slot != 0 && owner[slot] == id)
       return {slot, {}};
@@ -331,6 +344,7 @@ private:
 
   WordSink sink;
   const StringTable &strings;
+  const StringTable &extra;
   std::vector<uint16_t> slotOf; ///< Per StringId; valid if owner agrees.
   std::vector<StringId> owner;  ///< Per slot: the model string bound there.
   uint16_t nextSlot = 1;
@@ -342,7 +356,7 @@ class ModelWriter {
 public:
   ModelWriter(const TraceModel &model, llvm::raw_ostream &os,
               const FxtOptions &options)
-      : model(model), enc(os, model.strings), options(options) {}
+      : model(model), enc(os, model.strings, own), options(options) {}
 
   void write() {
     enc.magicNumber();
@@ -356,6 +370,15 @@ public:
     argReason = {enc.pin("reason"), {}};
     gapName = {enc.pin("[gap]"), {}};
     stitchedGapName = {enc.pin("[gap, stitched]"), {}};
+    argSite = {enc.pin("site"), {}};
+    argClock = {enc.pin("clock"), {}};
+    estimatedName = {enc.pin(EstimatedTimesName), {}};
+    kindCategory[size_t(FrameKind::Physical)] = category;
+    for (FrameKind kind :
+         {FrameKind::Inlined, FrameKind::Untraced, FrameKind::Syscall,
+          FrameKind::DecodeError, FrameKind::Unknown})
+      kindCategory[size_t(kind)] = {
+          enc.pin(options.category + "," + frameKindName(kind)), {}};
 
     std::string storage;
     enc.kernelObject(ProcessObject, model.pid,
@@ -371,17 +394,33 @@ private:
     // names the thread being written.
     uint8_t slot = uint8_t(index % fxt::MaxThreadIndex + 1);
     enc.threadRecord(slot, model.pid, thread.tid);
-    std::string storage;
-    Arg process{KoidArg, argProcess, model.pid, {}};
+    std::string storage, clockStorage;
+    llvm::SmallVector<Arg, 2> args;
+    args.push_back({KoidArg, argProcess, model.pid, {}});
+    std::string clockText = clockNote(thread);
+    if (!clockText.empty())
+      args.push_back({StringArg, argClock, 0,
+                      FxtEncoder::inlineString(clockText, clockStorage)});
     enc.kernelObject(ThreadObject, thread.tid,
-                     FxtEncoder::inlineString(thread.name, storage), process);
+                     FxtEncoder::inlineString(thread.name, storage), args);
     records.assign(thread.sites.size(), CachedRecord());
+    clock = writers::DisplayClock();
+    // Times estimated from instruction counts say so where the thread's
+    // timeline starts, with the share in an argument.
+    if (!clockText.empty() && !thread.segments.empty()) {
+      std::string noteStorage;
+      Arg note{StringArg, argClock, 0,
+               FxtEncoder::inlineString(clockText, noteStorage)};
+      enc.event(InstantEvent, slot, category, estimatedName,
+                thread.segments.front().begin, note);
+    }
     for (size_t s = 0; s < thread.segments.size(); ++s)
       writeSegment(thread, thread.segments[s], s, slot);
   }
 
   void writeSegment(const ThreadModel &thread, const Segment &segment,
                     size_t index, uint8_t slot) {
+    clock.place(segment);
     if (index > 0 || !segment.gapReason.empty()) {
       std::string storage;
       llvm::SmallVector<Arg, 1> args;
@@ -390,64 +429,100 @@ private:
                         FxtEncoder::inlineString(segment.gapReason, storage)});
       enc.event(InstantEvent, slot, category,
                 segment.stitchedToPrevious ? stitchedGapName : gapName,
-                segment.begin, args);
+                clock.segmentBegin(), args);
     }
-    for (const Frame &frame : segment.frames)
-      writeFrame(thread.sites[frame.site], frame, slot, records[frame.site]);
+    for (size_t i = 0; i < segment.frames.size(); ++i) {
+      const Frame &frame = segment.frames[i];
+      writeFrame(thread.sites[frame.site], clock.begin(i), clock.end(i), slot,
+                 records[frame.site]);
+    }
   }
 
   /// A site's last event record, written again with new times while the
   /// string slots it refers to still hold its strings.
   struct CachedRecord {
     llvm::SmallVector<uint64_t, 8> words;
-    uint16_t nameSlot = 0, fileSlot = 0;
-    StringId fileId = 0;
+    uint16_t nameSlot = 0, textSlot = 0;
+    StringId textId = 0; ///< The file (full) or site string (compact).
   };
 
-  void writeFrame(const FrameSite &site, const Frame &frame, uint8_t slot,
-                  CachedRecord &cached) {
+  void writeFrame(const FrameSite &site, uint64_t begin, uint64_t end,
+                  uint8_t slot, CachedRecord &cached) {
     if (!cached.words.empty() && enc.owns(cached.nameSlot, site.name) &&
-        enc.owns(cached.fileSlot, cached.fileId)) {
-      enc.replay(cached.words, frame.begin, frame.end);
+        enc.owns(cached.textSlot, cached.textId)) {
+      enc.replay(cached.words, begin, end);
       if (site.kind == FrameKind::DecodeError)
-        enc.event(InstantEvent, slot, category, {cached.nameSlot, {}},
-                  frame.begin, {});
+        enc.event(InstantEvent, slot, category, {cached.nameSlot, {}}, begin,
+                  {});
       return;
     }
     StrRef name = enc.string(site.name);
-    StrRef file;
+    StrRef text;
+    StringId textId = 0;
     llvm::SmallVector<Arg, 4> args;
-    bool code = site.kind == FrameKind::Physical ||
-                site.kind == FrameKind::Inlined ||
-                site.kind == FrameKind::Unknown;
-    if (site.address != 0)
-      args.push_back({PointerArg, argAddress, site.address, {}});
-    bool hasFile = site.file != 0 && !model.strings.get(site.file).empty();
-    if (hasFile) {
-      file = enc.string(site.file);
-      args.push_back({StringArg, argFile, 0, file});
+    StrRef eventCategory = category;
+    if (options.sliceArgs == FxtSliceArgs::Full) {
+      bool code = site.kind == FrameKind::Physical ||
+                  site.kind == FrameKind::Inlined ||
+                  site.kind == FrameKind::Unknown;
+      if (site.address != 0)
+        args.push_back({PointerArg, argAddress, site.address, {}});
+      if (site.file != 0 && !model.strings.get(site.file).empty()) {
+        textId = site.file;
+        text = enc.string(textId);
+        args.push_back({StringArg, argFile, 0, text});
+      }
+      if (site.line != 0)
+        args.push_back({UInt32Arg, argLine, site.line, {}});
+      if (code)
+        args.push_back(
+            {BoolArg, argInlined, site.kind == FrameKind::Inlined, {}});
+    } else {
+      eventCategory = kindCategory[size_t(site.kind)];
+      textId = siteString(site);
+      if (textId != 0) {
+        text = enc.string(textId);
+        args.push_back({StringArg, argSite, 0, text});
+      }
     }
-    if (site.line != 0)
-      args.push_back({UInt32Arg, argLine, site.line, {}});
-    if (code)
-      args.push_back(
-          {BoolArg, argInlined, site.kind == FrameKind::Inlined, {}});
-    enc.event(DurationCompleteEvent, slot, category, name, frame.begin, args,
-              frame.end, &cached.words);
+    enc.event(DurationCompleteEvent, slot, eventCategory, name, begin, args,
+              end, &cached.words);
     cached.nameSlot = name.ref;
-    cached.fileSlot = file.ref;
-    cached.fileId = hasFile ? site.file : 0;
+    cached.textSlot = text.ref;
+    cached.textId = textId;
     // Errors also show as instants, so they stand out in the timeline.
     if (site.kind == FrameKind::DecodeError)
-      enc.event(InstantEvent, slot, category, name, frame.begin, {});
+      enc.event(InstantEvent, slot, category, name, begin, {});
+  }
+
+  /// The compact mode's one argument, "FILE:LINE 0xADDRESS" (either part
+  /// may be missing), as an id past the model's strings; 0 when empty.
+  StringId siteString(const FrameSite &site) {
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    llvm::StringRef file =
+        site.file != 0 ? model.strings.get(site.file) : llvm::StringRef();
+    if (!file.empty()) {
+      os << file;
+      if (site.line != 0)
+        os << ':' << site.line;
+    }
+    if (site.address != 0)
+      os << (file.empty() ? "" : " ") << llvm::format_hex(site.address, 0);
+    if (text.empty())
+      return 0;
+    return StringId(model.strings.size() + own.intern(text));
   }
 
   const TraceModel &model;
+  StringTable own; ///< The site strings (compact mode).
   FxtEncoder enc;
   const FxtOptions &options;
   StrRef category, argAddress, argFile, argLine, argInlined, argProcess,
-      argReason, gapName, stitchedGapName;
+      argReason, argSite, argClock, gapName, stitchedGapName, estimatedName;
+  StrRef kindCategory[6];
   std::vector<CachedRecord> records; ///< Per site of the thread written.
+  writers::DisplayClock clock;
 };
 
 llvm::Error noZlibError() {
@@ -469,6 +544,16 @@ std::string truncateUtf8(llvm::StringRef text, size_t limit) {
   while (cut > 0 && (uint8_t(text[cut]) & 0xc0) == 0x80)
     --cut;
   return (text.take_front(cut) + ellipsis).str();
+}
+
+llvm::Expected<FxtSliceArgs> parseFxtSliceArgs(llvm::StringRef text) {
+  if (text == "compact")
+    return FxtSliceArgs::Compact;
+  if (text == "full")
+    return FxtSliceArgs::Full;
+  return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                 "unknown slice arguments '" + text +
+                                     "' (use compact or full)");
 }
 
 bool fxtGzipAvailable() { return llvm::compression::zlib::isAvailable(); }

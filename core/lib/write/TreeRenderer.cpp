@@ -107,7 +107,11 @@ private:
     os << ": " << thread.segments.size() << " segment"
        << (thread.segments.size() == 1 ? "" : "s") << ", "
        << formatDuration(span) << ", " << thread.errors << " error"
-       << (thread.errors == 1 ? "" : "s") << '\n';
+       << (thread.errors == 1 ? "" : "s");
+    std::string note = clockNote(thread);
+    if (!note.empty())
+      os << ", " << note;
+    os << '\n';
     os << llvm::format("%12s %12s  %s\n", "total", "self", "frame");
     for (size_t s = 0; s < thread.segments.size(); ++s) {
       const Segment &segment = thread.segments[s];

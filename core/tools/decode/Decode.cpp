@@ -32,7 +32,8 @@ enum class DumpKind { None, Events, Calls, Insns };
 const char *const kUsage =
     "usage: magic-trace-decode BUNDLE_DIR_OR_JSON|PERF_DATA [--dump "
     "events|calls|insns|none] [--threads N] [--tid T] [--chunk-bytes B]\n"
-    "                          [--cpu CPU] [-o FILE]\n"
+    "                          [--cpu CPU] [-o FILE] [--slice-args "
+    "compact|full]\n"
     "  --dump events   one line per control-flow event (default)\n"
     "  --dump calls    only calls and returns\n"
     "  --dump insns    every executed instruction address\n"
@@ -46,7 +47,10 @@ const char *const kUsage =
     "  -o FILE         run the whole pipeline (decode, symbolize, model) and\n"
     "                  write the trace to FILE, in the format its extension\n"
     "                  names: .fxt (Perfetto), .json (Chrome), .folded, .txt\n"
-    "                  (call tree); prints only the summary\n";
+    "                  (call tree); prints only the summary\n"
+    "  --slice-args A  what each .fxt slice carries: compact (default; kind\n"
+    "                  as category, one 'site' argument, 32 bytes a slice)\n"
+    "                  or full (address, file, line, inlined; 64 bytes)\n";
 
 struct Args {
   std::string input;
@@ -56,6 +60,7 @@ struct Args {
   uint64_t chunkBytes = 64 * 1024;
   std::string output;             ///< -o FILE; empty: print events instead.
   std::optional<CpuIdentity> cpu; ///< --cpu, over the bundle's cpuInfo.
+  FxtOptions fxt;                 ///< --slice-args.
 };
 
 /// Parses the command line by hand: libLLVM.so already registers a global
@@ -84,6 +89,11 @@ Expected<Args> parseArgs(int argc, char **argv) {
     uint64_t number = 0;
     if (name == "o" || name == "output") {
       args.output = value.str();
+    } else if (name == "slice-args") {
+      Expected<FxtSliceArgs> sliceArgs = parseFxtSliceArgs(value);
+      if (!sliceArgs)
+        return sliceArgs.takeError();
+      args.fxt.sliceArgs = *sliceArgs;
     } else if (name == "cpu") {
       Expected<CpuIdentity> cpu = parseCpu(value);
       if (!cpu)
@@ -194,14 +204,15 @@ int writeOutput(const Args &args, const Snapshot &snapshot,
     return fail(toString(result.takeError()));
   for (const std::string &problem : result->moduleProblems)
     WithColor::warning(errs(), "magic-trace-decode") << problem << "\n";
-  if (Error error = writeTrace(*result, args.output, *format))
+  if (Error error = writeTrace(*result, args.output, *format, args.fxt))
     return fail(toString(std::move(error)));
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
           .count();
-  uint64_t instructions = 0, calls = 0, errors = 0;
+  uint64_t instructions = 0, calls = 0, errors = 0, estimated = 0;
   for (const ThreadSummary &thread : result->threads) {
     instructions += thread.instructions;
+    estimated += thread.estimatedInstructions;
     calls += thread.calls;
     errors += thread.errors;
   }
@@ -219,7 +230,11 @@ int writeOutput(const Args &args, const Snapshot &snapshot,
                                      ? double(stats.modelBytes) / instructions
                                      : 0.0)
          << " per instruction), " << llvm::format("%.3f", seconds * 1000)
-         << " ms -> " << args.output << "\n";
+         << " ms";
+  std::string note = estimatedTimesNote(estimated, instructions);
+  if (!note.empty())
+    outs() << ", " << note;
+  outs() << " -> " << args.output << "\n";
   return failIfNothingDecoded(instructions);
 }
 
@@ -448,6 +463,13 @@ int main(int argc, char **argv) {
       << namer.stats().distinctRanges << " ranges), decode "
       << format("%.3f", seconds * 1000) << " ms (" << args.threads
       << " threads requested, " << result->stats.chunks << " pieces), errata "
-      << errataText(snapshot->cpu) << "\n";
+      << errataText(snapshot->cpu);
+  uint64_t estimated = 0;
+  for (const ThreadDecode &decode : result->threads)
+    estimated += decode.estimatedInstructions;
+  std::string note = estimatedTimesNote(estimated, instructions);
+  if (!note.empty())
+    out << ", " << note;
+  out << "\n";
   return failIfNothingDecoded(instructions);
 }

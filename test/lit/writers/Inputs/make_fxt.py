@@ -1,6 +1,6 @@
 """Writes a small Fuchsia trace word by word from the spec, good or broken.
 
-usage: make_fxt.py good|dangling|truncated OUT
+usage: make_fxt.py good|dangling|truncated|stair OUT
 """
 import struct
 import sys
@@ -23,6 +23,11 @@ def trace(kind):
     w += [4 | 3 << 4 | 4 << 16 | 1 << 24 | name << 48, 100, 250]
     if kind == "truncated":
         w = w[:-1]                           # The event claims 3 words, 2 remain.
+    if kind == "stair":
+        # Two zero-length slices at 250, where main ends: the file nests
+        # them side by side, Perfetto stacks the second on the first.
+        w += [4 | 3 << 4 | 4 << 16 | 1 << 24 | 1 << 48, 250, 250]
+        w += [4 | 3 << 4 | 4 << 16 | 1 << 24 | 1 << 48, 250, 250]
     return b"".join(struct.pack("<Q", x) for x in w)
 
 

@@ -1,0 +1,97 @@
+//===- DisplayClock.h - Times a timeline viewer nests as the model -*- C++
+//-*-===//
+//
+// Private to core/lib/write: the times the .fxt and Chrome JSON writers put
+// in the file, so that Perfetto draws the model's tree. Perfetto's slice
+// tracker (src/trace_processor/importers/common/slice_tracker.cc,
+// MaybeCloseStack) nests by time alone: an open slice is closed when it ends
+// before the next slice begins, or exactly when it begins unless both last
+// zero time (zero-length slices at one timestamp stack like instants), and
+// a slice that starts inside an open one but ends after it is dropped. The
+// model's nesting is exact, but its times are not distinct: where timing is
+// coarse or estimated, many frames begin and end at one nanosecond.
+//
+// The rule (docs/formats.md, "Displayed times"): walk a thread's frames as
+// begin and end events in pre-order; each displayed time is the model's,
+// or the previous displayed time if that is later, plus 1 ns when the event
+// ends a frame that has no children (so every slice lasts at least 1 ns and
+// none is zero-length). Displayed times are never earlier than the model's
+// and catch up with it as soon as the model's clock passes them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_LIB_WRITE_DISPLAYCLOCK_H
+#define MAGIC_TRACE_LIB_WRITE_DISPLAYCLOCK_H
+
+#include "magic_trace/TraceModel.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+namespace magic_trace::writers {
+
+/// One thread's displayed times, segment by segment, in the thread's order.
+class DisplayClock {
+public:
+  /// Computes the displayed times of `segment`'s frames, after those of the
+  /// thread's earlier segments.
+  void place(const Segment &segment) {
+    const PodVector<Frame> &frames = segment.frames;
+    times.resize(frames.size());
+    segmentBeginNs = show(segment.begin, 0);
+    stack.clear();
+    justBegun = NoFrame;
+    for (uint32_t i = 0; i < frames.size(); ++i) {
+      while (!stack.empty() && stack.back() != frames[i].parent)
+        closeTop(frames);
+      times[i].begin = show(frames[i].begin, 0);
+      stack.push_back(i);
+      justBegun = i;
+    }
+    while (!stack.empty())
+      closeTop(frames);
+  }
+
+  /// The displayed time of the segment's begin (its gap instant).
+  uint64_t segmentBegin() const { return segmentBeginNs; }
+  uint64_t begin(size_t frame) const { return times[frame].begin; }
+  uint64_t end(size_t frame) const { return times[frame].end; }
+  /// The latest displayed time so far.
+  uint64_t latest() const { return last; }
+  /// The largest amount by which a displayed time exceeded the model's.
+  uint64_t maxShift() const { return shift; }
+
+private:
+  static constexpr uint32_t NoFrame = UINT32_MAX;
+
+  /// The displayed time of an event at model time `ns`, at least `gap`
+  /// after the previous event.
+  uint64_t show(uint64_t ns, uint64_t gap) {
+    uint64_t at = std::max(ns, last + gap);
+    shift = std::max(shift, at - ns);
+    last = at;
+    return at;
+  }
+
+  void closeTop(const PodVector<Frame> &frames) {
+    uint32_t top = stack.back();
+    stack.pop_back();
+    // A frame without children ends at least 1 ns after it began.
+    times[top].end = show(frames[top].end, justBegun == top ? 1 : 0);
+    justBegun = NoFrame;
+  }
+
+  struct Times {
+    uint64_t begin = 0, end = 0;
+  };
+  std::vector<Times> times;
+  std::vector<uint32_t> stack;
+  uint32_t justBegun = NoFrame;
+  uint64_t segmentBeginNs = 0;
+  uint64_t last = 0;
+  uint64_t shift = 0;
+};
+
+} // namespace magic_trace::writers
+
+#endif

@@ -1,0 +1,102 @@
+//===- ItemStreamTest.cpp - The decoder's clock where PT has no timing ----===//
+//
+// A synthetic thread whose true clock is known: item k (10 instructions)
+// starts at 1000 + 20 k ns, 2 ns an instruction. The items reach the
+// ItemStream with the raw samples a decoder would give them (the TSC of the
+// last timing packet read, 0 before any), and the stream must time them: by
+// interpolation between samples, and by the instruction clock before the
+// first and after the last.
+//
+//===----------------------------------------------------------------------===//
+#include "../../core/lib/decode/ItemStream.h"
+
+#include <gtest/gtest.h>
+
+using namespace magic_trace;
+using namespace magic_trace::decode_detail;
+
+namespace {
+
+constexpr uint64_t InsnsPerItem = 10;
+
+uint64_t truthNs(size_t k) { return 1000 + 20 * k; }
+
+class Collect : public ItemSink {
+public:
+  void consume(llvm::ArrayRef<TraceItem> batch,
+               llvm::ArrayRef<DecodeError>) override {
+    items.insert(items.end(), batch.begin(), batch.end());
+  }
+  void timesEstimated(uint64_t instructions) override {
+    estimated = instructions;
+  }
+  std::vector<TraceItem> items;
+  uint64_t estimated = UINT64_MAX;
+};
+
+TraceItem block(size_t k, uint64_t sample) {
+  TraceItem item;
+  item.ip = 0x1000 + 0x100 * k;
+  item.lastIp = item.ip + 0x20;
+  item.detail = InsnsPerItem;
+  // A branch ends every block, so the stream joins none of them.
+  item.lastClass = BranchClass::DirectJump;
+  item.timeNs = sample;
+  return item;
+}
+
+/// Streams `count` items; item k gets sample(k) as its raw time.
+Collect run(size_t count, std::function<uint64_t(size_t)> sample,
+            size_t batchItems, bool anyTsc) {
+  Collect sink;
+  TimeConversion identity; // ns == TSC.
+  ItemStream stream(sink, identity, batchItems, [=] { return anyTsc; });
+  Piece piece;
+  for (size_t k = 0; k < count; ++k)
+    piece.items.push_back(block(k, sample(k)));
+  stream.append(piece);
+  EXPECT_EQ(stream.finish(), count * InsnsPerItem);
+  return sink;
+}
+
+TEST(ItemStream, StretchesWithoutTimingRunOnTheMeasuredRate) {
+  // Items 0-9 come before the first timing packet, 10-29 have a sample every
+  // 5 items (each the true time of the item that read it), 30-39 come after
+  // the last one.
+  auto sample = [](size_t k) -> uint64_t {
+    if (k < 10)
+      return 0;
+    return truthNs(std::min<size_t>(k, 30) / 5 * 5);
+  };
+  Collect sink = run(40, sample, 1 << 16, true);
+  ASSERT_EQ(sink.items.size(), 40u);
+  for (size_t k = 0; k < 40; ++k)
+    EXPECT_EQ(sink.items[k].timeNs, truthNs(k)) << "item " << k;
+  // 10 items before, 10 after the last sample.
+  EXPECT_EQ(sink.estimated, 20 * InsnsPerItem);
+}
+
+TEST(ItemStream, ATraceWithoutTimingCountsInstructionsFromZero) {
+  for (size_t batch : {size_t(1), size_t(4), size_t(1) << 16}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    Collect sink = run(25, [](size_t) { return 0; }, batch, false);
+    ASSERT_EQ(sink.items.size(), 25u);
+    for (size_t k = 0; k < 25; ++k)
+      EXPECT_EQ(sink.items[k].timeNs,
+                k * InsnsPerItem * ItemStream::DefaultNsPerInsn);
+    EXPECT_EQ(sink.estimated, 25 * InsnsPerItem);
+  }
+}
+
+TEST(ItemStream, FullyTimedStretchesAreNotEstimated) {
+  // A sample on every item, and one more item after the last: only that one
+  // is timed by the instruction clock.
+  Collect sink = run(
+      21, [](size_t k) { return truthNs(std::min<size_t>(k, 20)); }, 1 << 16,
+      true);
+  for (size_t k = 0; k < 21; ++k)
+    EXPECT_EQ(sink.items[k].timeNs, truthNs(k)) << "item " << k;
+  EXPECT_EQ(sink.estimated, InsnsPerItem);
+}
+
+} // namespace
