@@ -29,11 +29,27 @@ config.substitutions.append(("%inputs", config.mt_inputs_dir))
 config.substitutions.append(("%srcroot", config.mt_src_root))
 config.substitutions.append(("%python", "python3"))
 config.substitutions.append(("%mt_tools", config.mt_tools_dir))
-# Intel PT recorded on real CPUs (../shared/realpt beside the checkout, as CI
-# lays it out; MT_REALPT overrides). Tests that use it fail without it.
-realpt = os.environ.get("MT_REALPT",
-                        os.path.join(config.mt_src_root, "..", "shared", "realpt"))
-config.substitutions.append(("%realpt", os.path.abspath(realpt)))
+# Recordings made on real CPUs, kept beside the checkout as CI lays it out
+# (../shared/<name>; MT_REALPT overrides realpt's path): Intel PT bundles
+# (realpt), perf.data files perf recorded (realpt-perf), ARCUS raw traces
+# (realpt-arcus). A test that needs one says REQUIRES: <name>; without the
+# folder it is unsupported, and the run says once which folder is missing.
+shared = os.path.join(config.mt_src_root, "..", "shared")
+# Longer names first: lit substitutes in order, and %realpt is a prefix of
+# %realpt_perf.
+corpora = {
+    "realpt-perf": os.path.join(shared, "realpt-perf"),
+    "realpt-arcus": os.path.join(shared, "realpt-arcus"),
+    "realpt": os.environ.get("MT_REALPT", os.path.join(shared, "realpt")),
+}
+for name, path in corpora.items():
+    path = os.path.abspath(path)
+    config.substitutions.append(("%" + name.replace("-", "_"), path))
+    if os.path.isdir(path):
+        config.available_features.add(name)
+    else:
+        lit_config.note("%s is absent: the tests that need it (REQUIRES: %s) "
+                        "are unsupported" % (path, name))
 
 # Features describing this machine's truth, for tests whose expectation
 # depends on the hardware (REQUIRES: intel-pt / no-intel-pt).
