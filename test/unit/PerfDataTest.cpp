@@ -172,12 +172,17 @@ TEST(PerfData, OverlappingSnapshotBuffersReadBackAsOneTrace) {
   EXPECT_TRUE(out->threads[0].wrapped);
 }
 
-TEST(PerfData, PerCpuRecordingNamesPerThread) {
-  auto snapshot = parsePerfData(handBuiltFile(1, /*perCpu=*/1));
-  ASSERT_FALSE(bool(snapshot));
-  std::string message = toString(snapshot.takeError());
-  EXPECT_NE(message.find("--per-thread"), std::string::npos) << message;
-  EXPECT_NE(message.find("at byte 184"), std::string::npos) << message;
+// AUXTRACE_INFO says per-CPU: the buffers are CPU streams. With no AUX
+// records and one thread traced, the stream is that thread's: the same bytes
+// as read per thread.
+TEST(PerfData, PerCpuStreamOfOneThreadIsItsTrace) {
+  auto perThread = parsePerfData(handBuiltFile(1));
+  auto perCpu = parsePerfData(handBuiltFile(1, /*perCpu=*/1));
+  ASSERT_TRUE(bool(perThread)) << toString(perThread.takeError());
+  ASSERT_TRUE(bool(perCpu)) << toString(perCpu.takeError());
+  ASSERT_EQ(perCpu->threads.size(), 1u);
+  EXPECT_EQ(perCpu->threads[0].tid, perThread->threads[0].tid);
+  EXPECT_EQ(perCpu->threads[0].bytes, perThread->threads[0].bytes);
 }
 
 TEST(PerfData, WriterOutputReadsBackTheSameSnapshot) {
@@ -233,6 +238,77 @@ TEST(PerfData, EveryTruncationIsAnErrorNeverACrash) {
     std::string message = toString(snapshot.takeError());
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
+}
+
+} // namespace
+
+// Per-CPU recordings: each CPU's AUX stream is cut into its threads' pieces
+// by the AUX records (PerCpuTrace.h). Two threads alternate on two CPUs;
+// each thread's trace is its pieces in time order, with a sync point (PSB,
+// PSBEND) where a piece does not continue the last one in the same CPU
+// stream, and an OVF after a piece the kernel truncated.
+#include "../../core/lib/record/perf/PerCpuTrace.h"
+
+namespace {
+
+using magic_trace::perfdata::AuxPiece;
+using magic_trace::perfdata::CpuStream;
+
+const std::vector<uint8_t> kSync = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                    0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                    0x02, 0x82, 0x02, 0x82, 0x02, 0x23};
+
+std::vector<uint8_t> join(std::initializer_list<std::vector<uint8_t>> parts) {
+  std::vector<uint8_t> out;
+  for (const std::vector<uint8_t> &part : parts)
+    out.insert(out.end(), part.begin(), part.end());
+  return out;
+}
+
+TEST(PerCpuTrace, AuxRecordsCutEachCpuStreamIntoThreads) {
+  std::map<uint32_t, CpuStream> cpus;
+  // CPU 0: thread 10 wrote bytes 1-3, thread 20 bytes 4-5, thread 10 6.
+  cpus[0].bytes = {1, 2, 3, 4, 5, 6};
+  cpus[0].haveBase = true;
+  cpus[0].base = 0x100;
+  // CPU 1: thread 20 wrote 7-8 (truncated), then thread 10 wrote 9.
+  cpus[1].bytes = {7, 8, 9};
+  cpus[1].haveBase = true;
+  cpus[1].base = 0;
+  std::vector<AuxPiece> pieces = {
+      {0, 10, 0x100, 3, 0, 100},
+      {0, 20, 0x103, 2, 0, 200},
+      {1, 20, 0, 2, magic_trace::perfdata::kAuxFlagTruncated, 300},
+      {0, 10, 0x105, 1, 0, 400},
+      {1, 10, 2, 1, 0, 500}};
+  auto threads = magic_trace::perfdata::splitPerCpu(cpus, pieces, false);
+  ASSERT_TRUE(bool(threads)) << llvm::toString(threads.takeError());
+  ASSERT_EQ(threads->size(), 2u);
+  EXPECT_EQ((*threads)[0].tid, 10u);
+  // 1-3, then 6 (CPU 0 again, but thread 20's bytes came between), then 9
+  // on CPU 1.
+  EXPECT_EQ((*threads)[0].bytes, join({{1, 2, 3}, kSync, {6}, kSync, {9}}));
+  EXPECT_EQ((*threads)[1].tid, 20u);
+  // 4-5, then 7-8 on CPU 1, cut short by the kernel: an OVF follows.
+  EXPECT_EQ((*threads)[1].bytes, join({{4, 5}, kSync, {7, 8}, {0x02, 0xf3}}));
+}
+
+TEST(PerCpuTrace, ASharedStreamWithoutAuxRecordsIsAnError) {
+  std::map<uint32_t, CpuStream> cpus;
+  cpus[2].bytes = {1, 2};
+  cpus[2].tids = {10, 20};
+  auto threads = magic_trace::perfdata::splitPerCpu(cpus, {}, false);
+  ASSERT_FALSE(bool(threads));
+  EXPECT_NE(llvm::toString(threads.takeError())
+                .find("CPU 2's trace was written by 2 threads"),
+            std::string::npos);
+  // One thread: the stream is its own (a snapshot recording's way).
+  cpus[2].tids = {10};
+  auto whole = magic_trace::perfdata::splitPerCpu(cpus, {}, true);
+  ASSERT_TRUE(bool(whole)) << llvm::toString(whole.takeError());
+  ASSERT_EQ(whole->size(), 1u);
+  EXPECT_EQ((*whole)[0].bytes, (std::vector<uint8_t>{1, 2}));
+  EXPECT_TRUE((*whole)[0].wrapped);
 }
 
 } // namespace

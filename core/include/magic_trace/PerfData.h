@@ -16,6 +16,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 namespace magic_trace {
@@ -53,11 +54,31 @@ llvm::Error writePerfData(const Snapshot &snapshot, llvm::StringRef path,
 /// or a trace.json): a perf.data, or a file to refuse as a bad one.
 bool isPerfDataFile(llvm::StringRef path);
 
+/// What the reader met in a perf.data, for `magic-trace-perfdata --records`
+/// (compared with `perf script -D` in test/lit/perf/).
+struct PerfDataStats {
+  /// Records of the data section by PERF_RECORD_* type.
+  std::map<uint32_t, uint64_t> records;
+  /// Per-CPU recordings: AUXTRACE bytes of each CPU.
+  std::map<uint32_t, uint64_t> auxBytesByCpu;
+  uint64_t piecesUsed = 0;   ///< AUX records a thread's trace was cut by.
+  uint64_t piecesLost = 0;   ///< Truncated ones, or ones the file lacks.
+  uint64_t wholeStreams = 0; ///< CPU streams that went whole to one thread.
+};
+
+/// perf's name of a record type ("PERF_RECORD_AUX"), or "type N".
+std::string perfRecordName(uint32_t type);
+
 struct PerfDataReadOptions {
   /// A file without Intel PT (no AUXTRACE_INFO or no AUXTRACE data) is an
   /// error; false reads only its sideband (modules, COMM, CPU), for files
   /// such as `perf record -e cpu-clock` writes.
   bool requireTrace = true;
+  /// Look for each module's file under this directory first, at the path
+  /// the recording names (perf's --symfs); empty: the paths as recorded.
+  std::string symfs;
+  /// When set, filled with what the reader met.
+  PerfDataStats *stats = nullptr;
 };
 
 /// A Snapshot from a per-thread Intel PT perf.data held in memory: threads
@@ -65,9 +86,11 @@ struct PerfDataReadOptions {
 /// time conversion and timing from AUXTRACE_INFO, modules from MMAP/MMAP2
 /// with build-ids from HEADER_BUILD_ID (files looked up on this machine,
 /// then in ~/.debug), COMM names, CPU from HEADER_CPUID.
-/// Errors (one line, with the byte offset where it applies): a truncated or
-/// malformed file, wrong magic, a per-CPU recording (record with
-/// --per-thread), AUX data without AUXTRACE_INFO, an AUXTRACE_INFO that is
+/// A per-CPU recording (perf's default) is split into threads by its AUX
+/// records (PerCpuTrace.h). Errors (one line, with the byte offset where it
+/// applies): a truncated or malformed file, wrong magic, a per-CPU stream
+/// several threads share with nothing to split it by, AUX data without
+/// AUXTRACE_INFO, an AUXTRACE_INFO that is
 /// not Intel PT or is too short, no Intel PT attr.
 llvm::Expected<Snapshot> parsePerfData(llvm::ArrayRef<uint8_t> bytes,
                                        const PerfDataReadOptions &options = {});

@@ -33,7 +33,7 @@ const char *const kUsage =
     "usage: magic-trace-decode BUNDLE_DIR_OR_JSON|PERF_DATA [--dump "
     "events|calls|insns|none] [--threads N] [--tid T] [--chunk-bytes B]\n"
     "                          [--cpu CPU] [-o FILE] [--slice-args "
-    "compact|full]\n"
+    "compact|full] [--symfs DIR]\n"
     "  --dump events   one line per control-flow event (default)\n"
     "  --dump calls    only calls and returns\n"
     "  --dump insns    every executed instruction address\n"
@@ -41,6 +41,8 @@ const char *const kUsage =
     "  --threads N     decode threads (default: cores; 1 = serial)\n"
     "  --tid T         only this thread\n"
     "  --chunk-bytes B smallest piece of a buffer per decode task (65536)\n"
+    "  --symfs DIR     a perf.data's modules: look under DIR first, at the\n"
+    "                  paths the recording names (as perf's --symfs)\n"
     "  --cpu CPU       the CPU that recorded the trace, for libipt's errata,\n"
     "                  instead of the bundle's cpuInfo: intel/6/158/9, or\n"
     "                  none (no errata)\n"
@@ -61,6 +63,7 @@ struct Args {
   std::string output;             ///< -o FILE; empty: print events instead.
   std::optional<CpuIdentity> cpu; ///< --cpu, over the bundle's cpuInfo.
   FxtOptions fxt;                 ///< --slice-args.
+  std::string symfs;              ///< --symfs, for a perf.data's modules.
 };
 
 /// Parses the command line by hand: libLLVM.so already registers a global
@@ -89,6 +92,8 @@ Expected<Args> parseArgs(int argc, char **argv) {
     uint64_t number = 0;
     if (name == "o" || name == "output") {
       args.output = value.str();
+    } else if (name == "symfs") {
+      args.symfs = value.str();
     } else if (name == "slice-args") {
       Expected<FxtSliceArgs> sliceArgs = parseFxtSliceArgs(value);
       if (!sliceArgs)
@@ -387,9 +392,11 @@ int main(int argc, char **argv) {
   }
   const Args &args = *parsed;
 
-  // A perf.data (per-thread Intel PT) reads as a bundle does.
+  // A perf.data (per-thread or per-CPU Intel PT) reads as a bundle does.
+  PerfDataReadOptions perfOptions;
+  perfOptions.symfs = args.symfs;
   Expected<Snapshot> snapshot = isPerfDataFile(args.input)
-                                    ? readPerfData(args.input)
+                                    ? readPerfData(args.input, perfOptions)
                                     : loadBundle(args.input);
   if (!snapshot)
     return fail(toString(snapshot.takeError()));

@@ -5,6 +5,8 @@
 //       bundle: process, CPU, time conversion, threads and their PT byte
 //       counts, modules with build-id, file and segments. --sideband reads a
 //       perf.data without Intel PT (`perf record -e cpu-clock --per-thread`).
+//       --records also prints the data section's records by type and, for a
+//       per-CPU recording, each CPU's AUX bytes and how they were split.
 //   magic-trace-perfdata INPUT -o FILE [--snapshots N:OVERLAP]
 //       writes INPUT's Snapshot as a per-thread Intel PT perf.data that
 //       `perf script --itrace` decodes (a perf.data INPUT: a round trip).
@@ -17,9 +19,11 @@
 #include "magic_trace/PerfData.h"
 
 #include "llvm/ADT/StringRef.h"
+
 #include "llvm/Support/Format.h"
 #include "llvm/Support/WithColor.h"
 #include "llvm/Support/raw_ostream.h"
+#include <map>
 
 using namespace llvm;
 using namespace magic_trace;
@@ -27,8 +31,8 @@ using namespace magic_trace;
 namespace {
 
 const char *const kUsage =
-    "usage: magic-trace-perfdata PERF_DATA|BUNDLE [--sideband] [-o "
-    "PERF_DATA [--snapshots N:OVERLAP]]\n";
+    "usage: magic-trace-perfdata PERF_DATA|BUNDLE [--sideband] [--records] "
+    "[--symfs DIR] [-o PERF_DATA [--snapshots N:OVERLAP]]\n";
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "magic-trace-perfdata") << message << "\n";
@@ -62,6 +66,20 @@ void printSnapshot(const Snapshot &snapshot) {
   }
 }
 
+/// --records: the data section's records by type, and a per-CPU recording's
+/// AUX bytes per CPU and how its AUX records split them.
+void printRecords(const PerfDataStats &stats) {
+  std::map<std::string, uint64_t> byName;
+  for (const auto &[type, count] : stats.records)
+    byName[perfRecordName(type)] += count;
+  for (const auto &[name, count] : byName)
+    outs() << "records " << name << " " << count << "\n";
+  for (const auto &[cpu, bytes] : stats.auxBytesByCpu)
+    outs() << "cpu " << cpu << " aux " << bytes << " bytes\n";
+  outs() << "aux pieces " << stats.piecesUsed << " used, " << stats.piecesLost
+         << " lost, " << stats.wholeStreams << " whole streams\n";
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -69,6 +87,9 @@ int main(int argc, char **argv) {
   StringRef input, output;
   PerfDataReadOptions options;
   PerfDataWriteOptions writeOptions;
+  PerfDataStats stats;
+  options.stats = &stats;
+  bool records = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "-o" && i + 1 < args.size())
       output = args[++i];
@@ -80,6 +101,10 @@ int main(int argc, char **argv) {
         return fail("--snapshots takes N:OVERLAP, e.g. 3:4096");
     } else if (args[i] == "--sideband")
       options.requireTrace = false;
+    else if (args[i] == "--records")
+      records = true;
+    else if (args[i] == "--symfs" && i + 1 < args.size())
+      options.symfs = args[++i].str();
     else if (input.empty() && !args[i].starts_with("-"))
       input = args[i];
     else
@@ -95,6 +120,8 @@ int main(int argc, char **argv) {
     return fail(toString(snapshot.takeError()));
   if (output.empty()) {
     printSnapshot(*snapshot);
+    if (records)
+      printRecords(stats);
     return 0;
   }
   if (Error err = writePerfData(*snapshot, output, writeOptions))

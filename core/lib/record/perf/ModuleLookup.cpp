@@ -106,7 +106,15 @@ std::string elfFileBuildId(StringRef path) {
   return toHex(object::getBuildID(binary->getBinary()), /*LowerCase=*/true);
 }
 
-std::string lookUpModuleFile(StringRef path, StringRef buildId) {
+std::string lookUpModuleFile(StringRef path, StringRef buildId,
+                             StringRef symfs) {
+  if (!symfs.empty() && !path.starts_with("[")) {
+    SmallString<256> under(symfs);
+    sys::path::append(under, path);
+    if (sys::fs::exists(under) &&
+        (buildId.empty() || elfFileBuildId(under) == buildId))
+      return std::string(under);
+  }
   bool exists = !path.starts_with("[") && sys::fs::exists(path);
   if (exists && (buildId.empty() || elfFileBuildId(path) == buildId))
     return path.str();

@@ -23,7 +23,9 @@ std::string elfFileBuildId(llvm::StringRef path);
 /// cache, ~/.debug/.build-id/ab/cdef.../{elf,vdso}; for "[vdso]", a copy of
 /// this process's own vdso when its build-id is `buildId` (the same kernel);
 /// else `path` if it exists at all, else "".
-std::string lookUpModuleFile(llvm::StringRef path, llvm::StringRef buildId);
+/// With `symfs`, `symfs`/`path` is tried first, as perf's --symfs does.
+std::string lookUpModuleFile(llvm::StringRef path, llvm::StringRef buildId,
+                             llvm::StringRef symfs = "");
 
 } // namespace magic_trace
 

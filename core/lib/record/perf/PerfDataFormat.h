@@ -18,6 +18,7 @@ namespace perfdata {
 constexpr uint64_t kMagic = 0x32454c4946524550ULL;
 /// magic, size, attr_size, attrs, data, event_types (16 each), 256 bits.
 constexpr uint64_t kFileHeaderSize = 104;
+constexpr uint64_t kPipeHeaderSize = 16; ///< `perf record -o -`.
 constexpr unsigned kFeatureBits = 256;
 
 /// perf_event_attr as of PERF_ATTR_SIZE_VER7 (sig_data is the last field).
@@ -56,6 +57,7 @@ constexpr uint32_t kRecordComm = 3;
 constexpr uint32_t kRecordSample = 9;
 constexpr uint32_t kRecordMmap2 = 10;
 constexpr uint32_t kRecordAux = 11;
+constexpr uint32_t kRecordItraceStart = 12;
 constexpr uint32_t kRecordSwitch = 14;
 constexpr uint32_t kRecordSwitchCpuWide = 15;
 constexpr uint32_t kRecordUserTypeStart = 64; ///< perf's own records.

@@ -10,6 +10,7 @@
 #include "magic_trace/PerfData.h"
 
 #include "ModuleLookup.h"
+#include "PerCpuTrace.h"
 #include "PerfDataFormat.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -114,7 +115,55 @@ struct Contents {
   std::vector<Mapping> mappings;
   std::map<std::string, std::string> buildIds; ///< Path -> hex build-id.
   std::optional<CpuIdentity> cpu;
+  /// A per-CPU recording (AUXTRACE_INFO's per_cpu_mmaps): the AUX bytes of
+  /// each CPU and the AUX records that say whose they are (PerCpuTrace.h).
+  bool perCpu = false;
+  std::map<uint32_t, CpuStream> cpus;
+  std::vector<AuxPiece> auxPieces;
 };
+
+/// The sample_id trailer of a non-sample record (perf_event_open(2),
+/// sample_id_all), as `sampleType` lays it out; fields it lacks stay 0.
+struct SampleId {
+  uint32_t pid = 0, tid = 0, cpu = 0;
+  uint64_t time = 0;
+};
+
+bool readSampleId(Cursor &record, uint64_t sampleType, SampleId *out) {
+  uint64_t size = 0;
+  for (uint64_t bit : {kSampleTid, kSampleTime, kSampleId, kSampleStreamId,
+                       kSampleCpu, kSampleIdentifier})
+    size += (sampleType & bit) ? 8 : 0;
+  if (record.remaining() < size || !record.skip(record.remaining() - size))
+    return false;
+  uint64_t ignored = 0;
+  uint32_t reserved = 0;
+  if ((sampleType & kSampleTid) &&
+      (!record.u32(&out->pid) || !record.u32(&out->tid)))
+    return false;
+  if ((sampleType & kSampleTime) && !record.u64(&out->time))
+    return false;
+  if ((sampleType & kSampleId) && !record.u64(&ignored))
+    return false;
+  if ((sampleType & kSampleStreamId) && !record.u64(&ignored))
+    return false;
+  if ((sampleType & kSampleCpu) &&
+      (!record.u32(&out->cpu) || !record.u32(&reserved)))
+    return false;
+  return true;
+}
+
+/// The sample_type of the Intel PT event (whose sideband the AUX records
+/// are), else of the first attr.
+uint64_t ptSampleType(const Contents &contents) {
+  if (contents.ptPriv)
+    for (const Attr &attr : contents.attrs)
+      if (attr.type == (*contents.ptPriv)[kPtPmuType])
+        return attr.sampleIdAll ? attr.sampleType : 0;
+  if (!contents.attrs.empty() && contents.attrs.front().sampleIdAll)
+    return contents.attrs.front().sampleType;
+  return 0;
+}
 
 Error readSection(Cursor &cursor, Section *section, const char *what) {
   uint64_t at = cursor.offset();
@@ -171,9 +220,7 @@ Error readAuxtraceInfo(Cursor &record, uint64_t at, Contents &contents) {
     return malformed(at, "AUXTRACE_INFO has " + Twine(priv.size()) +
                              " words, Intel PT needs at least " +
                              Twine(kPtPrivMin));
-  if (priv[kPtPerCpuMmaps])
-    return malformed(at, "a per-CPU recording is not supported (record with "
-                         "perf record --per-thread)");
+  contents.perCpu = priv[kPtPerCpuMmaps] != 0;
   contents.ptPriv = std::move(priv);
   contents.ptPrivOffset = at;
   return Error::success();
@@ -239,6 +286,24 @@ Error readAuxtrace(Cursor &data, Cursor &record, uint64_t at,
   if (!data.bytes(size, &trace))
     return malformed(at, "AUXTRACE data of " + Twine(size) +
                              " bytes runs past the data section (truncated?)");
+  if (contents.perCpu) {
+    // One stream per CPU; AUX records say whose its bytes are.
+    CpuStream &stream = contents.cpus[cpu];
+    stream.tids.insert(tid);
+    if (!stream.haveBase) {
+      stream.base = offset;
+      stream.haveBase = true;
+    } else if ((*contents.ptPriv)[kPtSnapshotMode]) {
+      appendSnapshot(stream.bytes, trace);
+      return Error::success();
+    } else if (offset != stream.base + stream.bytes.size()) {
+      // Bytes between two buffers are missing: mark the loss.
+      stream.bytes.insert(stream.bytes.end(), std::begin(kOvf), std::end(kOvf));
+      stream.haveBase = false;
+    }
+    stream.bytes.insert(stream.bytes.end(), trace.begin(), trace.end());
+    return Error::success();
+  }
   auto it = llvm::find_if(contents.threads, [&](const ThreadTrace &thread) {
     return thread.tid == tid;
   });
@@ -295,6 +360,34 @@ Error readMmap(Cursor &record, uint64_t at, uint32_t type, uint16_t misc,
   return Error::success();
 }
 
+/// PERF_RECORD_AUX: {aux_offset, aux_size, flags} and the writer's sample_id.
+Error readAux(Cursor &record, uint64_t at, Contents &contents) {
+  AuxPiece piece;
+  SampleId id;
+  if (!record.u64(&piece.offset) || !record.u64(&piece.size) ||
+      !record.u64(&piece.flags) ||
+      !readSampleId(record, ptSampleType(contents), &id))
+    return malformed(at, "truncated AUX record");
+  piece.tid = id.tid;
+  piece.cpu = id.cpu;
+  piece.time = id.time;
+  contents.auxPieces.push_back(piece);
+  return Error::success();
+}
+
+/// PERF_RECORD_ITRACE_START: `tid` starts tracing on the record's CPU.
+Error readItraceStart(Cursor &record, uint64_t at, Contents &contents) {
+  uint32_t pid = 0, tid = 0;
+  SampleId id;
+  if (!record.u32(&pid) || !record.u32(&tid) ||
+      !readSampleId(record, ptSampleType(contents), &id))
+    return malformed(at, "truncated ITRACE_START record");
+  if (contents.perCpu)
+    contents.cpus[id.cpu].tids.insert(tid);
+  contents.pidOfTid.emplace(tid, pid);
+  return Error::success();
+}
+
 /// Gives one framed record its meaning; `data` is positioned after it.
 Error readRecord(Cursor &data, Cursor &record, uint64_t at, uint32_t type,
                  uint16_t misc, Contents &contents) {
@@ -305,6 +398,10 @@ Error readRecord(Cursor &data, Cursor &record, uint64_t at, uint32_t type,
     return readAuxtrace(data, record, at, contents);
   case kRecordComm:
     return readComm(record, at, contents);
+  case kRecordAux:
+    return readAux(record, at, contents);
+  case kRecordItraceStart:
+    return readItraceStart(record, at, contents);
   case kRecordMmap:
   case kRecordMmap2:
     return readMmap(record, at, type, misc, contents);
@@ -315,7 +412,7 @@ Error readRecord(Cursor &data, Cursor &record, uint64_t at, uint32_t type,
 
 /// Frames the data section's records and hands each to readRecord.
 Error readRecords(ArrayRef<uint8_t> file, const Section &dataSection,
-                  Contents &contents) {
+                  Contents &contents, PerfDataStats *stats) {
   Cursor data(file, dataSection.offset, dataSection.offset + dataSection.size);
   while (data.remaining()) {
     uint64_t at = data.offset();
@@ -330,6 +427,8 @@ Error readRecords(ArrayRef<uint8_t> file, const Section &dataSection,
                                     ? " (smaller than its header)"
                                     : " past the data section (truncated?)"));
     Cursor record(file, at + kEventHeaderSize, at + size);
+    if (stats)
+      ++stats->records[type];
     if (Error err = readRecord(data, record, at, type, misc, contents))
       return err;
   }
@@ -404,7 +503,7 @@ Error readFeatures(ArrayRef<uint8_t> file, const Section &data,
   return Error::success();
 }
 
-Expected<Contents> readContents(ArrayRef<uint8_t> file) {
+Expected<Contents> readContents(ArrayRef<uint8_t> file, PerfDataStats *stats) {
   Cursor header(file, 0, kFileHeaderSize);
   uint64_t magic = 0, headerSize = 0, attrSize = 0;
   if (!header.u64(&magic))
@@ -415,6 +514,13 @@ Expected<Contents> readContents(ArrayRef<uint8_t> file) {
                         "version 2 file)");
   Section attrs, data;
   ArrayRef<uint8_t> bits;
+  // A pipe-mode file (`perf record -o -`) has a 16-byte header and its
+  // attrs and features as records (perf's Documentation/perf.data-file-
+  // format.txt, "Pipe-mode data").
+  if (header.u64(&headerSize) && headerSize == kPipeHeaderSize)
+    return malformed(8, "a pipe-mode perf.data (perf record -o -) is not "
+                        "read (record to a file: perf record -o FILE)");
+  header = Cursor(file, 8, kFileHeaderSize);
   if (!header.u64(&headerSize) || !header.u64(&attrSize) ||
       !header.u64(&attrs.offset) || !header.u64(&attrs.size) ||
       !header.u64(&data.offset) || !header.u64(&data.size) ||
@@ -430,7 +536,7 @@ Expected<Contents> readContents(ArrayRef<uint8_t> file) {
   Contents contents;
   if (Error err = readAttrs(file, attrs, attrSize, contents))
     return std::move(err);
-  if (Error err = readRecords(file, data, contents))
+  if (Error err = readRecords(file, data, contents, stats))
     return std::move(err);
   if (Error err = readFeatures(file, data, bits, contents))
     return std::move(err);
@@ -445,7 +551,8 @@ bool isModulePath(StringRef path) {
   return !path.empty() && !path.starts_with("[") && !path.starts_with("//");
 }
 
-std::vector<Module> buildModules(const Contents &contents, uint64_t pid) {
+std::vector<Module> buildModules(const Contents &contents, uint64_t pid,
+                                 StringRef symfs) {
   std::vector<Module> modules;
   std::map<std::string, size_t> byPath;
   for (const Mapping &mapping : contents.mappings) {
@@ -462,7 +569,7 @@ std::vector<Module> buildModules(const Contents &contents, uint64_t pid) {
       // File offset 0 sits pgoff bytes below the mapping (segments keep
       // their file layout).
       module.loadAddress = mapping.segment.address - mapping.segment.fileOffset;
-      std::string file = lookUpModuleFile(module.path, module.buildId);
+      std::string file = lookUpModuleFile(module.path, module.buildId, symfs);
       if (file != module.path)
         module.fileCopy = file;
       modules.push_back(std::move(module));
@@ -505,6 +612,22 @@ Expected<Snapshot> buildSnapshot(Contents contents,
       snapshot.timing.nomFreq = uint8_t(priv[kPtMaxNonTurboRatio]);
     for (ThreadTrace &thread : contents.threads)
       thread.wrapped = priv[kPtSnapshotMode] != 0;
+    if (contents.perCpu) {
+      PerCpuStats split;
+      Expected<std::vector<ThreadTrace>> threads =
+          splitPerCpu(contents.cpus, std::move(contents.auxPieces),
+                      priv[kPtSnapshotMode] != 0, &split);
+      if (options.stats) {
+        options.stats->piecesUsed = split.pieces;
+        options.stats->piecesLost = split.lostPieces;
+        options.stats->wholeStreams = split.wholeStreams;
+        for (const auto &[cpu, stream] : contents.cpus)
+          options.stats->auxBytesByCpu[cpu] = stream.bytes.size();
+      }
+      if (!threads)
+        return threads.takeError();
+      contents.threads = std::move(*threads);
+    }
   } else if (options.requireTrace) {
     return createStringError("perf.data: no AUXTRACE_INFO record (not an "
                              "Intel PT recording: record with perf record -e "
@@ -530,16 +653,59 @@ Expected<Snapshot> buildSnapshot(Contents contents,
     if (comm != contents.commOfTid.end())
       snapshot.processName = comm->second;
   }
-  snapshot.modules = buildModules(contents, snapshot.pid);
+  snapshot.modules = buildModules(contents, snapshot.pid, options.symfs);
   snapshot.threads = std::move(contents.threads);
   return snapshot;
 }
 
 } // namespace
 
+std::string perfRecordName(uint32_t type) {
+  // include/uapi/linux/perf_event.h and tools/perf/util/event.h.
+  static const char *const kernel[] = {nullptr,        "MMAP",
+                                       "LOST",         "COMM",
+                                       "EXIT",         "THROTTLE",
+                                       "UNTHROTTLE",   "FORK",
+                                       "READ",         "SAMPLE",
+                                       "MMAP2",        "AUX",
+                                       "ITRACE_START", "LOST_SAMPLES",
+                                       "SWITCH",       "SWITCH_CPU_WIDE",
+                                       "NAMESPACES",   "KSYMBOL",
+                                       "BPF_EVENT",    "CGROUP",
+                                       "TEXT_POKE",    "AUX_OUTPUT_HW_ID"};
+  static const char *const user[] = {"HEADER_ATTR",
+                                     "HEADER_EVENT_TYPE",
+                                     "HEADER_TRACING_DATA",
+                                     "HEADER_BUILD_ID",
+                                     "FINISHED_ROUND",
+                                     "ID_INDEX",
+                                     "AUXTRACE_INFO",
+                                     "AUXTRACE",
+                                     "AUXTRACE_ERROR",
+                                     "THREAD_MAP",
+                                     "CPU_MAP",
+                                     "STAT_CONFIG",
+                                     "STAT",
+                                     "STAT_ROUND",
+                                     "EVENT_UPDATE",
+                                     "TIME_CONV",
+                                     "HEADER_FEATURE",
+                                     "COMPRESSED",
+                                     "FINISHED_INIT"};
+  const char *name = nullptr;
+  if (type < std::size(kernel))
+    name = kernel[type];
+  else if (type >= kRecordUserTypeStart &&
+           type - kRecordUserTypeStart < std::size(user))
+    name = user[type - kRecordUserTypeStart];
+  if (!name)
+    return "type " + std::to_string(type);
+  return std::string("PERF_RECORD_") + name;
+}
+
 Expected<Snapshot> parsePerfData(ArrayRef<uint8_t> bytes,
                                  const PerfDataReadOptions &options) {
-  Expected<Contents> contents = readContents(bytes);
+  Expected<Contents> contents = readContents(bytes, options.stats);
   if (!contents)
     return contents.takeError();
   return buildSnapshot(std::move(*contents), options);

@@ -8,6 +8,10 @@
       marks lost (<tid>.lost: overflows). Prints
       "OK tid T N insns" per thread (", suffix" when the ring wrapped and
       perf's sequence is the truth's tail), else "MISMATCH ...".
+  perf_oracle.py decoded PERF_SCRIPT_OUT OUR_INSNS
+      As insns, but against `magic-trace-decode --dump insns` of the same
+      recording (a perf.data nobody here wrote has no ground truth): the
+      sequences per thread must be equal. Prints "OK tid T N insns".
   perf_oracle.py calls PERF_SCRIPT_OUT OUR_CALLS
       PERF_SCRIPT_OUT is `perf script --itrace=cr -F tid,flags,ip,addr`;
       OUR_CALLS is `magic-trace-decode --dump calls`. The sequences of
@@ -77,6 +81,39 @@ def insns(perf_out, bundle):
     return 0 if ok else 1
 
 
+def decoded(perf_out, ours):
+    perf = {}
+    with open(perf_out) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2:
+                perf.setdefault(int(parts[0]), []).append(int(parts[1], 16))
+    mine = {}
+    tid = None
+    with open(ours) as f:
+        for line in f:
+            if line.startswith("# thread "):
+                tid = int(line.split()[2])
+                mine.setdefault(tid, [])
+            elif line.startswith("0x") and tid is not None:
+                mine[tid].append(int(line, 16))
+    ok = bool(mine)
+    for tid in sorted(set(mine) | set(perf)):
+        got, want = perf.get(tid, []), mine.get(tid, [])
+        if got == want and got:
+            print("OK tid %d %d insns" % (tid, len(got)))
+            continue
+        ok = False
+        first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
+                     min(len(got), len(want)))
+        print("MISMATCH tid %d at insn %d: perf %s, ours %s (perf %d, ours %d)"
+              % (tid, first,
+                 hex(got[first]) if first < len(got) else "end",
+                 hex(want[first]) if first < len(want) else "end",
+                 len(got), len(want)))
+    return 0 if ok else 1
+
+
 def calls(perf_out, ours):
     perf = {}
     with open(perf_out) as f:
@@ -126,11 +163,13 @@ def calls(perf_out, ours):
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("insns", "calls"):
+    if len(sys.argv) != 4 or sys.argv[1] not in ("insns", "decoded", "calls"):
         print(__doc__)
         return 2
     if sys.argv[1] == "insns":
         return insns(sys.argv[2], sys.argv[3])
+    if sys.argv[1] == "decoded":
+        return decoded(sys.argv[2], sys.argv[3])
     return calls(sys.argv[2], sys.argv[3])
 
 

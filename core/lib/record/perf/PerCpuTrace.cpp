@@ -1,0 +1,154 @@
+//===- PerCpuTrace.cpp - Per-CPU AUX streams -> per-thread traces ---------===//
+#include "PerCpuTrace.h"
+
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+
+using namespace llvm;
+
+namespace magic_trace::perfdata {
+namespace {
+
+/// PSB then PSBEND (Intel SDM vol. 3C, "Packet Stream Boundary"): a sync
+/// point that resets the decoder's last IP and tracing state; PT without a
+/// FUP in it is disabled until the next TIP.PGE.
+constexpr uint8_t kSyncPoint[18] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                    0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                    0x02, 0x82, 0x02, 0x82, 0x02, 0x23};
+/// OVF: the CPU lost trace here.
+constexpr uint8_t kOverflow[2] = {0x02, 0xf3};
+
+struct ThreadPieces {
+  std::vector<uint8_t> bytes;
+  bool started = false;
+  uint32_t lastCpu = 0;
+  uint64_t lastEnd = 0; ///< AUX offset right after the last piece.
+};
+
+/// True when the AUX records on `cpu` cover its stream without overwrites.
+bool tiles(const CpuStream &stream, ArrayRef<AuxPiece> pieces) {
+  if (!stream.haveBase || pieces.empty())
+    return false;
+  uint64_t covered = 0;
+  for (const AuxPiece &piece : pieces) {
+    if (piece.flags & kAuxFlagOverwrite)
+      return false;
+    covered += piece.size;
+  }
+  return covered > 0;
+}
+
+} // namespace
+
+Expected<std::vector<ThreadTrace>>
+splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
+            bool snapshotMode, PerCpuStats *stats) {
+  PerCpuStats local;
+  PerCpuStats &counts = stats ? *stats : local;
+  std::map<uint32_t, std::vector<AuxPiece>> byCpu;
+  for (const AuxPiece &piece : pieces)
+    byCpu[piece.cpu].push_back(piece);
+
+  std::vector<AuxPiece> used;
+  std::map<uint32_t, ThreadTrace> whole;
+  for (auto &[cpu, stream] : cpus) {
+    std::vector<AuxPiece> &mine = byCpu[cpu];
+    if (!snapshotMode && tiles(stream, mine)) {
+      used.insert(used.end(), mine.begin(), mine.end());
+      continue;
+    }
+    if (stream.tids.size() != 1)
+      return createStringError(
+          formatv("perf.data: CPU {0}'s trace was written by {1} threads and "
+                  "no AUX records say which bytes are whose (a system-wide "
+                  "or snapshot recording of several threads: record the "
+                  "process with perf record -e intel_pt//u -p PID, or "
+                  "--per-thread)",
+                  cpu, stream.tids.size())
+              .str());
+    ++counts.wholeStreams;
+    uint32_t tid = *stream.tids.begin();
+    ThreadTrace &thread = whole[tid];
+    thread.tid = tid;
+    thread.wrapped = snapshotMode;
+    if (!thread.bytes.empty())
+      thread.bytes.insert(thread.bytes.end(), std::begin(kSyncPoint),
+                          std::end(kSyncPoint));
+    thread.bytes.insert(thread.bytes.end(), stream.bytes.begin(),
+                        stream.bytes.end());
+  }
+
+  // Pieces in the order they were written (each AUX record ends one).
+  // (std::stable_sort is deprecated in this libstdc++ under clang: sort by
+  // time, then by the order the file holds them.)
+  std::vector<std::pair<uint64_t, size_t>> keys;
+  for (size_t i = 0; i < used.size(); ++i)
+    keys.push_back({used[i].time, i});
+  std::sort(keys.begin(), keys.end());
+  std::vector<AuxPiece> sorted;
+  for (const auto &key : keys)
+    sorted.push_back(used[key.second]);
+  used = std::move(sorted);
+  std::map<uint32_t, ThreadPieces> threads;
+  std::vector<uint32_t> order;
+  for (const AuxPiece &piece : used) {
+    const CpuStream &stream = cpus[piece.cpu];
+    ThreadPieces &thread = threads[piece.tid];
+    if (!thread.started)
+      order.push_back(piece.tid);
+    bool inFile =
+        piece.offset >= stream.base &&
+        piece.offset - stream.base <= stream.bytes.size() &&
+        piece.size <= stream.bytes.size() - (piece.offset - stream.base);
+    bool continues = thread.started && thread.lastCpu == piece.cpu &&
+                     thread.lastEnd == piece.offset;
+    if (!inFile) {
+      ++counts.lostPieces;
+      if (thread.started)
+        thread.bytes.insert(thread.bytes.end(), std::begin(kOverflow),
+                            std::end(kOverflow));
+      thread.started = true;
+      thread.lastEnd = UINT64_MAX;
+      continue;
+    }
+    if (thread.started && !continues)
+      thread.bytes.insert(thread.bytes.end(), std::begin(kSyncPoint),
+                          std::end(kSyncPoint));
+    auto begin = stream.bytes.begin() + (piece.offset - stream.base);
+    thread.bytes.insert(thread.bytes.end(), begin, begin + piece.size);
+    ++counts.pieces;
+    thread.started = true;
+    thread.lastCpu = piece.cpu;
+    thread.lastEnd = piece.offset + piece.size;
+    // The kernel cut this piece short: what followed it is lost.
+    if (piece.flags & (kAuxFlagTruncated | kAuxFlagCollision)) {
+      ++counts.lostPieces;
+      thread.bytes.insert(thread.bytes.end(), std::begin(kOverflow),
+                          std::end(kOverflow));
+      thread.lastEnd = UINT64_MAX;
+    }
+  }
+
+  std::vector<ThreadTrace> result;
+  for (uint32_t tid : order) {
+    ThreadTrace trace;
+    trace.tid = tid;
+    trace.bytes = std::move(threads[tid].bytes);
+    auto extra = whole.find(tid);
+    if (extra != whole.end()) {
+      trace.bytes.insert(trace.bytes.end(), std::begin(kSyncPoint),
+                         std::end(kSyncPoint));
+      trace.bytes.insert(trace.bytes.end(), extra->second.bytes.begin(),
+                         extra->second.bytes.end());
+      whole.erase(extra);
+    }
+    result.push_back(std::move(trace));
+  }
+  for (auto &[tid, trace] : whole)
+    result.push_back(std::move(trace));
+  return result;
+}
+
+} // namespace magic_trace::perfdata
