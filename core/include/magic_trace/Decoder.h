@@ -124,6 +124,9 @@ private:
   std::unique_ptr<PtImage> image;
   std::vector<ModuleImageStatus> moduleStatus;
   std::vector<size_t> selectedThreads;
+  /// Per thread: its bytes with empty PGE/PGD pairs padded out
+  /// (decode/StartQuirk.h), or empty when it has none.
+  std::vector<std::vector<uint8_t>> quirkFree;
 };
 
 /// Decodes every thread of `snapshot` (or only options.onlyTid). Fails when

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "Image.h"
 #include "ItemStream.h"
+#include "StartQuirk.h"
 
 #include "magic_trace/InsnClassifier.h"
 
@@ -651,9 +652,13 @@ SnapshotDecoder::create(const Snapshot &snapshot,
   if (!image)
     return image.takeError();
   decoder->image = std::move(*image);
+  decoder->quirkFree.resize(snapshot.threads.size());
   for (size_t i = 0; i < snapshot.threads.size(); ++i)
-    if (!options.onlyTid || snapshot.threads[i].tid == options.onlyTid)
+    if (!options.onlyTid || snapshot.threads[i].tid == options.onlyTid) {
       decoder->selectedThreads.push_back(i);
+      decoder->quirkFree[i] =
+          decode_detail::padEmptyEnablePairs(snapshot.threads[i].bytes);
+    }
   if (options.onlyTid && decoder->selectedThreads.empty())
     return createStringError("no thread " + std::to_string(options.onlyTid) +
                              " in the snapshot (leave out --tid to decode "
@@ -715,10 +720,14 @@ SnapshotDecoder::decodeThreadOverlapped(size_t threadIndex, ItemSink &sink,
 Expected<uint64_t> SnapshotDecoder::decode(size_t threadIndex, ItemSink &sink,
                                            DecodeStats &stats,
                                            bool overlap) const {
-  const ThreadTrace &trace = snapshot.threads[threadIndex];
-  if (trace.bytes.empty())
+  // The thread's bytes, less any PGE/PGD pair in which nothing ran.
+  ArrayRef<uint8_t> bytes =
+      quirkFree[threadIndex].empty()
+          ? ArrayRef<uint8_t>(snapshot.threads[threadIndex].bytes)
+          : ArrayRef<uint8_t>(quirkFree[threadIndex]);
+  if (bytes.empty())
     return 0;
-  pt_config config = makeConfig(trace.bytes, snapshot.cpu, snapshot.timing);
+  pt_config config = makeConfig(bytes, snapshot.cpu, snapshot.timing);
   PsbTable table = findPsbs(config);
   ArrayRef<uint64_t> psbs = table.offsets;
   stats.psbs += psbs.size();
@@ -726,7 +735,7 @@ Expected<uint64_t> SnapshotDecoder::decode(size_t threadIndex, ItemSink &sink,
     TraceItem item;
     item.kind = ItemKind::Error;
     DecodeError error{0, -pte_nosync, 0,
-                      "no PSB packet in " + std::to_string(trace.bytes.size()) +
+                      "no PSB packet in " + std::to_string(bytes.size()) +
                           " bytes (the buffer holds no point to start "
                           "decoding; record a larger buffer)"};
     sink.consume(item, error);
@@ -739,7 +748,7 @@ Expected<uint64_t> SnapshotDecoder::decode(size_t threadIndex, ItemSink &sink,
     return decodeOneRunAlongside(config, *image, table, options, stream, stats);
   unsigned threads = decodeThreads(options);
   std::vector<size_t> starts =
-      pieceStarts(table, trace.bytes.size(), threads, options);
+      pieceStarts(table, bytes.size(), threads, options);
   std::vector<Piece> pieces(starts.size());
   std::vector<Error> failures;
   auto boundaryAfter = [&](size_t start) {
