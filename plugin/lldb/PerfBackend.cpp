@@ -9,19 +9,44 @@ namespace magic_trace::plugin {
 namespace {
 
 /// Starts recording every thread of `process` the session traces and does
-/// not record yet. A thread that exited meanwhile is skipped with a note.
+/// not record yet. A thread that cannot be traced (it exited meanwhile, or
+/// the kernel refused it) is skipped with a note, and the threads after it
+/// are still tried: one failing thread must not leave the rest untraced.
+/// Fails only when no thread of the process is traced at all (the first
+/// failure says why).
 llvm::Error addThreads(Session &session, lldb::SBProcess &process,
                        std::vector<std::string> &notes) {
+  llvm::Error first = llvm::Error::success();
+  bool anyTraced = false, anyFailed = false;
   for (uint32_t i = 0; i < process.GetNumThreads(); ++i) {
     uint64_t tid = process.GetThreadAtIndex(i).GetThreadID();
-    if (!session.traces(tid) || session.perf->isTracing(tid))
+    if (!session.traces(tid))
       continue;
-    if (llvm::Error error = session.perf->addThread(tid))
-      return error;
+    if (session.perf->isTracing(tid)) {
+      anyTraced = true;
+      continue;
+    }
+    llvm::Error error = session.perf->addThread(tid);
+    if (!error) {
+      anyTraced = true;
+      continue;
+    }
+    std::string message = llvm::toString(std::move(error));
+    notes.push_back("thread " + std::to_string(tid) +
+                    " is not traced: " + message);
+    if (!anyFailed)
+      first = llvm::joinErrors(
+          std::move(first),
+          llvm::createStringError(llvm::inconvertibleErrorCode(), message));
+    anyFailed = true;
   }
   for (const std::string &note : session.perf->notes())
     notes.push_back(note);
-  return llvm::Error::success();
+  if (anyTraced || !anyFailed) {
+    llvm::consumeError(std::move(first));
+    return llvm::Error::success();
+  }
+  return first;
 }
 
 } // namespace
@@ -69,7 +94,8 @@ llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
   std::vector<std::string> notes;
   if (session.perf) // The QEMU recorder finds new threads by itself.
     if (llvm::Error error = addThreads(session, process, notes))
-      llvm::consumeError(std::move(error)); // A thread that died is skipped.
+      llvm::consumeError(std::move(error)); // Each failure is a note.
+  outcome.notes.insert(outcome.notes.end(), notes.begin(), notes.end());
   lldb::SBThread thread = process.GetSelectedThread();
   outcome.tid = thread.GetThreadID();
   outcome.pc = thread.GetFrameAtIndex(0).GetPC();

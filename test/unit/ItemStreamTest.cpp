@@ -100,3 +100,36 @@ TEST(ItemStream, FullyTimedStretchesAreNotEstimated) {
 }
 
 } // namespace
+
+namespace {
+
+// PT's TSC packet carries bits 55:0 (SDM vol. 3C, "TSC Packet"). With a TSC
+// past 2^56 the decoder's samples lack the top byte; a reference TSC read
+// after the trace restores it, also across the wrap of the low 56 bits.
+TEST(ItemStream, TscPacketsPast2To56GetTheirTopByteBack) {
+  constexpr uint64_t Wrap = uint64_t(1) << 56;
+  TimeConversion clock; // ns == TSC.
+  clock.tscReference = 3 * Wrap + 5000;
+  EXPECT_EQ(clock.fullTsc(4000), 3 * Wrap + 4000);
+  // Written just before the low bits wrapped, read just after.
+  EXPECT_EQ(clock.fullTsc(Wrap - 100), 2 * Wrap + Wrap - 100);
+  // No reference, or a TSC below 2^56 anyway: as given.
+  EXPECT_EQ(TimeConversion().fullTsc(4000), 4000u);
+
+  // Through the stream: samples on both sides of the wrap interpolate as
+  // one clock, 20 ns an item.
+  Collect sink;
+  ItemStream stream(sink, clock, 1 << 16, [] { return true; });
+  Piece piece;
+  for (size_t k = 0; k < 10; ++k) {
+    uint64_t truth = 3 * Wrap - 100 + 20 * k;
+    piece.items.push_back(block(k, truth & (Wrap - 1)));
+  }
+  stream.append(piece);
+  stream.finish();
+  ASSERT_EQ(sink.items.size(), 10u);
+  for (size_t k = 0; k < 10; ++k)
+    EXPECT_EQ(sink.items[k].timeNs, 3 * Wrap - 100 + 20 * k) << "item " << k;
+}
+
+} // namespace

@@ -48,6 +48,9 @@ struct IntelPtPmuDescription {
   std::map<std::string, std::string> caps; ///< caps/<name> -> text.
   /// The nominal core:bus ratio (max_nonturbo_ratio); 0 when absent.
   uint32_t maxNonturboRatio = 0;
+  /// The PMU's top-level tsc_art_ratio, "NUM:DEN" = CPUID.15H EBX:EAX; empty
+  /// when absent.
+  std::string tscArtRatio;
 
   /// A capability read as an integer (caps files are decimal or, for the
   /// *_periods/thresholds bitmaps, hexadecimal); 0 when absent.
@@ -80,8 +83,8 @@ llvm::Error setFormatField(perf_event_attr &attr, const PmuFormatField &field,
 
 /// What libipt needs to turn MTC/CYC into time on this CPU: the MTC period
 /// the attr asks for, the nominal ratio (max_nonturbo_ratio), and CPUID
-/// 0x15's TSC:ART ratio (caps/tsc_art_ratio, "eax:ebx"). Unknown fields stay
-/// 0, which makes libipt fall back to TSC-only timing.
+/// 0x15's TSC:ART ratio (tsc_art_ratio, "ebx:eax"). Unknown fields stay 0,
+/// which makes libipt fall back to TSC-only timing.
 PtTimingConfig hardwareTiming(const IntelPtPmuDescription &pmu,
                               const perf_event_attr &attr);
 

@@ -25,6 +25,25 @@ struct TimeConversion {
   uint64_t timeZero = 0;
   uint32_t timeMult = 1;
   uint16_t timeShift = 0;
+  /// A full 64-bit TSC read after the trace was written (the perf backend
+  /// reads it at the snapshot), or 0. PT's TSC packet carries bits 55:0
+  /// only (Intel SDM vol. 3C, "TSC Packet"); past 2^56 (a year at 2.3 GHz,
+  /// or a VM's TSC offset) the top byte is restored from this, as perf
+  /// restores it from a reference TSC.
+  uint64_t tscReference = 0;
+
+  /// `tsc` as a trace packet gave it, with bits 63:56 restored from
+  /// tscReference: the latest value not after it (within 2^55) that has
+  /// these low 56 bits.
+  uint64_t fullTsc(uint64_t tsc) const {
+    constexpr uint64_t Low56 = (uint64_t(1) << 56) - 1;
+    if (tscReference <= Low56 || tsc > Low56)
+      return tsc;
+    uint64_t full = (tscReference & ~Low56) | tsc;
+    if (full > tscReference + (uint64_t(1) << 55))
+      full -= uint64_t(1) << 56;
+    return full;
+  }
 
   /// ns = time_zero + (tsc * time_mult) >> time_shift, computed without
   /// overflow the way perf_event_open(2) shows.

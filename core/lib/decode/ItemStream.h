@@ -124,7 +124,9 @@ private:
     return item.kind == ItemKind::Block ? item.detail : 0;
   }
 
-  __attribute__((always_inline)) void timeRun(const TraceItem &item) {
+  __attribute__((always_inline)) void timeRun(TraceItem item) {
+    if (item.timeNs)
+      item.timeNs = time.fullTsc(item.timeNs); // A 56-bit TSC packet.
     if (!run.empty() && run.front().timeNs != item.timeNs)
       endRun(item.timeNs);
     // Without a sample, the time comes from the instruction count.

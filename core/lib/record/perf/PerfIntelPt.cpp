@@ -142,9 +142,13 @@ llvm::Expected<IntelPtPmuDescription> loadIntelPtPmu(llvm::StringRef sysRoot) {
     pmu.format[name] = *field;
   }
   pmu.caps = readFiles(dir + "/caps");
+  // max_nonturbo_ratio and tsc_art_ratio are the "timing" attributes, a
+  // group without a name: at the top of the PMU's directory, not in caps/.
   if (std::optional<std::string> ratio =
           readTrimmed(dir + "/max_nonturbo_ratio"))
     llvm::StringRef(*ratio).getAsInteger(10, pmu.maxNonturboRatio);
+  if (std::optional<std::string> ratio = readTrimmed(dir + "/tsc_art_ratio"))
+    pmu.tscArtRatio = *ratio;
   return pmu;
 }
 
@@ -235,14 +239,16 @@ PtTimingConfig hardwareTiming(const IntelPtPmuDescription &pmu,
                               const perf_event_attr &attr) {
   PtTimingConfig timing;
   timing.nomFreq = static_cast<uint8_t>(pmu.maxNonturboRatio);
-  auto [eaxText, ebxText] = llvm::StringRef(pmu.caps.count("tsc_art_ratio")
-                                                ? pmu.caps.at("tsc_art_ratio")
-                                                : std::string())
-                                .split(':');
-  uint32_t eax = 0, ebx = 0;
-  if (!eaxText.getAsInteger(10, eax) && !ebxText.getAsInteger(10, ebx)) {
-    timing.cpuid15Eax = eax;
-    timing.cpuid15Ebx = ebx;
+  // The kernel prints "%u:%u" of tsc_art_num, tsc_art_den, which it sets
+  // to CPUID.15H EBX and EAX (arch/x86/events/intel/pt.c,
+  // pt_timing_attr_show and pt_pmu_hw_init); perf reads the same leaf as
+  // n = ebx, d = eax. 0:0 means the CPU does not enumerate it.
+  auto [numText, denText] = llvm::StringRef(pmu.tscArtRatio).split(':');
+  uint32_t num = 0, den = 0;
+  if (!numText.getAsInteger(10, num) && !denText.getAsInteger(10, den) && num &&
+      den) {
+    timing.cpuid15Ebx = num;
+    timing.cpuid15Eax = den;
   }
   // The MTC period actually configured: read back the mtc_period term.
   auto field = pmu.format.find("mtc_period");
@@ -288,9 +294,11 @@ llvm::Expected<TimeConversion>
 timeConversionFromPage(const perf_event_mmap_page &page) {
   if (!page.cap_user_time_zero)
     return llvm::createStringError(
-        "the kernel does not expose time_zero in the perf mapping page "
-        "(needs Linux 4.5 or later and a stable TSC); times cannot be "
-        "converted to ns");
+        "the kernel does not expose time_zero in the perf mapping page: "
+        "it sets cap_user_time_zero only while sched_clock is stable, which "
+        "VMs and TSCs marked unstable often are not (check dmesg for "
+        "'clocksource' and 'tsc unstable'; kernels before 4.5 lack it); "
+        "times cannot be converted to ns");
   TimeConversion time;
   time.timeZero = page.time_zero;
   time.timeMult = page.time_mult;

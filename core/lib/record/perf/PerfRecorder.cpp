@@ -13,6 +13,15 @@
 namespace magic_trace {
 namespace {
 
+/// The TSC now (RDTSC); 0 off x86, where there is no Intel PT either.
+uint64_t readTsc() {
+#if defined(__x86_64__) || defined(__i386__)
+  return __builtin_ia32_rdtsc();
+#else
+  return 0;
+#endif
+}
+
 /// Owns one mmap.
 struct Mapping {
   void *address = MAP_FAILED;
@@ -76,6 +85,14 @@ llvm::Error perfOpenError(int error, uint64_t tid, llvm::StringRef procRoot) {
     return llvm::createStringError("thread %llu exited before tracing started "
                                    "(it is skipped)",
                                    (unsigned long long)tid);
+  // Intel PT's hardware is one per CPU: the kernel's pt_event_add returns
+  // EBUSY while another user (perf record, a VMM's PT passthrough) holds it
+  // (arch/x86/events/intel/pt.c; perf reports the same).
+  if (error == EBUSY)
+    return llvm::createStringError(
+        "Intel PT is in use by another tracer (perf record, or a hypervisor) "
+        "for thread %llu (stop it and attach again)",
+        (unsigned long long)tid);
   if (error == ENOENT || error == ENODEV || error == EOPNOTSUPP)
     return llvm::createStringError(
         "the kernel refused the intel_pt event for thread %llu: %s (use "
@@ -210,7 +227,13 @@ llvm::Expected<ThreadTrace> PerfRecorder::snapshotThread(uint64_t tid) {
 llvm::Expected<TimeConversion> PerfRecorder::timeConversion() const {
   if (threads.empty())
     return llvm::createStringError("no thread is traced yet");
-  return timeConversionFromPage(threads.front()->page());
+  llvm::Expected<TimeConversion> time =
+      timeConversionFromPage(threads.front()->page());
+  // The trace is older than now: TSC packets' missing top byte comes from
+  // the TSC read here (the debugger runs on the traced machine).
+  if (time)
+    time->tscReference = readTsc();
+  return time;
 }
 
 } // namespace magic_trace
