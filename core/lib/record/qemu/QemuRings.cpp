@@ -22,6 +22,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <optional>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -107,10 +108,38 @@ bool pauseWriters(QemuRingHeader &header, std::string &note) {
   return false;
 }
 
-/// QEMU maps a guest ELF image as one host mapping (its /proc/self/maps
-/// does not show the guest's segments), so a module's segments come from
-/// its PT_LOAD headers, placed at one bias from the lowest: what the loader
-/// did. Keeps the maps' segments when the file is not a readable ELF.
+/// The load bias that puts PT_LOAD `header` inside the maps entry `mapped`
+/// (a host mapping: address, file offset, size), if the entry shows part
+/// of its file pages: the kernel merges neighbouring mappings of one file
+/// only where file and address advance together, so the whole entry has
+/// one `address - fileOffset`, and the segment's page is at that plus its
+/// page offset. The bias must be page-aligned.
+template <class Phdr>
+std::optional<uint64_t> biasIfMapped(const Phdr &header,
+                                     const LoadedSegment &mapped) {
+  uint64_t pageVaddr = header.p_vaddr & ~uint64_t(4095);
+  uint64_t pageOffset = header.p_offset & ~uint64_t(4095);
+  uint64_t fileEnd = header.p_offset + std::max<uint64_t>(header.p_filesz, 1);
+  if (fileEnd <= mapped.fileOffset ||
+      mapped.fileOffset + mapped.size <= pageOffset)
+    return std::nullopt;
+  uint64_t bias =
+      (mapped.address - mapped.fileOffset) - (pageVaddr - pageOffset);
+  if (bias & 4095)
+    return std::nullopt;
+  return bias;
+}
+
+/// QEMU maps a guest ELF image with host mappings that do not show the
+/// guest's segments (the kernel merges neighbours, DIR/maps keeps only
+/// mappings code ran in), so a module's segments come from its PT_LOAD
+/// headers at the one bias its code mappings imply. The bias comes from
+/// the program headers' address and offset both: lld maps file offset 0
+/// twice (`LOAD 0x0 vaddr 0x0 R` and `LOAD 0x620 vaddr 0x1620 R E`, whose
+/// page is offset 0 at 0x1000), so a mapping's offset alone does not say
+/// which segment it is; an executable segment that overlaps the mapping
+/// does (DIR/maps lists only mappings the guest ran code in). Keeps the
+/// maps' segments when the file is not a readable ELF.
 void segmentsFromElf(Module &module) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFile(module.path, /*IsText=*/false,
@@ -127,18 +156,42 @@ void segmentsFromElf(Module &module) {
     llvm::consumeError(headers.takeError());
     return;
   }
+  std::optional<uint64_t> bias;
+  for (const LoadedSegment &mapped : module.segments) {
+    for (const auto &header : *headers) {
+      if (header.p_type != llvm::ELF::PT_LOAD ||
+          !(header.p_flags & llvm::ELF::PF_X) || header.p_memsz == 0)
+        continue;
+      std::optional<uint64_t> candidate = biasIfMapped(header, mapped);
+      if (!candidate)
+        continue;
+      uint64_t begin = *candidate + (header.p_vaddr & ~uint64_t(4095));
+      uint64_t end = *candidate + header.p_vaddr + header.p_memsz;
+      if (begin < mapped.address + mapped.size && mapped.address < end) {
+        bias = candidate;
+        break;
+      }
+    }
+    if (bias)
+      break;
+  }
+  if (!bias)
+    return;
   std::vector<LoadedSegment> segments;
-  uint64_t lowest = UINT64_MAX;
-  for (const auto &header : *headers)
-    if (header.p_type == llvm::ELF::PT_LOAD)
-      lowest = std::min<uint64_t>(lowest, header.p_vaddr & ~uint64_t(4095));
+  bool first = true;
   for (const auto &header : *headers) {
-    if (header.p_type != llvm::ELF::PT_LOAD || header.p_memsz == 0)
+    if (header.p_type != llvm::ELF::PT_LOAD)
+      continue;
+    // LLDB's bundle and our image place a module by the runtime address of
+    // its first PT_LOAD's file offset 0 (ObjectFileELF::GetBaseAddress).
+    if (first)
+      module.loadAddress = *bias + header.p_vaddr - header.p_offset;
+    first = false;
+    if (header.p_memsz == 0)
       continue;
     LoadedSegment segment;
     uint64_t pageOffset = header.p_vaddr & 4095;
-    segment.address =
-        module.loadAddress + (header.p_vaddr - lowest) - pageOffset;
+    segment.address = *bias + header.p_vaddr - pageOffset;
     segment.fileOffset = header.p_offset - pageOffset;
     segment.size = header.p_memsz + pageOffset;
     segment.executable = (header.p_flags & llvm::ELF::PF_X) != 0;
