@@ -415,11 +415,18 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
     return std::move(failure);
 
   readModules(dir, recording);
+  // A recording without its ground truth is still a recording: keep it,
+  // and say why the oracle is missing.
   if (withTruth)
     for (const ThreadTrace &thread : snapshot.threads) {
       llvm::Expected<ThreadTruth> truth = readGroundTruth(dir, thread.tid);
-      if (!truth)
-        return truth.takeError();
+      if (!truth) {
+        recording.note += (recording.note.empty() ? "" : "; ") +
+                          llvm::toString(truth.takeError()) +
+                          ": the bundle has no ground truth";
+        recording.truth.clear();
+        break;
+      }
       recording.truth.push_back(std::move(*truth));
     }
   return recording;
