@@ -22,7 +22,6 @@
 #include <cstring>
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <optional>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -108,97 +107,21 @@ bool pauseWriters(QemuRingHeader &header, std::string &note) {
   return false;
 }
 
-/// The load bias that puts PT_LOAD `header` inside the maps entry `mapped`
-/// (a host mapping: address, file offset, size), if the entry shows part
-/// of its file pages: the kernel merges neighbouring mappings of one file
-/// only where file and address advance together, so the whole entry has
-/// one `address - fileOffset`, and the segment's page is at that plus its
-/// page offset. The bias must be page-aligned.
-template <class Phdr>
-std::optional<uint64_t> biasIfMapped(const Phdr &header,
-                                     const LoadedSegment &mapped) {
-  uint64_t pageVaddr = header.p_vaddr & ~uint64_t(4095);
-  uint64_t pageOffset = header.p_offset & ~uint64_t(4095);
-  uint64_t fileEnd = header.p_offset + std::max<uint64_t>(header.p_filesz, 1);
-  if (fileEnd <= mapped.fileOffset ||
-      mapped.fileOffset + mapped.size <= pageOffset)
-    return std::nullopt;
-  uint64_t bias =
-      (mapped.address - mapped.fileOffset) - (pageVaddr - pageOffset);
-  if (bias & 4095)
-    return std::nullopt;
-  return bias;
-}
-
 /// QEMU maps a guest ELF image with host mappings that do not show the
 /// guest's segments (the kernel merges neighbours, DIR/maps keeps only
-/// mappings code ran in), so a module's segments come from its PT_LOAD
-/// headers at the one bias its code mappings imply. The bias comes from
-/// the program headers' address and offset both: lld maps file offset 0
-/// twice (`LOAD 0x0 vaddr 0x0 R` and `LOAD 0x620 vaddr 0x1620 R E`, whose
-/// page is offset 0 at 0x1000), so a mapping's offset alone does not say
-/// which segment it is; an executable segment that overlaps the mapping
-/// does (DIR/maps lists only mappings the guest ran code in). Keeps the
-/// maps' segments when the file is not a readable ELF.
+/// mappings code ran in), so a module's segments are its PT_LOAD headers at
+/// the bias its code mappings imply (placeElfByMappings). Keeps the maps'
+/// segments when the file is not a readable ELF.
 void segmentsFromElf(Module &module) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(module.path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return;
-  auto object = llvm::object::ELF64LEObjectFile::create(**buffer);
-  if (!object) {
-    llvm::consumeError(object.takeError());
+  llvm::Expected<PlacedElf> placed =
+      placeElfByMappings(module.path, module.segments);
+  if (!placed) {
+    llvm::consumeError(placed.takeError());
     return;
   }
-  auto headers = object->getELFFile().program_headers();
-  if (!headers) {
-    llvm::consumeError(headers.takeError());
-    return;
-  }
-  std::optional<uint64_t> bias;
-  for (const LoadedSegment &mapped : module.segments) {
-    for (const auto &header : *headers) {
-      if (header.p_type != llvm::ELF::PT_LOAD ||
-          !(header.p_flags & llvm::ELF::PF_X) || header.p_memsz == 0)
-        continue;
-      std::optional<uint64_t> candidate = biasIfMapped(header, mapped);
-      if (!candidate)
-        continue;
-      uint64_t begin = *candidate + (header.p_vaddr & ~uint64_t(4095));
-      uint64_t end = *candidate + header.p_vaddr + header.p_memsz;
-      if (begin < mapped.address + mapped.size && mapped.address < end) {
-        bias = candidate;
-        break;
-      }
-    }
-    if (bias)
-      break;
-  }
-  if (!bias)
-    return;
-  std::vector<LoadedSegment> segments;
-  bool first = true;
-  for (const auto &header : *headers) {
-    if (header.p_type != llvm::ELF::PT_LOAD)
-      continue;
-    // LLDB's bundle and our image place a module by the runtime address of
-    // its first PT_LOAD's file offset 0 (ObjectFileELF::GetBaseAddress).
-    if (first)
-      module.loadAddress = *bias + header.p_vaddr - header.p_offset;
-    first = false;
-    if (header.p_memsz == 0)
-      continue;
-    LoadedSegment segment;
-    uint64_t pageOffset = header.p_vaddr & 4095;
-    segment.address = *bias + header.p_vaddr - pageOffset;
-    segment.fileOffset = header.p_offset - pageOffset;
-    segment.size = header.p_memsz + pageOffset;
-    segment.executable = (header.p_flags & llvm::ELF::PF_X) != 0;
-    segments.push_back(segment);
-  }
-  if (!segments.empty())
-    module.segments = std::move(segments);
+  module.loadAddress = placed->loadAddress;
+  if (!placed->segments.empty())
+    module.segments = std::move(placed->segments);
 }
 
 /// Modules from DIR/maps, plus one module per DIR/code-<hex>.bin.
