@@ -24,7 +24,7 @@ struct QemuEngineOptions {
   /// temporary directory), removed after reading.
   std::string ringDir;
   /// Keep every executed address (the plugin's ground-truth=on): memory
-  /// grows 8+ bytes an instruction, so the CLI asks for a bounded run.
+  /// grows ~40 bytes an instruction, so the CLI asks for a bounded run.
   bool groundTruth = false;
   /// The plugin's log= (blocks per thread log); 0: its default.
   uint64_t logBlocks = 0;

@@ -97,15 +97,16 @@ static cl::opt<uint64_t> qemuLog(
              "of at least 1024; default 8388608, fewer with a small "
              "--max-insns)"),
     cl::value_desc("BLOCKS"), cl::cat(category));
-/// Ground truth costs at least 8 bytes an instruction in the recorder's
+/// Ground truth costs about 40 bytes an instruction in the recorder's
 /// memory (an address each, plus events) until the run ends: past this a
 /// run would need gigabytes, so --ground-truth needs a --max-insns within it.
-constexpr uint64_t kGroundTruthLimit = 100'000'000;
+constexpr uint64_t kGroundTruthLimit = 20'000'000;
 static cl::opt<bool> groundTruth(
     "ground-truth",
     cl::desc("Under QEMU, also write every executed instruction address to "
-             "DIR/groundtruth/ (a test oracle; 8 bytes an instruction, needs "
-             "--max-insns of at most 100,000,000; default off). The ptrace "
+             "DIR/groundtruth/ (a test oracle; ~40 bytes of memory an "
+             "instruction, needs --max-insns of at most 20,000,000; default "
+             "off). The ptrace "
              "engine writes it always"),
     cl::cat(category));
 static cl::list<std::string> programArgs(cl::Positional, cl::OneOrMore,
@@ -203,8 +204,8 @@ int main(int argc, char **argv) {
                                                   : bool(findQemu(qemuPath));
   if (useQemu && groundTruth && (maxInsns == 0 || maxInsns > kGroundTruthLimit))
     return fail("--ground-truth keeps every instruction in memory and is "
-                "limited to 100,000,000 of them (give --max-insns of at most "
-                "100000000, or drop --ground-truth)");
+                "limited to 20,000,000 of them (give --max-insns of at most "
+                "20000000, or drop --ground-truth)");
 
   EmulateOptions options;
   options.argv.assign(programArgs.begin(), programArgs.end());
