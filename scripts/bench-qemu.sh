@@ -14,6 +14,10 @@
 # libmagic-trace-qemu.so, that plugin is measured in the same run too (the
 # runs alternate, so both see the same load) and the last column is this
 # plugin's CPU time over the baseline's.
+# A second table measures what a user runs, the CLI itself
+# (magic-trace-emulate --engine qemu --max-insns 0: QEMU, the plugin from
+# `main` or the entry point, reading the rings and writing the bundle) in
+# the same alternating runs, against the same plain QEMU.
 # Build first (./scripts/build.sh). Environment: BUILD_DIR (build),
 # MT_BENCH_REPEAT (best of N runs, 3), MT_BENCH_BASELINE. Prints a Markdown
 # table.
@@ -22,6 +26,7 @@ cd "$(dirname "$0")/.."
 
 BUILD_DIR=${BUILD_DIR:-build}
 PLUGIN=$BUILD_DIR/lib/libmagic-trace-qemu.so
+CLI=$BUILD_DIR/bin/magic-trace-emulate
 FLOOR=$BUILD_DIR/lib/libmagic-trace-qemu-floor.so
 REPEAT=${MT_BENCH_REPEAT:-3}
 die() {
@@ -29,6 +34,7 @@ die() {
   exit 1
 }
 [ -f "$PLUGIN" ] || die "$PLUGIN is missing (run ./scripts/build.sh)"
+[ -x "$CLI" ] || die "$CLI is missing (run ./scripts/build.sh)"
 [ -f "$FLOOR" ] || die "$FLOOR is missing (run ./scripts/build.sh)"
 command -v qemu-x86_64 >/dev/null || die "qemu-x86_64 not found (apt-get install qemu-user)"
 [ -x /usr/bin/time ] || die "/usr/bin/time is missing (apt-get install time)"
@@ -49,7 +55,7 @@ declare -A best_wall best_rss best_cpu
 measure() {
   local name=$1
   shift
-  /usr/bin/time -f "%e %M %U %S" -o "$TMP/time" "$@" >/dev/null 2>"$TMP/stderr" ||
+  /usr/bin/time -f "%e %M %U %S" -o "$TMP/time" "$@" >"$TMP/stdout" 2>"$TMP/stderr" ||
     die "failed: $* ($(tail -1 "$TMP/stderr"))"
   read -r wall kib user sys <"$TMP/time"
   local cpu
@@ -107,6 +113,8 @@ run() {
     measure floor qemu-x86_64 -plugin "$FLOOR" "$@"
     rm -rf "$TMP/rings"
     measure plugin qemu-x86_64 -plugin "$PLUGIN,dir=$TMP/rings,$OPTIONS" "$@"
+    measure cli "$CLI" --engine qemu --max-insns 0 -o "$TMP/bundle" -- "$@"
+    cp "$TMP/stdout" "$TMP/cli.out"
     if [ -n "$BASELINE" ]; then
       rm -rf "$TMP/baseline-rings"
       measure baseline qemu-x86_64 -plugin "$BASELINE,dir=$TMP/baseline-rings,$OPTIONS" "$@"
@@ -125,9 +133,21 @@ run() {
       'BEGIN { printf " %.2f (%.2f) | %.2fx |", b, bc, tc / bc }')
   fi
   echo "$row"
+  # The CLI's own count: "magic-trace-emulate: N instructions, ...".
+  local cli_insns
+  cli_insns=$(sed -n 's/^magic-trace-emulate: \([0-9]*\) instructions.*/\1/p' "$TMP/cli.out")
+  cli_rows+=("$(awk -v n="$name" -v q="${best_wall[plain]}" -v qc="${best_cpu[plain]}" \
+    -v c="${best_wall[cli]}" -v cc="${best_cpu[cli]}" -v i="${cli_insns:-0}" -v r="${best_rss[cli]}" 'BEGIN {
+      printf "| %s | %.2f (%.2f) | %.2f (%.2f) | %.2fx (%.2fx) | %.0f | %.0f M | %.0f |",
+        n, q, qc, c, cc, c / q, cc / qc, i, i / c / 1e6, r / 1024 }')")
 }
+cli_rows=()
 run emu_bench "$BUILD_DIR/test/inputs/emu_bench"
 run "python3 loop" /usr/bin/python3 "$TMP/loop.py"
 run "sqlite3 query" /usr/bin/sqlite3 :memory: "$SQL"
+echo
+echo "| program | qemu s (CPU) | magic-trace-emulate --engine qemu --max-insns 0 s (CPU) | CLI / qemu (CPU) | recorded insns | insns/s recorded (wall) | peak RSS MiB (largest process) |"
+echo "|---|---|---|---|---|---|---|"
+printf '%s\n' "${cli_rows[@]}"
 echo
 echo "load average before/after: $(cut -d' ' -f1-3 /proc/loadavg)"

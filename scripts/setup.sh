@@ -7,7 +7,7 @@ PACKAGES=(
   clang-22 lldb-22 liblldb-22-dev python3-lldb-22 llvm-22-dev llvm-22-tools binutils
   libclang-rt-22-dev clang-format-22 libipt-dev cmake ninja-build
   libgtest-dev libbenchmark-dev python3 zlib1g-dev libzstd-dev
-  libc6-dbg libstdc++6-12-dbg qemu-user linux-perf sqlite3 gzip
+  libc6-dbg libstdc++6-12-dbg qemu-user linux-perf sqlite3 gzip lld-22
 )
 
 missing=()

@@ -323,8 +323,13 @@ llvm::Error parseOptions(int argc, char **argv, Options &options) {
   return llvm::Error::success();
 }
 
-/// The load bias of the guest program: where QEMU put its first executable
-/// segment (qemu_plugin_start_code) minus that segment's link address.
+/// The load bias of the guest program, from its first executable segment:
+/// QEMU 7.2's start_code is that segment's runtime p_vaddr (load_elf_image:
+/// `vaddr = load_bias + p_vaddr`), not its page. lld places code at an
+/// address that is not page-aligned (`LOAD 0x000620 vaddr 0x1620`), so the
+/// bias is start_code minus the page of p_vaddr, rounded down to a page:
+/// right whether a QEMU reports the segment's address or its page (a bias
+/// is always page-aligned).
 llvm::Expected<uint64_t> programBias(llvm::StringRef path) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
       llvm::MemoryBuffer::getFile(path);
@@ -338,7 +343,8 @@ llvm::Expected<uint64_t> programBias(llvm::StringRef path) {
     return headers.takeError();
   for (const auto &header : *headers)
     if (header.p_type == llvm::ELF::PT_LOAD && (header.p_flags & 1))
-      return qemu_plugin_start_code() - (header.p_vaddr & ~uint64_t(4095));
+      return (qemu_plugin_start_code() - (header.p_vaddr & ~uint64_t(4095))) &
+             ~uint64_t(4095);
   return llvm::createStringError(path + " has no executable segment");
 }
 

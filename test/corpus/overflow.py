@@ -91,6 +91,8 @@ def main():
         with open(os.devnull, "w") as sink:
             subprocess.run([os.path.join(bindir, "magic-trace-emulate"),
                             "--engine=" + engine,
+                            # The QEMU engine writes ground truth on request.
+                            *(["--ground-truth"] if engine == "qemu" else []),
                             "--inject-overflow-every=%d" % args.every,
                             "--start=" + start, "--max-insns=%d" % args.insns,
                             "-o", bundle, "--"] + argv, check=True,

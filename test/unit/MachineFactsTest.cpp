@@ -94,10 +94,13 @@ TEST(MachineFactsTest, IntelPtPresentAndPermittedMeansPerfAvailable) {
   EXPECT_EQ(facts.intelPt.caps.at("psb_cyc"), "1");
   EXPECT_EQ(facts.intelPt.format.at("cyc"), "config:1");
   EXPECT_EQ(facts.ptraceScope, 1);
-  ASSERT_EQ(facts.backends.size(), 2u);
+  ASSERT_EQ(facts.backends.size(), 3u);
   EXPECT_EQ(facts.backends[0].name, "perf");
   EXPECT_TRUE(facts.backends[0].available);
-  EXPECT_TRUE(facts.backends[1].available);
+  EXPECT_EQ(facts.backends[1].name, "qemu");
+  EXPECT_EQ(facts.backends[1].available, !facts.qemuPath.empty());
+  EXPECT_EQ(facts.backends[2].name, "emulate");
+  EXPECT_TRUE(facts.backends[2].available);
 }
 
 TEST(MachineFactsTest, StrictParanoidBlocksPerfForNonRoot) {
@@ -124,7 +127,13 @@ TEST(MachineFactsTest, NoPmuMeansOnlyEmulate) {
   EXPECT_FALSE(facts.backends[0].available);
   EXPECT_NE(facts.backends[0].reason.find("--backend emulate"),
             std::string::npos);
-  EXPECT_TRUE(facts.backends[1].available);
+  // With qemu-x86_64 in PATH the advice leads with the QEMU recorder.
+  EXPECT_EQ(facts.backends[0].reason.find("'magic-trace run'") !=
+                std::string::npos,
+            !facts.qemuPath.empty());
+  ASSERT_EQ(facts.backends.size(), 3u);
+  EXPECT_EQ(facts.backends[1].available, !facts.qemuPath.empty());
+  EXPECT_TRUE(facts.backends[2].available);
   EXPECT_FALSE(facts.perfEventParanoid.has_value());
   std::string text = renderFactsText(facts);
   EXPECT_NE(text.find("perf_event_paranoid: unreadable"), std::string::npos);

@@ -45,6 +45,9 @@ struct MachineFacts {
   /// what a trace recorded here would be decoded with.
   std::vector<std::string> libiptErrata;
   std::string llvmVersion;
+  /// qemu-x86_64 from PATH (Debian's qemu-user); empty when absent. With it,
+  /// `magic-trace run` records through the QEMU recorder.
+  std::string qemuPath;
   std::vector<BackendVerdict> backends;
 };
 
@@ -55,6 +58,11 @@ struct ProbeOptions {
   /// Effective uid; std::nullopt means "ask the OS".
   std::optional<unsigned> euid;
 };
+
+/// What to use where Intel PT cannot record, for error messages: `magic-trace
+/// run` (the QEMU recorder) when qemu-x86_64 is in PATH, and the emulate
+/// backend; a clause that follows "use" or "(".
+std::string withoutIntelPtAdvice();
 
 /// Reads the machine. Never fails: a fact that cannot be read stays unset and
 /// the text says so.

@@ -67,6 +67,27 @@ struct ElfLoadInfo {
 };
 llvm::Expected<ElfLoadInfo> readElfLoadInfo(llvm::StringRef path);
 
+/// Where ELF `path` lies in a process, from some of its mappings
+/// (`mappings`: address, file offset, size, as /proc/PID/maps or perf's
+/// MMAP2 give them) that hold code. The bias comes from the program
+/// headers' address and offset both: lld maps file offset 0 twice (`LOAD
+/// 0x0 vaddr 0x0 R`, `LOAD 0x620 vaddr 0x1620 R E`, whose page is offset 0
+/// at 0x1000), so an offset alone does not say which segment a mapping
+/// shows; an executable PT_LOAD that the bias puts over the mapping does.
+struct PlacedElf {
+  uint64_t bias = 0;
+  /// Runtime address of the first PT_LOAD's file offset 0 (LLDB's
+  /// ObjectFileELF::GetBaseAddress; Module::loadAddress).
+  uint64_t loadAddress = 0;
+  /// Every PT_LOAD, page-aligned, at the bias.
+  std::vector<LoadedSegment> segments;
+};
+/// Errors: the file is not a readable ELF, or no mapping shows an
+/// executable segment of it (a different file than the one mapped).
+llvm::Expected<PlacedElf>
+placeElfByMappings(llvm::StringRef path,
+                   const std::vector<LoadedSegment> &mappings);
+
 } // namespace magic_trace
 
 #endif

@@ -23,7 +23,9 @@ struct QemuEngineOptions {
   /// Where the rings go; empty: a fresh directory under /dev/shm (else the
   /// temporary directory), removed after reading.
   std::string ringDir;
-  bool groundTruth = true;
+  /// Keep every executed address (the plugin's ground-truth=on): memory
+  /// grows ~40 bytes an instruction, so the CLI asks for a bounded run.
+  bool groundTruth = false;
   /// The plugin's log= (blocks per thread log); 0: its default.
   uint64_t logBlocks = 0;
 };

@@ -105,7 +105,8 @@ private:
     const auto &loads = object->loadHeaders();
     if (!module.segments.empty()) {
       for (const LoadedSegment &segment : module.segments)
-        addSegment(index, usable, loads, segment);
+        addSegment(index, usable, loads, segment,
+                   module.loadAddress - preferredBase(loads));
       return;
     }
     // No segments: the loader placed the PT_LOADs at one bias from the
@@ -117,26 +118,44 @@ private:
                             load.vaddr, index, usable});
   }
 
-  /// A debugger-reported segment: its file offset says which PT_LOAD (and so
-  /// which file addresses) it shows.
+  /// A debugger-reported segment: its file offset and address say which
+  /// PT_LOAD (and so which file addresses) it shows. The offset alone does
+  /// not: lld maps file offset 0 twice (`LOAD 0x0 vaddr 0x0 R` and `LOAD
+  /// 0x620 vaddr 0x1620 R E`, whose page starts at offset 0), so the PT_LOAD
+  /// the module's bias puts at the segment's address wins, and the first
+  /// that holds the offset is the fallback.
   void addSegment(size_t index, ObjectInfo *object,
                   const std::vector<LoadSegmentHeader> &loads,
-                  const LoadedSegment &segment) {
+                  const LoadedSegment &segment, uint64_t bias) {
     if (segment.size == 0)
       return;
     Mapping mapping{segment.address, segment.address + segment.size, 0, index,
                     nullptr};
-    for (const LoadSegmentHeader &load : loads) {
-      if (load.offset <= segment.fileOffset &&
-          segment.fileOffset <
-              load.offset + std::max(load.fileSize, uint64_t(1))) {
-        mapping.fileBegin = load.vaddr + (segment.fileOffset - load.offset);
-        mapping.end =
-            std::min(mapping.end, mapping.begin + (load.vaddr + load.memSize -
-                                                   mapping.fileBegin));
-        mapping.object = object;
-        break;
-      }
+    auto holdsOffset = [&](const LoadSegmentHeader &load) {
+      return (load.offset & ~(LoaderPageSize - 1)) <= segment.fileOffset &&
+             segment.fileOffset <
+                 load.offset + std::max(load.fileSize, uint64_t(1));
+    };
+    auto atAddress = [&](const LoadSegmentHeader &load) {
+      uint64_t linked = segment.address - bias;
+      return holdsOffset(load) &&
+             (load.vaddr & ~(LoaderPageSize - 1)) <= linked &&
+             linked < load.vaddr + load.memSize;
+    };
+    const LoadSegmentHeader *chosen = nullptr;
+    for (const LoadSegmentHeader &load : loads)
+      if (!chosen && atAddress(load))
+        chosen = &load;
+    for (const LoadSegmentHeader &load : loads)
+      if (!chosen && holdsOffset(load))
+        chosen = &load;
+    if (chosen) {
+      // Modular: a segment may start at the page below the PT_LOAD's offset.
+      mapping.fileBegin = chosen->vaddr + (segment.fileOffset - chosen->offset);
+      mapping.end = std::min(mapping.end,
+                             mapping.begin + (chosen->vaddr + chosen->memSize -
+                                              mapping.fileBegin));
+      mapping.object = object;
     }
     mappings.push_back(mapping);
   }

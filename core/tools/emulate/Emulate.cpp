@@ -35,8 +35,8 @@ static cl::opt<std::string>
                cl::value_desc("SYMBOL|0xADDR"), cl::cat(category));
 static cl::opt<uint64_t>
     maxInsns("max-insns",
-             cl::desc("Stop after N traced instructions, all threads (0: no "
-                      "limit)"),
+             cl::desc("Stop after N traced instructions, all threads (default "
+                      "10,000,000; 0: no limit)"),
              cl::value_desc("N"), cl::init(10'000'000), cl::cat(category));
 static cl::opt<uint64_t> bufferSize(
     "buffer-size",
@@ -47,7 +47,8 @@ static cl::opt<uint64_t>
     psbPeriod("psb-period", cl::desc("Bytes between PSB+ (default 4096)"),
               cl::value_desc("BYTES"), cl::init(4096), cl::cat(category));
 static cl::opt<TimerResolution> timerResolution(
-    "timer-resolution", cl::desc("Timing packets, as magic-trace's option"),
+    "timer-resolution",
+    cl::desc("Timing packets, as magic-trace's option (default normal)"),
     cl::values(clEnumValN(TimerResolution::Low, "low", "TSC in PSB+ and MTC"),
                clEnumValN(TimerResolution::Normal, "normal",
                           "MTC and CYC (default)"),
@@ -55,17 +56,19 @@ static cl::opt<TimerResolution> timerResolution(
                           "MTC, CYC, and every return a TIP")),
     cl::init(TimerResolution::Normal), cl::cat(category));
 static cl::opt<bool> noRetComp("noretcomp",
-                               cl::desc("Encode every return as a TIP"),
+                               cl::desc("Encode every return as a TIP (default "
+                                        "off: compressed returns)"),
                                cl::cat(category));
 static cl::opt<uint64_t> overflowEvery(
     "inject-overflow-every",
-    cl::desc("Inject an overflow (OVF, lost packets) every N instructions"),
+    cl::desc("Inject an overflow (OVF, lost packets) every N instructions "
+             "(default 0: never)"),
     cl::value_desc("N"), cl::init(0), cl::cat(category));
 static cl::opt<std::string> dialectOption(
     "dialect",
     cl::desc("Hardware packet shapes to write too, comma-separated: "
              "status-after-mode, psb-off, pad, tnt64, bdm70, deferred-tip, "
-             "or all (docs/emulator.md)"),
+             "or all (docs/emulator.md; default none)"),
     cl::value_desc("LIST"), cl::init(""), cl::cat(category));
 static cl::opt<std::string> outputDir("o", cl::desc("Bundle directory"),
                                       cl::value_desc("DIR"), cl::Required,
@@ -74,9 +77,9 @@ enum class Engine { Qemu, Ptrace };
 static cl::opt<Engine> engineOption(
     "engine",
     cl::desc("How the program runs: under QEMU with the magic-trace plugin "
-             "(default where qemu-x86_64 is installed; millions of "
-             "instructions a second) or single-stepped with ptrace (the "
-             "reference; ~20 k instructions a second)"),
+             "(millions of instructions a second) or single-stepped with "
+             "ptrace (the reference; ~20 k instructions a second); default "
+             "qemu where qemu-x86_64 is installed, else ptrace"),
     cl::values(clEnumValN(Engine::Qemu, "qemu", "qemu-x86_64 + plugin"),
                clEnumValN(Engine::Ptrace, "ptrace", "ptrace single-stepping")),
     cl::cat(category));
@@ -91,8 +94,21 @@ static cl::opt<std::string> ringDir(
 static cl::opt<uint64_t> qemuLog(
     "qemu-log",
     cl::desc("Blocks in each thread's log in the QEMU engine (a power of two "
-             "of at least 1024; default: the plugin's)"),
+             "of at least 1024; default 8388608, fewer with a small "
+             "--max-insns)"),
     cl::value_desc("BLOCKS"), cl::cat(category));
+/// Ground truth costs about 40 bytes an instruction in the recorder's
+/// memory (an address each, plus events) until the run ends: past this a
+/// run would need gigabytes, so --ground-truth needs a --max-insns within it.
+constexpr uint64_t kGroundTruthLimit = 20'000'000;
+static cl::opt<bool> groundTruth(
+    "ground-truth",
+    cl::desc("Under QEMU, also write every executed instruction address to "
+             "DIR/groundtruth/ (a test oracle; ~40 bytes of memory an "
+             "instruction, needs --max-insns of at most 20,000,000; default "
+             "off). The ptrace "
+             "engine writes it always"),
+    cl::cat(category));
 static cl::list<std::string> programArgs(cl::Positional, cl::OneOrMore,
                                          cl::desc("-- PROGRAM ARGS..."),
                                          cl::cat(category));
@@ -145,14 +161,19 @@ static Error writeVdso(EmulateResult &result, StringRef dir) {
   return Error::success();
 }
 
-static const char *endName(EmulateEnd end) {
+/// Why the run ended, for the summary line. A limit the user never gave
+/// is named as the default it is, with the way to lift it.
+static std::string endText(EmulateEnd end) {
   switch (end) {
   case EmulateEnd::StopHit:
-    return "stop point";
+    return "ended at stop point";
   case EmulateEnd::Exited:
-    return "exit";
+    return "ended at exit";
   case EmulateEnd::MaxInsns:
-    return "max-insns";
+    if (maxInsns.getNumOccurrences())
+      return "ended at max-insns";
+    return "stopped after the default 10,000,000 instructions (--max-insns 0 "
+           "for no limit)";
   }
   return "?";
 }
@@ -161,8 +182,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions({&category, &perfDataCategory()});
   cl::ParseCommandLineOptions(
       argc, argv,
-      "magic-trace-emulate: record genuine Intel PT of a program by "
-      "single-stepping it\n\n"
+      "magic-trace-emulate: record genuine Intel PT of a program run under "
+      "QEMU or single-stepped with ptrace\n\n"
       "  magic-trace-emulate [options] -o DIR -- PROGRAM ARGS...\n");
 
   // A bundle left from an earlier run must not pass for this run's result.
@@ -179,6 +200,13 @@ int main(int argc, char **argv) {
       return fail("cannot remove the old " + oldTruth + ": " + ec.message() +
                   " (check permissions)");
 
+  bool useQemu = engineOption.getNumOccurrences() ? engineOption == Engine::Qemu
+                                                  : bool(findQemu(qemuPath));
+  if (useQemu && groundTruth && (maxInsns == 0 || maxInsns > kGroundTruthLimit))
+    return fail("--ground-truth keeps every instruction in memory and is "
+                "limited to 20,000,000 of them (give --max-insns of at most "
+                "20000000, or drop --ground-truth)");
+
   EmulateOptions options;
   options.argv.assign(programArgs.begin(), programArgs.end());
   options.start = startOption;
@@ -194,9 +222,8 @@ int main(int argc, char **argv) {
     return fail(toString(dialect.takeError()));
   options.writer.dialect = *dialect;
 
-  bool useQemu = engineOption.getNumOccurrences() ? engineOption == Engine::Qemu
-                                                  : bool(findQemu(qemuPath));
   QemuEngineOptions engine;
+  engine.groundTruth = groundTruth;
   engine.qemuPath = qemuPath;
   engine.ringDir = ringDir;
   engine.logBlocks = qemuLog;
@@ -213,10 +240,11 @@ int main(int argc, char **argv) {
         << result->recorderNote << "\n";
   if (!result->startNote.empty())
     WithColor::note(errs(), "magic-trace-emulate") << result->startNote << "\n";
-  if (result->truth.empty())
+  if (result->instructions == 0 && result->truth.empty())
     return fail("no instruction was traced (check --start and --stop)");
-  if (Error err = writeGroundTruth(result->truth, outputDir))
-    return fail(toString(std::move(err)));
+  if (!result->truth.empty())
+    if (Error err = writeGroundTruth(result->truth, outputDir))
+      return fail(toString(std::move(err)));
   if (Error err = writeVdso(*result, outputDir))
     return fail(toString(std::move(err)));
   if (Error err = writeBundle(result->snapshot, outputDir))
@@ -229,8 +257,8 @@ int main(int argc, char **argv) {
     ptBytes += thread.bytes.size();
   double seconds = result->tracedSeconds > 0 ? result->tracedSeconds : 1e-9;
   outs() << "magic-trace-emulate: " << result->instructions << " instructions, "
-         << result->snapshot.threads.size() << " threads, ended at "
-         << endName(result->end) << "; "
+         << result->snapshot.threads.size() << " threads, "
+         << endText(result->end) << "; "
          << format("%.3f s, %.0f insns/s", seconds,
                    result->instructions / seconds)
          << "; " << ptBytes << " bytes of PT kept"

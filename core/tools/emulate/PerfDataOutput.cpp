@@ -18,7 +18,7 @@ cl::OptionCategory &perfDataCategory() {
 static cl::opt<std::string> perfDataPath(
     "perf-data",
     cl::desc("Also write the recording as a per-thread Intel PT perf.data "
-             "that `perf script --itrace` decodes"),
+             "that `perf script --itrace` decodes (default: none)"),
     cl::value_desc("FILE"), cl::cat(perfDataCategory()));
 
 /// The bundle directory: the tool's -o option (a cl::opt<std::string> in

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/PerfData.h"
+#include "magic_trace/ProcessModules.h"
 
 #include "ModuleLookup.h"
 #include "PerCpuTrace.h"
@@ -575,6 +576,17 @@ std::vector<Module> buildModules(const Contents &contents, uint64_t pid,
       modules.push_back(std::move(module));
     }
     modules[it->second].segments.push_back(mapping.segment);
+  }
+  // "pgoff bytes below the mapping" is file offset 0 only where the code
+  // segment's offset equals its address; lld's (`LOAD 0x620 vaddr 0x1620`)
+  // maps offset 0 again at 0x1000, so the ELF headers place the module.
+  for (Module &module : modules) {
+    Expected<PlacedElf> placed =
+        placeElfByMappings(module.fileToRead(), module.segments);
+    if (placed)
+      module.loadAddress = placed->loadAddress;
+    else
+      consumeError(placed.takeError());
   }
   return modules;
 }

@@ -1,6 +1,8 @@
 //===- PerfIntelPt.cpp - Intel PT through perf_event_open -----------------===//
 #include "magic_trace/PerfIntelPt.h"
 
+#include "magic_trace/MachineFacts.h"
+
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -126,7 +128,8 @@ llvm::Expected<IntelPtPmuDescription> loadIntelPtPmu(llvm::StringRef sysRoot) {
   if (!llvm::sys::fs::is_directory(dir))
     return llvm::createStringError(
         "this machine has no intel_pt PMU (no Intel PT hardware, or a VM "
-        "hides it; use --backend emulate)");
+        "hides it; " +
+        withoutIntelPtAdvice() + ")");
   IntelPtPmuDescription pmu;
   std::optional<std::string> type = readTrimmed(dir + "/type");
   if (!type || llvm::StringRef(*type).getAsInteger(10, pmu.type))

@@ -1,6 +1,8 @@
 //===- PerfRecorder.cpp - Per-thread Intel PT recording with perf ---------===//
 #include "magic_trace/PerfRecorder.h"
 
+#include "magic_trace/MachineFacts.h"
+
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <cerrno>
@@ -95,9 +97,9 @@ llvm::Error perfOpenError(int error, uint64_t tid, llvm::StringRef procRoot) {
         (unsigned long long)tid);
   if (error == ENOENT || error == ENODEV || error == EOPNOTSUPP)
     return llvm::createStringError(
-        "the kernel refused the intel_pt event for thread %llu: %s (use "
-        "--backend emulate)",
-        (unsigned long long)tid, strerror(error));
+        "the kernel refused the intel_pt event for thread %llu: %s (%s)",
+        (unsigned long long)tid, strerror(error),
+        withoutIntelPtAdvice().c_str());
   return llvm::createStringError("perf_event_open failed for thread %llu: %s",
                                  (unsigned long long)tid, strerror(error));
 }

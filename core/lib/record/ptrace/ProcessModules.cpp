@@ -9,6 +9,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <map>
+#include <optional>
 
 using namespace llvm;
 using namespace llvm::object;
@@ -224,6 +225,79 @@ Expected<ElfLoadInfo> readElfLoadInfo(StringRef path) {
                              "'%s' has no loadable segment (give a program)",
                              path.str().c_str());
   return info;
+}
+
+/// The load bias that puts PT_LOAD `header` inside `mapped` if the mapping
+/// shows part of its file pages: the kernel merges neighbouring mappings
+/// of one file only where file and address advance together, so a whole
+/// mapping has one `address - fileOffset`. A bias is page-aligned.
+template <class Phdr>
+static std::optional<uint64_t> biasIfMapped(const Phdr &header,
+                                            const LoadedSegment &mapped) {
+  uint64_t pageVaddr = header.p_vaddr & ~uint64_t(4095);
+  uint64_t pageOffset = header.p_offset & ~uint64_t(4095);
+  uint64_t fileEnd = header.p_offset + std::max<uint64_t>(header.p_filesz, 1);
+  if (fileEnd <= mapped.fileOffset ||
+      mapped.fileOffset + mapped.size <= pageOffset)
+    return std::nullopt;
+  uint64_t bias =
+      (mapped.address - mapped.fileOffset) - (pageVaddr - pageOffset);
+  if (bias & 4095)
+    return std::nullopt;
+  return bias;
+}
+
+Expected<PlacedElf>
+placeElfByMappings(StringRef path, const std::vector<LoadedSegment> &mappings) {
+  auto binary = openElf(path);
+  if (!binary)
+    return binary.takeError();
+  auto *elf = dyn_cast<ELF64LEObjectFile>(binary->getBinary());
+  if (!elf)
+    return createStringError("'%s' is not a 64-bit little-endian ELF file",
+                             path.str().c_str());
+  auto headers = elf->getELFFile().program_headers();
+  if (!headers)
+    return headers.takeError();
+  std::optional<uint64_t> bias;
+  for (const LoadedSegment &mapped : mappings) {
+    for (const auto &header : *headers) {
+      if (bias || header.p_type != ELF::PT_LOAD ||
+          !(header.p_flags & ELF::PF_X) || header.p_memsz == 0)
+        continue;
+      std::optional<uint64_t> candidate = biasIfMapped(header, mapped);
+      if (!candidate)
+        continue;
+      uint64_t begin = *candidate + (header.p_vaddr & ~uint64_t(4095));
+      uint64_t end = *candidate + header.p_vaddr + header.p_memsz;
+      if (begin < mapped.address + mapped.size && mapped.address < end)
+        bias = candidate;
+    }
+  }
+  if (!bias)
+    return createStringError("no mapping of '%s' shows one of its executable "
+                             "segments (is it the file that was mapped?)",
+                             path.str().c_str());
+  PlacedElf placed;
+  placed.bias = *bias;
+  bool first = true;
+  for (const auto &header : *headers) {
+    if (header.p_type != ELF::PT_LOAD)
+      continue;
+    if (first)
+      placed.loadAddress = *bias + header.p_vaddr - header.p_offset;
+    first = false;
+    if (header.p_memsz == 0)
+      continue;
+    LoadedSegment segment;
+    uint64_t pageOffset = header.p_vaddr & 4095;
+    segment.address = *bias + header.p_vaddr - pageOffset;
+    segment.fileOffset = header.p_offset - pageOffset;
+    segment.size = header.p_memsz + pageOffset;
+    segment.executable = (header.p_flags & ELF::PF_X) != 0;
+    placed.segments.push_back(segment);
+  }
+  return placed;
 }
 
 } // namespace magic_trace

@@ -215,6 +215,15 @@ emulateUnderQemu(const EmulateOptions &options,
   result.instructions = recording->instructions;
   result.lostInstructions = recording->lostInstructions;
   result.recorderNote = recording->note;
+  // QEMU dying (not by our kill) still leaves the rings: keep them, say so.
+  if (!killed && WIFSIGNALED(status))
+    result.recorderNote +=
+        (result.recorderNote.empty() ? "" : "; ") +
+        llvm::formatv("the program died of signal {0} ({1}), and QEMU with it: "
+                      "the bundle holds "
+                      "what the rings had then (modules may be missing)",
+                      WTERMSIG(status), strsignal(WTERMSIG(status)))
+            .str();
   result.tracedSeconds = seconds;
   result.end =
       killed ? (options.maxInsns && result.instructions >= options.maxInsns

@@ -107,45 +107,21 @@ bool pauseWriters(QemuRingHeader &header, std::string &note) {
   return false;
 }
 
-/// QEMU maps a guest ELF image as one host mapping (its /proc/self/maps
-/// does not show the guest's segments), so a module's segments come from
-/// its PT_LOAD headers, placed at one bias from the lowest: what the loader
-/// did. Keeps the maps' segments when the file is not a readable ELF.
+/// QEMU maps a guest ELF image with host mappings that do not show the
+/// guest's segments (the kernel merges neighbours, DIR/maps keeps only
+/// mappings code ran in), so a module's segments are its PT_LOAD headers at
+/// the bias its code mappings imply (placeElfByMappings). Keeps the maps'
+/// segments when the file is not a readable ELF.
 void segmentsFromElf(Module &module) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buffer =
-      llvm::MemoryBuffer::getFile(module.path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  if (!buffer)
-    return;
-  auto object = llvm::object::ELF64LEObjectFile::create(**buffer);
-  if (!object) {
-    llvm::consumeError(object.takeError());
+  llvm::Expected<PlacedElf> placed =
+      placeElfByMappings(module.path, module.segments);
+  if (!placed) {
+    llvm::consumeError(placed.takeError());
     return;
   }
-  auto headers = object->getELFFile().program_headers();
-  if (!headers) {
-    llvm::consumeError(headers.takeError());
-    return;
-  }
-  std::vector<LoadedSegment> segments;
-  uint64_t lowest = UINT64_MAX;
-  for (const auto &header : *headers)
-    if (header.p_type == llvm::ELF::PT_LOAD)
-      lowest = std::min<uint64_t>(lowest, header.p_vaddr & ~uint64_t(4095));
-  for (const auto &header : *headers) {
-    if (header.p_type != llvm::ELF::PT_LOAD || header.p_memsz == 0)
-      continue;
-    LoadedSegment segment;
-    uint64_t pageOffset = header.p_vaddr & 4095;
-    segment.address =
-        module.loadAddress + (header.p_vaddr - lowest) - pageOffset;
-    segment.fileOffset = header.p_offset - pageOffset;
-    segment.size = header.p_memsz + pageOffset;
-    segment.executable = (header.p_flags & llvm::ELF::PF_X) != 0;
-    segments.push_back(segment);
-  }
-  if (!segments.empty())
-    module.segments = std::move(segments);
+  module.loadAddress = placed->loadAddress;
+  if (!placed->segments.empty())
+    module.segments = std::move(placed->segments);
 }
 
 /// Modules from DIR/maps, plus one module per DIR/code-<hex>.bin.
@@ -362,11 +338,18 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
     return std::move(failure);
 
   readModules(dir, recording);
+  // A recording without its ground truth is still a recording: keep it,
+  // and say why the oracle is missing.
   if (withTruth)
     for (const ThreadTrace &thread : snapshot.threads) {
       llvm::Expected<ThreadTruth> truth = readGroundTruth(dir, thread.tid);
-      if (!truth)
-        return truth.takeError();
+      if (!truth) {
+        recording.note += (recording.note.empty() ? "" : "; ") +
+                          llvm::toString(truth.takeError()) +
+                          ": the bundle has no ground truth";
+        recording.truth.clear();
+        break;
+      }
       recording.truth.push_back(std::move(*truth));
     }
   return recording;
