@@ -3,57 +3,31 @@
 
 #include "magic_trace/MachineFacts.h"
 
+#include "lldb/API/SBPlatform.h"
+#include "lldb/API/SBTarget.h"
 #include "lldb/API/SBThread.h"
 
 namespace magic_trace::plugin {
-namespace {
-
-/// Starts recording every thread of `process` the session traces and does
-/// not record yet. A thread that cannot be traced (it exited meanwhile, or
-/// the kernel refused it) is skipped with a note, and the threads after it
-/// are still tried: one failing thread must not leave the rest untraced.
-/// Fails only when no thread of the process is traced at all (the first
-/// failure says why).
-llvm::Error addThreads(Session &session, lldb::SBProcess &process,
-                       std::vector<std::string> &notes) {
-  llvm::Error first = llvm::Error::success();
-  bool anyTraced = false, anyFailed = false;
-  for (uint32_t i = 0; i < process.GetNumThreads(); ++i) {
-    uint64_t tid = process.GetThreadAtIndex(i).GetThreadID();
-    if (!session.traces(tid))
-      continue;
-    if (session.perf->isTracing(tid)) {
-      anyTraced = true;
-      continue;
-    }
-    llvm::Error error = session.perf->addThread(tid);
-    if (!error) {
-      anyTraced = true;
-      continue;
-    }
-    std::string message = llvm::toString(std::move(error));
-    notes.push_back("thread " + std::to_string(tid) +
-                    " is not traced: " + message);
-    if (!anyFailed)
-      first = llvm::joinErrors(
-          std::move(first),
-          llvm::createStringError(llvm::inconvertibleErrorCode(), message));
-    anyFailed = true;
-  }
-  for (const std::string &note : session.perf->notes())
-    notes.push_back(note);
-  if (anyTraced || !anyFailed) {
-    llvm::consumeError(std::move(first));
-    return llvm::Error::success();
-  }
-  return first;
-}
-
-} // namespace
-
 llvm::Error startPerf(Session &session, lldb::SBProcess &process,
                       TimerResolution timer, uint64_t bufferSize,
                       std::vector<std::string> &notes) {
+  // The kernel is asked for this machine's pids: a target on a remote
+  // platform, or seen through another PID namespace, would be the wrong
+  // process here (or none).
+  const char *platform = process.GetTarget().GetPlatform().GetName();
+  if (platform && llvm::StringRef(platform) != "host")
+    return llvm::createStringError(
+        "the target runs on the '%s' platform, not this machine (--backend "
+        "perf traces local processes: run LLDB where the target runs)",
+        platform);
+  // Every thread is recorded (inherit covers the ones created later); a
+  // thread filter picks among them at the snapshot.
+  std::vector<uint64_t> tids;
+  for (uint32_t i = 0; i < process.GetNumThreads(); ++i)
+    tids.push_back(process.GetThreadAtIndex(i).GetThreadID());
+  uint64_t pid = process.GetProcessID();
+  if (llvm::Error error = checkSameNamespace(pid, "/proc", tids))
+    return error;
   PerfRecorder::Options options;
   options.timer = timer;
   options.auxSize = bufferSize;
@@ -61,11 +35,11 @@ llvm::Error startPerf(Session &session, lldb::SBProcess &process,
       PerfRecorder::create(options);
   if (!recorder)
     return recorder.takeError();
-  session.perf = std::move(*recorder);
-  if (llvm::Error error = addThreads(session, process, notes)) {
-    session.perf.reset();
+  if (llvm::Error error = (*recorder)->attach(pid, tids))
     return error;
-  }
+  for (const std::string &note : (*recorder)->notes())
+    notes.push_back(note);
+  session.perf = std::move(*recorder);
   return llvm::Error::success();
 }
 
@@ -91,11 +65,8 @@ llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
     outcome.exitStatus = process.GetExitStatus();
     return outcome;
   }
-  std::vector<std::string> notes;
-  if (session.perf) // The QEMU recorder finds new threads by itself.
-    if (llvm::Error error = addThreads(session, process, notes))
-      llvm::consumeError(std::move(error)); // Each failure is a note.
-  outcome.notes.insert(outcome.notes.end(), notes.begin(), notes.end());
+  // New threads need nothing here: the kernel copied the events into them
+  // when they were created (inherit), and the QEMU recorder finds them too.
   lldb::SBThread thread = process.GetSelectedThread();
   outcome.tid = thread.GetThreadID();
   outcome.pc = thread.GetFrameAtIndex(0).GetPC();
@@ -119,13 +90,12 @@ llvm::Error fillPerfSnapshot(Session &session, Snapshot &snapshot) {
     return time.takeError();
   snapshot.time = *time;
   snapshot.timing = session.perf->timing();
-  for (uint64_t tid : session.perf->threadIds()) {
-    llvm::Expected<ThreadTrace> trace = session.perf->snapshotThread(tid);
-    if (!trace)
-      return trace.takeError();
-    if (!trace->bytes.empty())
-      snapshot.threads.push_back(std::move(*trace));
-  }
+  llvm::Expected<std::vector<ThreadTrace>> threads = session.perf->snapshot();
+  if (!threads)
+    return threads.takeError();
+  for (ThreadTrace &trace : *threads)
+    if (session.traces(trace.tid))
+      snapshot.threads.push_back(std::move(trace));
   return llvm::Error::success();
 }
 

@@ -1,9 +1,10 @@
 //===- PerfBackend.h - The perf backend's LLDB side -------------*- C++ -*-===//
 //
 // Wires core/PerfRecorder (Intel PT through perf_event_open) into a session:
-// start recording every traced thread at attach, resume with a plain process
-// continue (the hardware records while the target runs), add threads that
-// appeared at each stop, and hand the rings to takeSnapshot.
+// start recording the process at attach (per-CPU events with inherit, so
+// threads created later are traced from their first instruction), resume
+// with a plain process continue (the hardware records while the target
+// runs), and hand the rings to takeSnapshot.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PLUGIN_PERFBACKEND_H
@@ -22,9 +23,8 @@ llvm::Error startPerf(Session &session, lldb::SBProcess &process,
                       TimerResolution timer, uint64_t bufferSize,
                       std::vector<std::string> &notes);
 
-/// Resumes the process until it stops or exits; threads that appeared are
-/// added to the recording at the stop (they were untraced until then). Also
-/// the qemu backend's resume (its recorder needs nothing at a stop).
+/// Resumes the process until it stops or exits. Also the qemu backend's
+/// resume (its recorder needs nothing at a stop either).
 llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
                                     Session &session);
 

@@ -294,10 +294,13 @@ public:
          << " bytes of PT"
          << (recorder.writer->buffer().wrapped() ? " (ring wrapped)" : "")
          << (recorder.gone ? ", exited" : "") << "\n";
-    if (session.perf)
+    if (session.perf) {
+      os << "  Intel PT: " << session.perf->plan().cpus << " CPU rings of "
+         << (session.perf->plan().auxBytes >> 10) << " KiB, threads";
       for (uint64_t tid : session.perf->threadIds())
-        os << "  thread " << tid << ": Intel PT ring of "
-           << (session.perf->bufferSize(tid) >> 10) << " KiB\n";
+        os << " " << tid;
+      os << "\n";
+    }
     if (session.attached && !session.qemuDir.empty()) {
       llvm::Expected<QemuRingStatus> status =
           readQemuRingStatus(session.qemuDir);

@@ -182,9 +182,9 @@ llvm::json::Value Session::statusJson() const {
         {"exited", recorder.gone}});
   if (perf)
     for (uint64_t tid : perf->threadIds())
-      threads.push_back(
-          llvm::json::Object{{"tid", int64_t(tid)},
-                             {"ringBytes", int64_t(perf->bufferSize(tid))}});
+      threads.push_back(llvm::json::Object{
+          {"tid", int64_t(tid)},
+          {"ringBytesPerCpu", int64_t(perf->plan().auxBytes)}});
   int64_t recorded = 0;
   if (!qemuDir.empty()) {
     llvm::Expected<QemuRingStatus> status = readQemuRingStatus(qemuDir);

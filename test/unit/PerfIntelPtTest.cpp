@@ -133,7 +133,7 @@ TEST(PerfIntelPtTest, OldCpuDegradesWithNotes) {
 
 TEST(PerfIntelPtTest, RecorderWithoutPmuFailsClearly) {
   PerfRecorder::Options options;
-  options.sysRoot = "/nonexistent";
+  options.kernel = makeLinuxKernel("/nonexistent");
   auto recorder = PerfRecorder::create(options);
   ASSERT_FALSE(bool(recorder));
   EXPECT_NE(llvm::toString(recorder.takeError()).find("no intel_pt PMU"),
@@ -142,7 +142,7 @@ TEST(PerfIntelPtTest, RecorderWithoutPmuFailsClearly) {
 
 TEST(PerfIntelPtTest, RecorderRejectsOddSizes) {
   PerfRecorder::Options options;
-  options.sysRoot = fixture("sysfs-skylake");
+  options.kernel = makeLinuxKernel(fixture("sysfs-skylake"));
   options.auxSize = 3 << 20;
   auto recorder = PerfRecorder::create(options);
   ASSERT_FALSE(bool(recorder));

@@ -1,28 +1,63 @@
-//===- PerfRecorder.h - Per-thread Intel PT recording with perf -*- C++ -*-===//
+//===- PerfRecorder.h - Per-CPU Intel PT recording of a process -*- C++ -*-===//
 //
-// One perf_event_open per traced thread (pid = tid, cpu = -1), user space
-// only, with the perf mapping page plus an AUX area mapped read-only so the
-// kernel overwrites the oldest data (snapshot mode). At a stop, each thread's
-// ring is copied oldest-first into a ThreadTrace, with the event disabled
-// around the read as LLDB's collector does.
+// How `perf record -p` records a process, in snapshot mode: on every online
+// CPU one ring (the perf page, data pages for the kernel's sideband, and an
+// AUX area mapped read-only so the hardware overwrites the oldest trace); one
+// event per thread present at attach on each CPU (pid = tid, cpu = N,
+// inherit), all writing into that CPU's ring (PERF_EVENT_IOC_SET_OUTPUT).
+// With inherit the kernel copies the events into every thread the traced
+// ones create, in clone() before the new thread runs, so a thread started
+// after attach is traced from its first instruction. The kernel ends each
+// thread's stretch on a CPU with a PERF_RECORD_AUX naming the thread and the
+// ring offset it got to; at a stop those records split every CPU's ring into
+// per-thread traces (PerCpuTrace.h, shared with the perf.data reader).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PERFRECORDER_H
 #define MAGIC_TRACE_PERFRECORDER_H
 
+#include "magic_trace/KernelInterface.h"
 #include "magic_trace/PerfIntelPt.h"
 
+#include <map>
 #include <memory>
+#include <set>
 
 namespace magic_trace {
+
+/// The per-CPU buffer sizes for a recording, chosen against the per-user
+/// locked memory budget before any mmap (kernel/events/core.c, perf_mmap:
+/// perf_event_mlock_kb x online CPUs for the user, beyond it RLIMIT_MEMLOCK
+/// for the process, unless CAP_IPC_LOCK).
+struct BufferPlan {
+  unsigned cpus = 0;
+  uint64_t auxBytes = 0;    ///< AUX area per CPU, a power of two of pages.
+  uint64_t dataBytes = 0;   ///< Data pages per CPU (sideband), power of two.
+  uint64_t budgetBytes = 0; ///< What the user may lock; 0: no limit.
+  std::string note;         ///< Set when the wish was reduced to fit.
+};
+
+/// Picks the largest AUX size up to `wantedAux` that fits the budget on
+/// every CPU together with the perf page and `dataBytes` of data pages.
+/// Fails (one line, what to do) when that is below two PSB periods
+/// (`psbPeriodBytes`; perf warns below it too: a snapshot must hold a PSB).
+llvm::Expected<BufferPlan> planBuffers(uint64_t wantedAux, unsigned cpus,
+                                       const KernelInterface &kernel,
+                                       uint64_t psbPeriodBytes,
+                                       uint64_t dataBytes = 64 << 10);
+
+/// The PSB period the attr asks for, in bytes (2^(psb_period + 11); the
+/// hardware's default of 2 KiB when the term is absent).
+uint64_t psbPeriodBytes(const IntelPtPmuDescription &pmu,
+                        const perf_event_attr &attr);
 
 class PerfRecorder {
 public:
   struct Options {
     TimerResolution timer = TimerResolution::Normal;
-    uint64_t auxSize = 4 << 20; ///< Power of two; halved while refused.
-    std::string sysRoot = "/sys";
-    std::string procRoot = "/proc";
+    uint64_t auxSize = 4 << 20; ///< Per CPU; reduced to fit the budget.
+    /// The kernel to use; the running one when null.
+    std::shared_ptr<KernelInterface> kernel;
   };
 
   /// Reads the PMU and builds the attr. Fails (one line, what to do) when
@@ -30,43 +65,72 @@ public:
   static llvm::Expected<std::unique_ptr<PerfRecorder>> create(Options options);
   ~PerfRecorder();
 
-  /// Starts recording thread `tid`. Errors: EACCES/EPERM name
-  /// perf_event_paranoid (with its value) and CAP_PERFMON; ESRCH says the
-  /// thread exited; ENOMEM on the AUX mmap halves the size until 4 KiB and
-  /// records a note naming the refused and the used size.
-  llvm::Error addThread(uint64_t tid);
+  /// Starts recording process `pid` whose threads are `tids` (and every
+  /// thread they create from now on). A thread that cannot be traced (it
+  /// exited: ESRCH) is skipped with a note and the next one is tried. Fails
+  /// when no thread can be traced, or no CPU's ring can be mapped: EACCES
+  /// and EPERM name perf_event_paranoid and CAP_PERFMON, EBUSY says another
+  /// tracer holds Intel PT, EPERM from mmap names perf_event_mlock_kb.
+  llvm::Error attach(uint64_t pid, llvm::ArrayRef<uint64_t> tids);
+
+  /// Whether `tid` is traced: present at attach, or seen in the sideband.
   bool isTracing(uint64_t tid) const;
 
-  /// Copies thread `tid`'s ring (the target must be stopped).
-  llvm::Expected<ThreadTrace> snapshotThread(uint64_t tid);
-  /// Time conversion from the first thread's mapping page.
+  /// Every thread's trace from the rings (the target must be stopped):
+  /// disables the events, reads each CPU's sideband and AUX ring, splits it
+  /// by thread, and enables them again. A piece the kernel flagged
+  /// (TRUNCATED, PARTIAL, COLLISION) or whose AUX record was LOST ends with
+  /// an OVF, which the decoder shows as a gap. Threads with no trace are
+  /// left out.
+  llvm::Expected<std::vector<ThreadTrace>> snapshot();
+  /// Time conversion from the first ring's perf page, with the TSC read now
+  /// as the reference for the top byte of 56-bit TSC packets.
   llvm::Expected<TimeConversion> timeConversion() const;
 
   /// MTC/CYC parameters for the decoder (Snapshot::timing).
   const PtTimingConfig &timing() const { return timingValue; }
-  /// Threads being recorded, in the order they were added.
+  /// Threads known to be traced, ascending.
   std::vector<uint64_t> threadIds() const;
-  /// The AUX size in use for `tid` (after any halving), 0 if not traced.
-  uint64_t bufferSize(uint64_t tid) const;
+  /// The sizes in use.
+  const BufferPlan &plan() const { return planValue; }
+  /// Pieces of trace lost so far (flagged or unattributed), all CPUs.
+  uint64_t lostPieces() const { return lostCount; }
 
-  /// Degradations and size reductions, one line each.
+  /// Degradations, skipped threads and size reductions, one line each.
   const std::vector<std::string> &notes() const { return notesList; }
 
-  /// The attr every thread is opened with (for tests and `status`).
+  /// The attr every event is opened with (for tests, `status`, `doctor`).
   const perf_event_attr &attr() const { return attrValue; }
 
 private:
   PerfRecorder() = default;
-  struct ThreadRecording;
-  std::vector<std::unique_ptr<ThreadRecording>> threads;
+  struct CpuRing;
+  llvm::Error openRings(llvm::ArrayRef<uint64_t> tids);
+  llvm::Error mapRing(CpuRing &ring);
+  void readSideband(CpuRing &ring);
+  void enableAll(bool enable);
+
+  std::shared_ptr<KernelInterface> kernel;
+  std::vector<std::unique_ptr<CpuRing>> rings;
+  std::set<uint64_t> known;
   perf_event_attr attrValue{};
   PtTimingConfig timingValue;
+  BufferPlan planValue;
+  uint64_t psbBytes = 0;
+  uint64_t lostCount = 0;
   Options options;
   std::vector<std::string> notesList;
 };
 
 /// The one-line error for a failed perf_event_open, from its errno.
 llvm::Error perfOpenError(int error, uint64_t tid, llvm::StringRef procRoot);
+
+/// Checks that `pid` names the same process in this PID namespace: the
+/// debugger may see a target through a remote platform or in a container,
+/// where its pid means another process (or none) here. Reads
+/// <procRoot>/<pid>/status. Fails with one line saying so.
+llvm::Error checkSameNamespace(uint64_t pid, llvm::StringRef procRoot,
+                               llvm::ArrayRef<uint64_t> tids);
 
 } // namespace magic_trace
 

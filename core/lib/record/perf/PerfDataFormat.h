@@ -53,6 +53,7 @@ constexpr uint64_t kFlagMmap2 = 1ULL << 23;
 
 // Record types (perf_event_header.type).
 constexpr uint32_t kRecordMmap = 1;
+constexpr uint32_t kRecordLost = 2;
 constexpr uint32_t kRecordComm = 3;
 constexpr uint32_t kRecordSample = 9;
 constexpr uint32_t kRecordMmap2 = 10;

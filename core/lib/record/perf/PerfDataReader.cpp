@@ -10,6 +10,7 @@
 #include "magic_trace/PerfData.h"
 #include "magic_trace/ProcessModules.h"
 
+#include "KernelRecords.h"
 #include "ModuleLookup.h"
 #include "PerCpuTrace.h"
 #include "PerfDataFormat.h"
@@ -361,17 +362,31 @@ Error readMmap(Cursor &record, uint64_t at, uint32_t type, uint16_t misc,
   return Error::success();
 }
 
+/// PERF_RECORD_AUX's body: {aux_offset, aux_size, flags} and the writer's
+/// sample_id. Shared by the file reader and the live ring (KernelRecords.h).
+bool parseAuxBody(Cursor &record, uint64_t sampleType, AuxPiece *piece) {
+  SampleId id;
+  if (!record.u64(&piece->offset) || !record.u64(&piece->size) ||
+      !record.u64(&piece->flags) || !readSampleId(record, sampleType, &id))
+    return false;
+  piece->tid = id.tid;
+  piece->cpu = id.cpu;
+  piece->time = id.time;
+  return true;
+}
+
+/// PERF_RECORD_ITRACE_START's body: {pid, tid} and the sample_id.
+bool parseItraceStartBody(Cursor &record, uint64_t sampleType, uint32_t *pid,
+                          uint32_t *tid, SampleId *id) {
+  return record.u32(pid) && record.u32(tid) &&
+         readSampleId(record, sampleType, id);
+}
+
 /// PERF_RECORD_AUX: {aux_offset, aux_size, flags} and the writer's sample_id.
 Error readAux(Cursor &record, uint64_t at, Contents &contents) {
   AuxPiece piece;
-  SampleId id;
-  if (!record.u64(&piece.offset) || !record.u64(&piece.size) ||
-      !record.u64(&piece.flags) ||
-      !readSampleId(record, ptSampleType(contents), &id))
+  if (!parseAuxBody(record, ptSampleType(contents), &piece))
     return malformed(at, "truncated AUX record");
-  piece.tid = id.tid;
-  piece.cpu = id.cpu;
-  piece.time = id.time;
   contents.auxPieces.push_back(piece);
   return Error::success();
 }
@@ -380,8 +395,7 @@ Error readAux(Cursor &record, uint64_t at, Contents &contents) {
 Error readItraceStart(Cursor &record, uint64_t at, Contents &contents) {
   uint32_t pid = 0, tid = 0;
   SampleId id;
-  if (!record.u32(&pid) || !record.u32(&tid) ||
-      !readSampleId(record, ptSampleType(contents), &id))
+  if (!parseItraceStartBody(record, ptSampleType(contents), &pid, &tid, &id))
     return malformed(at, "truncated ITRACE_START record");
   if (contents.perCpu)
     contents.cpus[id.cpu].tids.insert(tid);
@@ -671,6 +685,42 @@ Expected<Snapshot> buildSnapshot(Contents contents,
 }
 
 } // namespace
+
+namespace perfdata {
+
+Error parseKernelRecord(ArrayRef<uint8_t> bytes, uint64_t sampleType,
+                        KernelRecord *out) {
+  Cursor record(bytes, 0, bytes.size());
+  uint16_t misc = 0, size = 0;
+  if (!record.u32(&out->type) || !record.u16(&misc) || !record.u16(&size) ||
+      size < kEventHeaderSize || size > bytes.size())
+    return malformed(0, "truncated kernel record header");
+  Cursor body(bytes, kEventHeaderSize, size);
+  switch (out->type) {
+  case kRecordAux:
+    if (!parseAuxBody(body, sampleType, &out->aux))
+      return malformed(0, "truncated AUX record");
+    return Error::success();
+  case kRecordItraceStart: {
+    SampleId id;
+    if (!parseItraceStartBody(body, sampleType, &out->pid, &out->tid, &id))
+      return malformed(0, "truncated ITRACE_START record");
+    out->aux.cpu = id.cpu;
+    out->aux.time = id.time;
+    return Error::success();
+  }
+  case kRecordLost: {
+    uint64_t id = 0;
+    if (!body.u64(&id) || !body.u64(&out->lost))
+      return malformed(0, "truncated LOST record");
+    return Error::success();
+  }
+  default:
+    return Error::success();
+  }
+}
+
+} // namespace perfdata
 
 std::string perfRecordName(uint32_t type) {
   // include/uapi/linux/perf_event.h and tools/perf/util/event.h.

@@ -1,75 +1,144 @@
-//===- PerfRecorder.cpp - Per-thread Intel PT recording with perf ---------===//
+//===- PerfRecorder.cpp - Per-CPU Intel PT recording of a process ---------===//
 #include "magic_trace/PerfRecorder.h"
 
 #include "magic_trace/MachineFacts.h"
 
+#include "KernelRecords.h"
+#include "PerCpuTrace.h"
+#include "PerfDataFormat.h"
+
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <sys/ioctl.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 namespace magic_trace {
 namespace {
 
-/// The TSC now (RDTSC); 0 off x86, where there is no Intel PT either.
-uint64_t readTsc() {
-#if defined(__x86_64__) || defined(__i386__)
-  return __builtin_ia32_rdtsc();
-#else
-  return 0;
-#endif
+using perfdata::AuxPiece;
+using perfdata::CpuStream;
+
+/// What every event's sideband carries after each record (sample_id_all):
+/// the writer's pid/tid, the time and the CPU (perf_event_open(2)).
+constexpr uint64_t kSampleType =
+    perfdata::kSampleTid | perfdata::kSampleTime | perfdata::kSampleCpu;
+
+/// The kernel's flags that say a piece of AUX data is not whole
+/// (include/uapi/linux/perf_event.h).
+constexpr uint64_t kAuxLossFlags = perfdata::kAuxFlagTruncated |
+                                   perfdata::kAuxFlagPartial |
+                                   perfdata::kAuxFlagCollision;
+
+/// The 16 bytes of a PSB packet (Intel SDM vol. 3C).
+constexpr uint8_t kPsb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                              0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82};
+
+bool isPowerOfTwo(uint64_t value) { return value && !(value & (value - 1)); }
+
+uint64_t floorPowerOfTwo(uint64_t value) {
+  uint64_t result = 1;
+  while (result <= value / 2)
+    result *= 2;
+  return value ? result : 0;
 }
 
-/// Owns one mmap.
-struct Mapping {
-  void *address = MAP_FAILED;
-  size_t length = 0;
-  Mapping() = default;
-  Mapping(const Mapping &) = delete;
-  Mapping &operator=(const Mapping &) = delete;
-  ~Mapping() {
-    if (address != MAP_FAILED)
-      munmap(address, length);
-  }
-};
-
-/// Owns one file descriptor.
-struct FileDescriptor {
-  int fd = -1;
-  FileDescriptor() = default;
-  FileDescriptor(const FileDescriptor &) = delete;
-  FileDescriptor &operator=(const FileDescriptor &) = delete;
-  ~FileDescriptor() {
-    if (fd >= 0)
-      close(fd);
-  }
-};
-
-long perfEventOpen(perf_event_attr *attr, pid_t pid, int cpu, int groupFd,
-                   unsigned long flags) {
-  return syscall(SYS_perf_event_open, attr, pid, cpu, groupFd, flags);
-}
-
-uint64_t pageSize() { return static_cast<uint64_t>(sysconf(_SC_PAGESIZE)); }
+std::string kib(uint64_t bytes) { return std::to_string(bytes >> 10) + " KiB"; }
 
 } // namespace
 
-struct PerfRecorder::ThreadRecording {
-  uint64_t tid = 0;
-  uint64_t auxSize = 0;
-  // Declared in this order so the mappings go before the descriptor closes.
-  FileDescriptor event;
-  Mapping base; ///< The perf_event_mmap_page (no data pages).
-  Mapping aux;  ///< Read-only: overwrite (snapshot) mode.
+/// One CPU's ring: the events writing into it and what its sideband said.
+struct PerfRecorder::CpuRing {
+  /// One stretch of the AUX ring written by one thread, in linear bytes
+  /// since attach (ring offset = linear % size).
+  struct Piece {
+    uint64_t start = 0, end = 0;
+    uint32_t tid = 0;
+    uint64_t flags = 0, time = 0;
+    bool lostBefore = false; ///< Records before it were lost.
+  };
 
-  const perf_event_mmap_page &page() const {
-    return *static_cast<const perf_event_mmap_page *>(base.address);
+  KernelInterface *kernel = nullptr;
+  unsigned cpu = 0;
+  std::vector<int> fds; ///< fds[0] owns the mapping; the rest output to it.
+  void *base = nullptr;
+  size_t baseLength = 0;
+  void *aux = nullptr;
+  uint64_t auxSize = 0;
+  std::vector<Piece> pieces;
+  uint64_t linearEnd = 0; ///< Where the last piece ended.
+  bool pendingLost = false;
+
+  ~CpuRing() {
+    if (aux)
+      kernel->munmap(aux, auxSize);
+    if (base)
+      kernel->munmap(base, baseLength);
+    for (int fd : fds)
+      kernel->close(fd);
+  }
+  perf_event_mmap_page &page() const {
+    return *static_cast<perf_event_mmap_page *>(base);
   }
 };
+
+uint64_t psbPeriodBytes(const IntelPtPmuDescription &pmu,
+                        const perf_event_attr &attr) {
+  auto field = pmu.format.find("psb_period");
+  if (field == pmu.format.end())
+    return 2048;
+  uint64_t value = 0;
+  unsigned shift = 0;
+  for (auto [low, high] : field->second.bitRanges) {
+    unsigned bits = high - low + 1;
+    value |= ((attr.config >> low) & ((uint64_t(1) << bits) - 1)) << shift;
+    shift += bits;
+  }
+  // RTIT_CTL.PSBFreq: a PSB every 2^(n + 11) bytes (Intel SDM vol. 3C).
+  return uint64_t(1) << (value + 11);
+}
+
+llvm::Expected<BufferPlan> planBuffers(uint64_t wantedAux, unsigned cpus,
+                                       const KernelInterface &kernel,
+                                       uint64_t psbPeriodBytes,
+                                       uint64_t dataBytes) {
+  uint64_t page = kernel.pageSize();
+  BufferPlan plan;
+  plan.cpus = std::max(cpus, 1u);
+  plan.dataBytes = dataBytes;
+  uint64_t perCpuLimit = UINT64_MAX;
+  if (!kernel.lockLimitExempt()) {
+    // perf_mmap: the user may lock perf_event_mlock_kb on each online CPU;
+    // beyond that the process's RLIMIT_MEMLOCK (pinned_vm) takes the rest.
+    uint64_t mlockKb = kernel.perfMlockKb().value_or(516);
+    std::optional<uint64_t> rlimit = kernel.memlockLimit();
+    if (rlimit) {
+      plan.budgetBytes = mlockKb * 1024 * plan.cpus + *rlimit;
+      perCpuLimit = plan.budgetBytes / plan.cpus;
+    }
+  }
+  // The perf page and the data pages come first out of each CPU's share.
+  uint64_t fixed = page + dataBytes;
+  uint64_t room = perCpuLimit > fixed ? perCpuLimit - fixed : 0;
+  uint64_t aux = floorPowerOfTwo(std::min(wantedAux, room));
+  aux = aux < page ? 0 : aux;
+  uint64_t minimum = std::max(2 * psbPeriodBytes, page);
+  if (aux < minimum)
+    return llvm::createStringError(
+        "the locked-memory budget (%s for this user on %u CPUs) leaves no "
+        "room for a %s AUX buffer per CPU, two PSB periods (raise "
+        "/proc/sys/kernel/perf_event_mlock_kb or 'ulimit -l')",
+        kib(plan.budgetBytes).c_str(), plan.cpus, kib(minimum).c_str());
+  plan.auxBytes = aux;
+  if (aux < wantedAux)
+    plan.note = "the locked-memory budget (" + kib(plan.budgetBytes) +
+                " for this user on " + std::to_string(plan.cpus) +
+                " CPUs) fits " + kib(aux) + " of AUX buffer per CPU, not " +
+                kib(wantedAux) +
+                " (raise /proc/sys/kernel/perf_event_mlock_kb for more)";
+  return plan;
+}
 
 llvm::Error perfOpenError(int error, uint64_t tid, llvm::StringRef procRoot) {
   if (error == EACCES || error == EPERM) {
@@ -87,9 +156,10 @@ llvm::Error perfOpenError(int error, uint64_t tid, llvm::StringRef procRoot) {
     return llvm::createStringError("thread %llu exited before tracing started "
                                    "(it is skipped)",
                                    (unsigned long long)tid);
-  // Intel PT's hardware is one per CPU: the kernel's pt_event_add returns
-  // EBUSY while another user (perf record, a VMM's PT passthrough) holds it
-  // (arch/x86/events/intel/pt.c; perf reports the same).
+  // Intel PT is an exclusive PMU (PERF_PMU_CAP_EXCLUSIVE): perf_event_open
+  // returns EBUSY while a CPU-wide PT session (perf record -a) or another
+  // PT event on the same thread exists (kernel/events/core.c,
+  // exclusive_event_init and exclusive_event_installable).
   if (error == EBUSY)
     return llvm::createStringError(
         "Intel PT is in use by another tracer (perf record, or a hypervisor) "
@@ -104,22 +174,47 @@ llvm::Error perfOpenError(int error, uint64_t tid, llvm::StringRef procRoot) {
                                  (unsigned long long)tid, strerror(error));
 }
 
+llvm::Error checkSameNamespace(uint64_t pid, llvm::StringRef procRoot,
+                               llvm::ArrayRef<uint64_t> tids) {
+  std::string dir = (procRoot + "/" + llvm::Twine(pid)).str();
+  bool found = llvm::sys::fs::is_directory(dir);
+  for (uint64_t tid : tids)
+    found = found &&
+            llvm::sys::fs::is_directory(dir + "/task/" + std::to_string(tid));
+  if (found)
+    return llvm::Error::success();
+  return llvm::createStringError(
+      "process %llu and its threads are not in this PID namespace (a remote "
+      "or containerised target: run LLDB inside the target's namespace to use "
+      "--backend perf)",
+      (unsigned long long)pid);
+}
+
 llvm::Expected<std::unique_ptr<PerfRecorder>>
 PerfRecorder::create(Options options) {
-  llvm::Expected<IntelPtPmuDescription> pmu = loadIntelPtPmu(options.sysRoot);
+  std::shared_ptr<KernelInterface> kernel = options.kernel;
+  if (!kernel)
+    kernel = makeLinuxKernel();
+  llvm::Expected<IntelPtPmuDescription> pmu = loadIntelPtPmu(kernel->sysRoot());
   if (!pmu)
     return pmu.takeError();
   llvm::Expected<IntelPtAttr> attr = buildIntelPtAttr(*pmu, options.timer);
   if (!attr)
     return attr.takeError();
-  if (options.auxSize < pageSize() ||
-      (options.auxSize & (options.auxSize - 1)) != 0)
+  if (!isPowerOfTwo(options.auxSize) || options.auxSize < kernel->pageSize())
     return llvm::createStringError("snapshot size %llu is not a power of two "
                                    "of at least one page (try 4MiB)",
                                    (unsigned long long)options.auxSize);
   std::unique_ptr<PerfRecorder> recorder(new PerfRecorder());
+  recorder->kernel = kernel;
   recorder->attrValue = attr->attr;
+  // Per-task events on each CPU, copied into new threads (inherit), whose
+  // sideband names the thread, time and CPU of every AUX record.
+  recorder->attrValue.inherit = 1;
+  recorder->attrValue.sample_id_all = 1;
+  recorder->attrValue.sample_type = kSampleType;
   recorder->timingValue = hardwareTiming(*pmu, attr->attr);
+  recorder->psbBytes = psbPeriodBytes(*pmu, attr->attr);
   recorder->options = std::move(options);
   recorder->notesList = std::move(attr->notes);
   return recorder;
@@ -128,113 +223,305 @@ PerfRecorder::create(Options options) {
 PerfRecorder::~PerfRecorder() = default;
 
 std::vector<uint64_t> PerfRecorder::threadIds() const {
-  std::vector<uint64_t> ids;
-  for (const auto &thread : threads)
-    ids.push_back(thread->tid);
-  return ids;
+  return std::vector<uint64_t>(known.begin(), known.end());
 }
 
-uint64_t PerfRecorder::bufferSize(uint64_t tid) const {
-  for (const auto &thread : threads)
-    if (thread->tid == tid)
-      return thread->auxSize;
-  return 0;
-}
+bool PerfRecorder::isTracing(uint64_t tid) const { return known.count(tid); }
 
-bool PerfRecorder::isTracing(uint64_t tid) const {
-  for (const auto &thread : threads)
-    if (thread->tid == tid)
-      return true;
-  return false;
-}
-
-llvm::Error PerfRecorder::addThread(uint64_t tid) {
-  if (isTracing(tid))
-    return llvm::Error::success();
-  auto thread = std::make_unique<ThreadRecording>();
-  thread->tid = tid;
-  perf_event_attr attr = attrValue;
-  long fd = perfEventOpen(&attr, static_cast<pid_t>(tid), -1, -1,
-                          PERF_FLAG_FD_CLOEXEC);
-  if (fd < 0)
-    return perfOpenError(errno, tid, options.procRoot);
-  thread->event.fd = static_cast<int>(fd);
-
-  // The mapping page is read-write so aux_offset/aux_size can be set.
-  thread->base.length = pageSize();
-  thread->base.address =
-      mmap(nullptr, thread->base.length, PROT_READ | PROT_WRITE, MAP_SHARED,
-           thread->event.fd, 0);
-  if (thread->base.address == MAP_FAILED)
-    return llvm::createStringError("cannot map the perf page of thread %llu: "
-                                   "%s",
-                                   (unsigned long long)tid, strerror(errno));
-  auto *page = static_cast<perf_event_mmap_page *>(thread->base.address);
-
-  // Halve the AUX size while the kernel refuses it (perf_event_mlock_kb).
-  uint64_t wanted = options.auxSize;
-  for (uint64_t size = wanted; size >= pageSize(); size /= 2) {
-    page->aux_offset = thread->base.length;
-    page->aux_size = size;
-    void *aux = mmap(nullptr, size, PROT_READ, MAP_SHARED, thread->event.fd,
-                     static_cast<off_t>(page->aux_offset));
-    if (aux != MAP_FAILED) {
-      thread->aux.address = aux;
-      thread->aux.length = size;
-      thread->auxSize = size;
-      if (size != wanted)
-        notesList.push_back(
-            "thread " + std::to_string(tid) + ": the kernel refused a " +
-            std::to_string(wanted) + "-byte AUX buffer, using " +
-            std::to_string(size) +
-            " bytes (raise /proc/sys/kernel/perf_event_mlock_kb for more)");
-      break;
-    }
-    if (errno != ENOMEM && errno != EPERM)
-      return llvm::createStringError("cannot map the AUX area of thread %llu: "
-                                     "%s",
-                                     (unsigned long long)tid, strerror(errno));
-  }
-  if (thread->aux.address == MAP_FAILED)
+llvm::Error PerfRecorder::mapRing(CpuRing &ring) {
+  uint64_t page = kernel->pageSize();
+  ring.baseLength = page + planValue.dataBytes;
+  llvm::ErrorOr<void *> base =
+      kernel->mmap(ring.fds.front(), ring.baseLength, true, 0);
+  if (!base)
     return llvm::createStringError(
-        "the kernel refused every AUX buffer size down to one page for thread "
-        "%llu (raise /proc/sys/kernel/perf_event_mlock_kb)",
-        (unsigned long long)tid);
-  if (ioctl(thread->event.fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
-    return llvm::createStringError("cannot enable tracing of thread %llu: %s",
-                                   (unsigned long long)tid, strerror(errno));
-  threads.push_back(std::move(thread));
+        "cannot map the perf ring of CPU %u: %s (raise "
+        "/proc/sys/kernel/perf_event_mlock_kb)",
+        ring.cpu, base.getError().message().c_str());
+  ring.base = *base;
+  // Read-only AUX: overwrite (snapshot) mode (rb_alloc_aux's overwrite is
+  // !VM_WRITE). Another user's perf locks from the same budget, so EPERM
+  // can still come: halve, down to two PSB periods.
+  for (uint64_t size = planValue.auxBytes; size >= 2 * psbBytes; size /= 2) {
+    ring.page().aux_offset = ring.baseLength;
+    ring.page().aux_size = size;
+    llvm::ErrorOr<void *> aux =
+        kernel->mmap(ring.fds.front(), size, false, ring.baseLength);
+    if (aux) {
+      ring.aux = *aux;
+      ring.auxSize = size;
+      if (size != planValue.auxBytes)
+        notesList.push_back(
+            "CPU " + std::to_string(ring.cpu) + ": the kernel refused a " +
+            kib(planValue.auxBytes) + " AUX buffer, using " + kib(size) +
+            " (other perf users lock from the same budget)");
+      return llvm::Error::success();
+    }
+    if (aux.getError() != std::errc::operation_not_permitted &&
+        aux.getError() != std::errc::not_enough_memory)
+      return llvm::createStringError("cannot map the AUX area of CPU %u: %s",
+                                     ring.cpu,
+                                     aux.getError().message().c_str());
+  }
+  return llvm::createStringError(
+      "the kernel refused every AUX buffer size down to %s for CPU %u (raise "
+      "/proc/sys/kernel/perf_event_mlock_kb)",
+      kib(2 * psbBytes).c_str(), ring.cpu);
+}
+
+llvm::Error PerfRecorder::openRings(llvm::ArrayRef<uint64_t> tids) {
+  std::set<uint64_t> failed;
+  llvm::Error first = llvm::Error::success();
+  for (unsigned cpu = 0; cpu < planValue.cpus; ++cpu) {
+    auto ring = std::make_unique<CpuRing>();
+    ring->kernel = kernel.get();
+    ring->cpu = cpu;
+    for (uint64_t tid : tids) {
+      if (failed.count(tid))
+        continue;
+      llvm::ErrorOr<int> fd =
+          kernel->perfEventOpen(attrValue, static_cast<int>(tid), int(cpu));
+      if (!fd) {
+        // One thread that cannot be traced (it exited) must not leave the
+        // others untraced: a note, and on to the next.
+        llvm::Error error =
+            perfOpenError(fd.getError().value(), tid, kernel->procRoot());
+        notesList.push_back(
+            "thread " + std::to_string(tid) +
+            " is not traced: " + llvm::toString(std::move(error)));
+        if (!first)
+          first = perfOpenError(fd.getError().value(), tid, kernel->procRoot());
+        failed.insert(tid);
+        continue;
+      }
+      ring->fds.push_back(*fd);
+      if (ring->fds.size() == 1) {
+        if (llvm::Error error = mapRing(*ring)) {
+          llvm::consumeError(std::move(first));
+          return error;
+        }
+        continue;
+      }
+      if (std::error_code error = kernel->ioctl(*fd, PERF_EVENT_IOC_SET_OUTPUT,
+                                                unsigned(ring->fds.front()))) {
+        notesList.push_back("thread " + std::to_string(tid) +
+                            " is not traced on CPU " + std::to_string(cpu) +
+                            ": " + error.message());
+        kernel->close(*fd);
+        ring->fds.pop_back();
+      }
+    }
+    if (!ring->fds.empty())
+      rings.push_back(std::move(ring));
+  }
+  for (uint64_t tid : tids)
+    if (!failed.count(tid))
+      known.insert(tid);
+  if (known.empty())
+    return first ? std::move(first)
+                 : llvm::createStringError("the process has no thread to "
+                                           "trace");
+  llvm::consumeError(std::move(first));
   return llvm::Error::success();
 }
 
-llvm::Expected<ThreadTrace> PerfRecorder::snapshotThread(uint64_t tid) {
-  for (const auto &thread : threads) {
-    if (thread->tid != tid)
-      continue;
-    // Disable so the kernel flushes and stops writing while we copy.
-    ioctl(thread->event.fd, PERF_EVENT_IOC_DISABLE, 0);
-    uint64_t head = __atomic_load_n(&thread->page().aux_head, __ATOMIC_ACQUIRE);
-    ThreadTrace trace;
-    trace.tid = tid;
-    trace.bytes = copyAuxRing(static_cast<const uint8_t *>(thread->aux.address),
-                              thread->auxSize, head, trace.wrapped);
-    ioctl(thread->event.fd, PERF_EVENT_IOC_ENABLE, 0);
-    return trace;
+void PerfRecorder::enableAll(bool enable) {
+  // With inherit, an ioctl on an event applies to its copies in the
+  // threads created since (perf_event_for_each_child).
+  for (const auto &ring : rings)
+    for (int fd : ring->fds)
+      (void)kernel->ioctl(
+          fd, enable ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+}
+
+llvm::Error PerfRecorder::attach(uint64_t pid, llvm::ArrayRef<uint64_t> tids) {
+  (void)pid;
+  if (!rings.empty())
+    return llvm::createStringError("already attached");
+  llvm::Expected<BufferPlan> plan =
+      planBuffers(options.auxSize, kernel->onlineCpus(), *kernel, psbBytes);
+  if (!plan)
+    return plan.takeError();
+  planValue = *plan;
+  if (!planValue.note.empty())
+    notesList.push_back(planValue.note);
+  if (llvm::Error error = openRings(tids)) {
+    rings.clear();
+    return error;
   }
-  return llvm::createStringError("thread %llu is not traced (it appeared after "
-                                 "attach; it is added at the next stop)",
-                                 (unsigned long long)tid);
+  enableAll(true);
+  return llvm::Error::success();
+}
+
+void PerfRecorder::readSideband(CpuRing &ring) {
+  perf_event_mmap_page &page = ring.page();
+  uint64_t dataOffset =
+      page.data_offset ? page.data_offset : kernel->pageSize();
+  uint64_t dataSize = page.data_size ? page.data_size : planValue.dataBytes;
+  const uint8_t *data = static_cast<const uint8_t *>(ring.base) + dataOffset;
+  uint64_t head = __atomic_load_n(&page.data_head, __ATOMIC_ACQUIRE);
+  uint64_t tail = page.data_tail;
+  // Records may wrap around the end of the data pages: copy them out in
+  // order first, then frame them.
+  std::vector<uint8_t> bytes;
+  for (uint64_t at = tail; at < head; ++at)
+    bytes.push_back(data[at & (dataSize - 1)]);
+  __atomic_store_n(&page.data_tail, head, __ATOMIC_RELEASE);
+
+  uint64_t auxMask = ring.auxSize - 1;
+  for (size_t at = 0; at + perfdata::kEventHeaderSize <= bytes.size();) {
+    uint16_t size = 0;
+    std::memcpy(&size, bytes.data() + at + 6, sizeof(size));
+    if (size < perfdata::kEventHeaderSize || at + size > bytes.size())
+      break; // A broken frame: the rest cannot be framed.
+    perfdata::KernelRecord record;
+    llvm::Error error = perfdata::parseKernelRecord(
+        llvm::ArrayRef<uint8_t>(bytes).slice(at, size), kSampleType, &record);
+    at += size;
+    if (error) {
+      llvm::consumeError(std::move(error));
+      ring.pendingLost = true;
+      continue;
+    }
+    if (record.type == perfdata::kRecordItraceStart)
+      known.insert(record.tid);
+    if (record.type == perfdata::kRecordLost)
+      ring.pendingLost = true;
+    if (record.type != perfdata::kRecordAux)
+      continue;
+    // In overwrite mode the record's offset is where the thread's stretch
+    // ended, the driver's aux_head (perf_aux_output_end; pt_event_stop
+    // passes the whole buffer as its size): the stretch began where the
+    // previous record on this CPU ended.
+    uint64_t length = (record.aux.offset - ring.linearEnd) & auxMask;
+    CpuRing::Piece piece;
+    piece.start = ring.linearEnd;
+    piece.end = ring.linearEnd + length;
+    piece.tid = record.aux.tid;
+    piece.flags = record.aux.flags;
+    piece.time = record.aux.time;
+    piece.lostBefore = ring.pendingLost;
+    ring.pendingLost = false;
+    ring.linearEnd = piece.end;
+    ring.pieces.push_back(piece);
+    known.insert(record.aux.tid);
+  }
+  // Bytes after the last record have no owner we know (their record was
+  // lost): skipped, and the next piece says so.
+  uint64_t auxHead = __atomic_load_n(&page.aux_head, __ATOMIC_ACQUIRE);
+  uint64_t unowned = (auxHead - ring.linearEnd) & auxMask;
+  if (unowned) {
+    ring.linearEnd += unowned;
+    ring.pendingLost = true;
+    ++lostCount;
+  }
+}
+
+/// The offset of the first PSB in bytes[from, to), or `to`.
+static uint64_t findPsb(const std::vector<uint8_t> &bytes, uint64_t from,
+                        uint64_t to) {
+  auto begin = bytes.begin() + from, end = bytes.begin() + to;
+  auto found = std::search(begin, end, std::begin(kPsb), std::end(kPsb));
+  return from + (found - begin);
+}
+
+/// The offset of the last PSB in bytes[from, to), or `to`.
+static uint64_t findLastPsb(const std::vector<uint8_t> &bytes, uint64_t from,
+                            uint64_t to) {
+  auto begin = bytes.begin() + from, end = bytes.begin() + to;
+  auto found = std::find_end(begin, end, std::begin(kPsb), std::end(kPsb));
+  return found == end ? to : from + (found - begin);
+}
+
+llvm::Expected<std::vector<ThreadTrace>> PerfRecorder::snapshot() {
+  if (rings.empty())
+    return llvm::createStringError("no thread is traced yet");
+  // Disabled, the kernel ends every stretch with its AUX record and the
+  // hardware stops writing while we copy.
+  enableAll(false);
+  std::map<uint32_t, CpuStream> cpus;
+  std::vector<AuxPiece> pieces;
+  std::set<uint32_t> cut;
+  for (const auto &ringPtr : rings) {
+    CpuRing &ring = *ringPtr;
+    readSideband(ring);
+    uint64_t size = ring.auxSize;
+    uint64_t windowStart = ring.linearEnd > size ? ring.linearEnd - size : 0;
+    CpuStream stream;
+    stream.base = windowStart;
+    stream.haveBase = true;
+    const uint8_t *aux = static_cast<const uint8_t *>(ring.aux);
+    for (uint64_t at = windowStart; at < ring.linearEnd; ++at)
+      stream.bytes.push_back(aux[at & (size - 1)]);
+    std::vector<AuxPiece> mine;
+    for (const CpuRing::Piece &piece : ring.pieces) {
+      if (piece.end <= windowStart && !piece.lostBefore)
+        continue;
+      if (piece.lostBefore) {
+        // Outside the stream on purpose: splitPerCpu marks it with an OVF.
+        ++lostCount;
+        mine.push_back(
+            {ring.cpu, piece.tid, ring.linearEnd + 1, 1, 0, piece.time});
+      }
+      if (piece.end <= windowStart)
+        continue;
+      uint64_t start = piece.start;
+      if (piece.lostBefore) {
+        // The records before this one were lost, so the stretch may begin
+        // with other threads' bytes: keep only what follows its last PSB
+        // (PT writes one when a thread is switched in).
+        start = windowStart +
+                findLastPsb(stream.bytes,
+                            std::max(start, windowStart) - windowStart,
+                            piece.end - windowStart);
+      } else if (start < windowStart) {
+        // The hardware overwrote its beginning: decode from its first PSB.
+        cut.insert(piece.tid);
+        start = windowStart + findPsb(stream.bytes, 0, piece.end - windowStart);
+      }
+      if (start < piece.end)
+        mine.push_back(
+            {ring.cpu, piece.tid, start, piece.end - start,
+             (piece.flags & kAuxLossFlags) ? perfdata::kAuxFlagTruncated : 0,
+             piece.time});
+      else if (piece.flags & kAuxLossFlags)
+        mine.push_back(
+            {ring.cpu, piece.tid, ring.linearEnd + 1, 1, 0, piece.time});
+      if (piece.flags & kAuxLossFlags)
+        ++lostCount;
+    }
+    // What the window no longer holds is forgotten.
+    llvm::erase_if(ring.pieces, [&](const CpuRing::Piece &piece) {
+      return piece.end <= windowStart;
+    });
+    if (mine.empty())
+      continue;
+    for (const AuxPiece &piece : mine)
+      stream.tids.insert(piece.tid);
+    cpus[ring.cpu] = std::move(stream);
+    pieces.insert(pieces.end(), mine.begin(), mine.end());
+  }
+  enableAll(true);
+  llvm::Expected<std::vector<ThreadTrace>> threads =
+      perfdata::splitPerCpu(cpus, std::move(pieces), /*snapshotMode=*/false);
+  if (!threads)
+    return threads.takeError();
+  for (ThreadTrace &thread : *threads)
+    thread.wrapped = cut.count(uint32_t(thread.tid));
+  llvm::erase_if(
+      *threads, [](const ThreadTrace &thread) { return thread.bytes.empty(); });
+  return threads;
 }
 
 llvm::Expected<TimeConversion> PerfRecorder::timeConversion() const {
-  if (threads.empty())
+  if (rings.empty())
     return llvm::createStringError("no thread is traced yet");
   llvm::Expected<TimeConversion> time =
-      timeConversionFromPage(threads.front()->page());
+      timeConversionFromPage(rings.front()->page());
   // The trace is older than now: TSC packets' missing top byte comes from
   // the TSC read here (the debugger runs on the traced machine).
   if (time)
-    time->tscReference = readTsc();
+    time->tscReference = kernel->readTsc();
   return time;
 }
 

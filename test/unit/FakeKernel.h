@@ -1,0 +1,111 @@
+//===- FakeKernel.h - The perf backend's kernel, for tests ------*- C++ -*-===//
+//
+// A KernelInterface that models the kernel rules the perf backend depends on,
+// each as the kernel's source states it (docs/perf-backend.md):
+// - perf_event_open: EACCES above perf_event_paranoid 2 without CAP_PERFMON;
+//   ESRCH for a thread that exited; EBUSY while a CPU-wide PT session runs or
+//   the thread already has a PT event on that CPU (exclusive PMU);
+// - mmap: EINVAL for an inherited cpu = -1 event, or a redirected one; data
+//   pages 0 or a power of two; AUX at aux_offset/aux_size, a power of two
+//   of pages; EPERM beyond perf_event_mlock_kb x CPUs for the user and then
+//   RLIMIT_MEMLOCK (perf_mmap's accounting); a read-only AUX is overwrite;
+// - inherit: clone() copies a thread's inherit events into the new thread
+//   before it runs, writing into the original event's ring;
+// - the hardware: a thread that runs on a CPU writes its PT into the ring's
+//   AUX pages at aux_head, wrapping, aux_head an offset (PT snapshot mode);
+//   switched out, the kernel writes ITRACE_START (once per event) and
+//   PERF_RECORD_AUX {aux_head, size, OVERWRITE | flags} with the sample_id
+//   into the data pages, or counts it lost and writes LOST when room returns.
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_TEST_FAKEKERNEL_H
+#define MAGIC_TRACE_TEST_FAKEKERNEL_H
+
+#include "magic_trace/KernelInterface.h"
+
+#include "llvm/ADT/ArrayRef.h"
+
+#include <map>
+#include <memory>
+#include <vector>
+
+namespace magic_trace::testing {
+
+class FakeKernel final : public KernelInterface {
+public:
+  struct Options {
+    std::string sysRoot; ///< A fixture tree (test/unit/fixtures/sysfs-*).
+    std::string procRoot = "/nonexistent-proc";
+    unsigned cpus = 2;
+    uint64_t mlockKb = 516; ///< The kernel's default.
+    std::optional<uint64_t> memlockLimit = uint64_t(8) << 20;
+    bool exempt = false; ///< CAP_IPC_LOCK.
+    int paranoid = 2;
+    bool systemWidePt = false; ///< Someone runs perf record -a -e intel_pt.
+    uint64_t pageSize = 4096;
+  };
+  explicit FakeKernel(Options options);
+  ~FakeKernel() override;
+
+  // The process.
+  void addThread(uint32_t pid, uint32_t tid);
+  /// `parent` creates a thread; returns its tid.
+  uint32_t clone(uint32_t parent);
+  void exitThread(uint32_t tid);
+  /// `tid` runs on `cpu` and the hardware writes `bytes` of PT (nothing if
+  /// no enabled event traces it there); then it is switched out: the AUX
+  /// record gets `auxFlags` besides OVERWRITE.
+  void run(uint32_t tid, unsigned cpu, llvm::ArrayRef<uint8_t> bytes,
+           uint64_t auxFlags = 0);
+  /// The next `count` records for `cpu`'s ring find its data pages full.
+  void dropRecords(unsigned cpu, unsigned count);
+  /// Pages locked for the user plus pinned for the process.
+  uint64_t lockedBytes() const;
+  /// AUX sizes of the mapped rings, by CPU.
+  std::map<unsigned, uint64_t> auxSizes() const;
+
+  // KernelInterface.
+  llvm::ErrorOr<int> perfEventOpen(const perf_event_attr &attr, int pid,
+                                   int cpu) override;
+  llvm::ErrorOr<void *> mmap(int fd, size_t length, bool writable,
+                             uint64_t offset) override;
+  void munmap(void *address, size_t length) override;
+  std::error_code ioctl(int fd, unsigned long request,
+                        unsigned long argument) override;
+  void close(int fd) override;
+  std::string sysRoot() const override { return options.sysRoot; }
+  std::string procRoot() const override { return options.procRoot; }
+  uint64_t pageSize() const override { return options.pageSize; }
+  unsigned onlineCpus() const override { return options.cpus; }
+  std::optional<uint64_t> perfMlockKb() const override {
+    return options.mlockKb;
+  }
+  std::optional<uint64_t> memlockLimit() const override {
+    return options.memlockLimit;
+  }
+  bool lockLimitExempt() const override { return options.exempt; }
+  uint64_t readTsc() const override { return clock; }
+
+private:
+  struct Ring;
+  struct Event;
+  Event *eventOf(int fd);
+  Ring *ringOf(Event &event);
+  std::error_code charge(uint64_t pages, uint64_t &userPart,
+                         uint64_t &pinnedPart);
+  void emit(Ring &ring, const Event &event, uint32_t type,
+            llvm::ArrayRef<uint64_t> words, uint32_t tid);
+
+  Options options;
+  std::map<uint32_t, uint32_t> pidOf; ///< Live threads.
+  std::vector<std::unique_ptr<Event>> events;
+  std::vector<std::unique_ptr<Ring>> rings;
+  int nextFd = 100;
+  uint32_t nextTid = 5000;
+  uint64_t userLockedPages = 0, pinnedPages = 0;
+  uint64_t clock = 1000;
+};
+
+} // namespace magic_trace::testing
+
+#endif

@@ -1,0 +1,388 @@
+//===- PerfFakeKernelTest.cpp - The perf backend on a fake kernel ---------===//
+//
+// The recorder against FakeKernel (the kernel's rules, see FakeKernel.h) with
+// the PMU of test/unit/fixtures/sysfs-skylake. The PT is real: what the
+// emulator recorded of test programs, cut at its PSBs into the stretches a
+// thread runs on a CPU, written into the AUX pages as the hardware would.
+// Expected instructions come from the emulator's ground truth.
+//
+//===----------------------------------------------------------------------===//
+#include "FakeKernel.h"
+
+#include "magic_trace/Decoder.h"
+#include "magic_trace/PerfRecorder.h"
+#include "magic_trace/PtraceStepper.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+using namespace magic_trace;
+using magic_trace::testing::FakeKernel;
+
+namespace {
+
+constexpr uint32_t kPid = 4000;
+constexpr uint64_t kAuxTruncated = 0x01, kAuxPartial = 0x04;
+
+std::string fixture(const char *name) {
+  return std::string(MT_TEST_SOURCE_DIR) + "/unit/fixtures/" + name;
+}
+
+FakeKernel::Options skylake() {
+  FakeKernel::Options options;
+  options.sysRoot = fixture("sysfs-skylake");
+  return options;
+}
+
+std::unique_ptr<PerfRecorder> makeRecorder(std::shared_ptr<FakeKernel> kernel,
+                                           uint64_t auxSize = 1 << 20) {
+  PerfRecorder::Options options;
+  options.kernel = kernel;
+  options.auxSize = auxSize;
+  auto recorder = PerfRecorder::create(options);
+  EXPECT_TRUE(bool(recorder)) << llvm::toString(recorder.takeError());
+  return recorder ? std::move(*recorder) : nullptr;
+}
+
+/// What the emulator recorded of a test program, with a PSB every
+/// `psbPeriod` bytes (more stretches to cut).
+EmulateResult record(std::vector<std::string> argv, uint64_t psbPeriod) {
+  EmulateOptions options;
+  argv[0] = std::string(MT_TEST_BINARY_DIR) + "/inputs/" + argv[0];
+  options.argv = argv;
+  options.stop = "stop_here";
+  options.maxInsns = 2'000'000;
+  options.writer.psbPeriod = psbPeriod;
+  auto run = emulateProgram(options);
+  EXPECT_TRUE(bool(run)) << llvm::toString(run.takeError());
+  return run ? std::move(*run) : EmulateResult();
+}
+
+/// emu_thread: main and a worker it starts; once per test binary run.
+const EmulateResult &threadRecording() {
+  static const EmulateResult *result =
+      new EmulateResult(record({"emu_thread"}, 256));
+  return *result;
+}
+
+/// emu_bench: one thread, more PT than an 8 KiB ring holds.
+const EmulateResult &longRecording() {
+  static const EmulateResult *result =
+      new EmulateResult(record({"emu_bench", "20"}, 1024));
+  return *result;
+}
+
+/// `bytes` cut at its PSBs: each stretch begins with one, as PT does when a
+/// thread is switched back in.
+std::vector<std::vector<uint8_t>> stretches(const std::vector<uint8_t> &bytes) {
+  static const uint8_t psb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                  0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                  0x02, 0x82, 0x02, 0x82};
+  std::vector<size_t> starts;
+  for (auto it = bytes.begin();
+       (it = std::search(it, bytes.end(), std::begin(psb), std::end(psb))) !=
+       bytes.end();
+       it += 16)
+    starts.push_back(it - bytes.begin());
+  std::vector<std::vector<uint8_t>> result;
+  for (size_t i = 0; i < starts.size(); ++i)
+    result.emplace_back(
+        bytes.begin() + starts[i],
+        bytes.begin() + (i + 1 < starts.size() ? starts[i + 1] : bytes.size()));
+  return result;
+}
+
+const ThreadTrace *traceOf(const std::vector<ThreadTrace> &traces,
+                           uint64_t tid) {
+  for (const ThreadTrace &trace : traces)
+    if (trace.tid == tid)
+      return &trace;
+  return nullptr;
+}
+
+/// Decodes `trace` with the recording's modules as thread `truthIndex`.
+ThreadDecode decodeAs(const EmulateResult &run, const ThreadTrace &trace,
+                      size_t truthIndex, std::vector<uint64_t> *insns) {
+  Snapshot snapshot = run.snapshot;
+  snapshot.threads = {trace};
+  snapshot.threads[0].tid = run.truth[truthIndex].tid;
+  DecodeOptions options;
+  options.threads = 1;
+  auto result = decodeSnapshot(snapshot, options);
+  EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
+  if (!result)
+    return {};
+  auto expanded = expandInstructions(snapshot, result->threads[0], options);
+  EXPECT_TRUE(bool(expanded)) << llvm::toString(expanded.takeError());
+  if (expanded && insns)
+    *insns = *expanded;
+  return result->threads[0];
+}
+
+size_t countKind(const ThreadDecode &decode, ItemKind kind) {
+  return std::count_if(
+      decode.items.begin(), decode.items.end(),
+      [&](const TraceItem &item) { return item.kind == kind; });
+}
+
+TEST(PerfFakeKernel, KernelRules) {
+  auto kernel = std::make_shared<FakeKernel>(skylake());
+  kernel->addThread(kPid, kPid);
+  perf_event_attr attr{};
+  attr.inherit = 1;
+  // perf_mmap: EINVAL for an inherited per-thread (cpu = -1) event.
+  auto perThread = kernel->perfEventOpen(attr, kPid, -1);
+  ASSERT_TRUE(bool(perThread));
+  EXPECT_EQ(kernel->mmap(*perThread, 2 * 4096, true, 0).getError(),
+            std::errc::invalid_argument);
+  // Exclusive PMU: the thread already has a PT event covering every CPU.
+  EXPECT_EQ(kernel->perfEventOpen(attr, kPid, 0).getError(),
+            std::errc::device_or_resource_busy);
+  kernel->close(*perThread);
+  EXPECT_EQ(kernel->perfEventOpen(attr, kPid + 1, 0).getError(),
+            std::errc::no_such_process);
+  // Above perf_event_paranoid 2, without CAP_PERFMON.
+  FakeKernel::Options strict = skylake();
+  strict.paranoid = 3;
+  FakeKernel locked(strict);
+  locked.addThread(kPid, kPid);
+  EXPECT_EQ(locked.perfEventOpen(attr, kPid, 0).getError(),
+            std::errc::permission_denied);
+}
+
+TEST(PerfFakeKernel, BudgetIsPerUserThenRlimit) {
+  FakeKernel::Options options = skylake();
+  options.memlockLimit = 0;
+  FakeKernel kernel(options);
+  kernel.addThread(kPid, kPid);
+  perf_event_attr attr{};
+  auto fd = kernel.perfEventOpen(attr, kPid, 0);
+  ASSERT_TRUE(bool(fd));
+  auto base = kernel.mmap(*fd, 17 * 4096, true, 0);
+  ASSERT_TRUE(bool(base));
+  auto &page = *static_cast<perf_event_mmap_page *>(*base);
+  page.aux_offset = 17 * 4096;
+  page.aux_size = 1 << 20; // 1 MiB + 68 KiB > 2 x 516 KiB.
+  EXPECT_EQ(kernel.mmap(*fd, 1 << 20, false, 17 * 4096).getError(),
+            std::errc::operation_not_permitted);
+  page.aux_size = 512 << 10;
+  EXPECT_TRUE(bool(kernel.mmap(*fd, 512 << 10, false, 17 * 4096)));
+  EXPECT_EQ(kernel.lockedBytes(), (17 * 4096) + (512 << 10));
+}
+
+TEST(PerfFakeKernel, ThreadStartedAfterAttachHasTraceAtFirstStop) {
+  const EmulateResult &run = threadRecording();
+  ASSERT_EQ(run.truth.size(), 2u);
+  auto kernel = std::make_shared<FakeKernel>(skylake());
+  uint32_t mainTid = uint32_t(run.truth[0].tid);
+  kernel->addThread(kPid, mainTid);
+  auto recorder = makeRecorder(kernel);
+  ASSERT_TRUE(recorder);
+  ASSERT_FALSE(bool(recorder->attach(kPid, {mainTid})));
+
+  // main runs, creates the worker (clone copies the events), and the two
+  // take turns on both CPUs.
+  auto mainParts = stretches(run.snapshot.threads[0].bytes);
+  auto workerParts = stretches(run.snapshot.threads[1].bytes);
+  ASSERT_GE(mainParts.size(), 1u);
+  ASSERT_GE(workerParts.size(), 1u);
+  kernel->run(mainTid, 0, mainParts[0]);
+  uint32_t worker = kernel->clone(mainTid);
+  for (size_t i = 0; i < workerParts.size(); ++i)
+    kernel->run(worker, unsigned(i % 2), workerParts[i]);
+  for (size_t i = 1; i < mainParts.size(); ++i)
+    kernel->run(mainTid, unsigned((i + 1) % 2), mainParts[i]);
+
+  auto traces = recorder->snapshot();
+  ASSERT_TRUE(bool(traces)) << llvm::toString(traces.takeError());
+  EXPECT_TRUE(recorder->isTracing(worker));
+  const ThreadTrace *workerTrace = traceOf(*traces, worker);
+  const ThreadTrace *mainTrace = traceOf(*traces, mainTid);
+  ASSERT_TRUE(workerTrace);
+  ASSERT_TRUE(mainTrace);
+  for (auto [trace, index] :
+       {std::pair{workerTrace, size_t(1)}, std::pair{mainTrace, size_t(0)}}) {
+    std::vector<uint64_t> insns;
+    ThreadDecode decode = decodeAs(run, *trace, index, &insns);
+    EXPECT_TRUE(decode.errors.empty()) << decode.errors.front().message;
+    EXPECT_EQ(countKind(decode, ItemKind::Overflow), 0u);
+    EXPECT_EQ(insns, run.truth[index].insns) << "thread " << index;
+  }
+}
+
+TEST(PerfFakeKernel, ExitedAndReusedThreads) {
+  auto kernel = std::make_shared<FakeKernel>(skylake());
+  kernel->addThread(kPid, kPid);
+  auto recorder = makeRecorder(kernel);
+  ASSERT_FALSE(bool(recorder->attach(kPid, {kPid})));
+  std::vector<uint8_t> psb(32, 0);
+  for (int i = 0; i < 16; i += 2)
+    psb[i] = 0x02, psb[i + 1] = 0x82;
+  uint32_t first = kernel->clone(kPid);
+  kernel->run(first, 0, psb);
+  kernel->exitThread(first);
+  // The exited thread's trace stays in its CPU's ring until overwritten.
+  auto traces = recorder->snapshot();
+  ASSERT_TRUE(bool(traces));
+  ASSERT_TRUE(traceOf(*traces, first));
+  EXPECT_EQ(traceOf(*traces, first)->bytes, psb);
+}
+
+TEST(PerfFakeKernel, ThreadKFailingDoesNotBlockThreadKPlusOne) {
+  auto kernel = std::make_shared<FakeKernel>(skylake());
+  for (uint32_t tid : {kPid, kPid + 1, kPid + 3})
+    kernel->addThread(kPid, tid);
+  auto recorder = makeRecorder(kernel);
+  // kPid + 2 exited between the debugger's listing and the attach.
+  llvm::Error error =
+      recorder->attach(kPid, {kPid, kPid + 1, kPid + 2, kPid + 3});
+  ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+  EXPECT_TRUE(recorder->isTracing(kPid + 1));
+  EXPECT_FALSE(recorder->isTracing(kPid + 2));
+  EXPECT_TRUE(recorder->isTracing(kPid + 3));
+  ASSERT_EQ(recorder->notes().size(), 1u);
+  EXPECT_NE(recorder->notes()[0].find("thread 4002 is not traced: thread 4002 "
+                                      "exited"),
+            std::string::npos)
+      << recorder->notes()[0];
+}
+
+TEST(PerfFakeKernel, NoThreadTraceableSaysWhy) {
+  FakeKernel::Options options = skylake();
+  options.systemWidePt = true;
+  auto kernel = std::make_shared<FakeKernel>(options);
+  kernel->addThread(kPid, kPid);
+  auto recorder = makeRecorder(kernel);
+  std::string message = llvm::toString(recorder->attach(kPid, {kPid}));
+  EXPECT_NE(message.find("in use by another tracer"), std::string::npos)
+      << message;
+  options.systemWidePt = false;
+  options.paranoid = 3;
+  kernel = std::make_shared<FakeKernel>(options);
+  kernel->addThread(kPid, kPid);
+  recorder = makeRecorder(kernel);
+  message = llvm::toString(recorder->attach(kPid, {kPid}));
+  EXPECT_NE(message.find("CAP_PERFMON"), std::string::npos) << message;
+}
+
+TEST(PerfFakeKernel, SixtyFourThreadsUnderTwoMiBBudget) {
+  // 8 CPUs x 256 KiB = 2 MiB for the user, nothing beyond (RLIMIT_MEMLOCK 0).
+  FakeKernel::Options options = skylake();
+  options.cpus = 8;
+  options.mlockKb = 256;
+  options.memlockLimit = 0;
+  auto kernel = std::make_shared<FakeKernel>(options);
+  std::vector<uint64_t> tids;
+  for (uint32_t i = 0; i < 64; ++i) {
+    kernel->addThread(kPid, kPid + i);
+    tids.push_back(kPid + i);
+  }
+  auto recorder = makeRecorder(kernel, 4 << 20);
+  llvm::Error error = recorder->attach(kPid, tids);
+  ASSERT_FALSE(bool(error)) << llvm::toString(std::move(error));
+  EXPECT_EQ(recorder->threadIds().size(), 64u);
+  EXPECT_LE(kernel->lockedBytes(), uint64_t(2) << 20);
+  // psb_period=3: a PSB every 16 KiB; every ring holds at least two.
+  auto sizes = kernel->auxSizes();
+  ASSERT_EQ(sizes.size(), 8u);
+  for (auto [cpu, size] : sizes)
+    EXPECT_GE(size, uint64_t(32) << 10) << "CPU " << cpu;
+  EXPECT_EQ(recorder->plan().auxBytes, uint64_t(128) << 10);
+  ASSERT_FALSE(recorder->notes().empty());
+  EXPECT_NE(recorder->notes().back().find("fits 128 KiB"), std::string::npos)
+      << recorder->notes().back();
+}
+
+TEST(PerfFakeKernel, BudgetBelowTwoPsbPeriodsFailsClearly) {
+  FakeKernel::Options options = skylake();
+  options.mlockKb = 64;
+  options.memlockLimit = 0;
+  auto kernel = std::make_shared<FakeKernel>(options);
+  kernel->addThread(kPid, kPid);
+  auto recorder = makeRecorder(kernel);
+  std::string message = llvm::toString(recorder->attach(kPid, {kPid}));
+  EXPECT_NE(message.find("two PSB periods"), std::string::npos) << message;
+  EXPECT_NE(message.find("perf_event_mlock_kb"), std::string::npos);
+}
+
+TEST(PerfFakeKernel, TruncatedAuxRecordShowsAsMarkedGap) {
+  const EmulateResult &run = threadRecording();
+  ASSERT_EQ(run.truth.size(), 2u);
+  auto kernel = std::make_shared<FakeKernel>(skylake());
+  uint32_t mainTid = uint32_t(run.truth[0].tid);
+  kernel->addThread(kPid, mainTid);
+  auto recorder = makeRecorder(kernel);
+  ASSERT_FALSE(bool(recorder->attach(kPid, {mainTid})));
+  auto parts = stretches(run.snapshot.threads[0].bytes);
+  ASSERT_GE(parts.size(), 3u);
+  // The kernel says the first stretch was cut short (TRUNCATED): the trace
+  // must say that something is missing after it.
+  for (size_t i = 0; i < parts.size(); ++i)
+    kernel->run(mainTid, 0, parts[i], i == 0 ? kAuxTruncated : 0);
+  auto traces = recorder->snapshot();
+  ASSERT_TRUE(bool(traces)) << llvm::toString(traces.takeError());
+  ASSERT_EQ(traces->size(), 1u);
+  ThreadDecode decode = decodeAs(run, traces->front(), 0, nullptr);
+  EXPECT_EQ(countKind(decode, ItemKind::Overflow), 1u);
+  EXPECT_GT(recorder->lostPieces(), 0u);
+}
+
+TEST(PerfFakeKernel, LostAndPartialRecordsShowAsGaps) {
+  auto kernel = std::make_shared<FakeKernel>(skylake());
+  kernel->addThread(kPid, kPid);
+  auto recorder = makeRecorder(kernel);
+  ASSERT_FALSE(bool(recorder->attach(kPid, {kPid})));
+  std::vector<uint8_t> psb(16);
+  for (int i = 0; i < 16; i += 2)
+    psb[i] = 0x02, psb[i + 1] = 0x82;
+  std::vector<uint8_t> ovf = {0x02, 0xf3};
+  kernel->run(kPid, 0, psb, kAuxPartial);
+  kernel->run(kPid, 0, psb);
+  kernel->dropRecords(0, 1); // This stretch's AUX record is lost.
+  kernel->run(kPid, 0, psb);
+  kernel->run(kPid, 0, psb);
+  auto traces = recorder->snapshot();
+  ASSERT_TRUE(bool(traces));
+  ASSERT_EQ(traces->size(), 1u);
+  // PARTIAL: an OVF after the first stretch. The lost AUX record: whose
+  // the third stretch was is unknown, so the fourth record's thread gets
+  // only its own stretch (from the last PSB) after an OVF. A PSB+PSBEND
+  // (splitPerCpu's sync point) starts each stretch after a gap.
+  std::vector<uint8_t> sync = psb;
+  sync.push_back(0x02), sync.push_back(0x23);
+  std::vector<uint8_t> want;
+  for (const auto *part : {&psb, &ovf, &sync, &psb, &ovf, &sync, &psb})
+    want.insert(want.end(), part->begin(), part->end());
+  EXPECT_EQ(traces->front().bytes, want);
+}
+
+TEST(PerfFakeKernel, WrappedRingKeepsTheNewestFromAPsb) {
+  const EmulateResult &run = longRecording();
+  ASSERT_EQ(run.truth.size(), 1u);
+  // Broadwell has no psb_period: the hardware's 2 KiB, so 8 KiB rings.
+  FakeKernel::Options options = skylake();
+  options.sysRoot = fixture("sysfs-broadwell");
+  auto kernel = std::make_shared<FakeKernel>(options);
+  uint32_t mainTid = uint32_t(run.truth[0].tid);
+  kernel->addThread(kPid, mainTid);
+  auto recorder = makeRecorder(kernel, 8 << 10);
+  ASSERT_FALSE(bool(recorder->attach(kPid, {mainTid})));
+  const std::vector<uint8_t> &bytes = run.snapshot.threads[0].bytes;
+  ASSERT_GT(bytes.size(), size_t(8 << 10)) << "the recording is too short";
+  for (const auto &part : stretches(bytes))
+    kernel->run(mainTid, 0, part);
+  auto traces = recorder->snapshot();
+  ASSERT_TRUE(bool(traces));
+  ASSERT_EQ(traces->size(), 1u);
+  EXPECT_TRUE(traces->front().wrapped);
+  std::vector<uint64_t> insns;
+  ThreadDecode decode = decodeAs(run, traces->front(), 0, &insns);
+  EXPECT_TRUE(decode.errors.empty());
+  const std::vector<uint64_t> &all = run.truth[0].insns;
+  ASSERT_LE(insns.size(), all.size());
+  ASSERT_GT(insns.size(), 0u);
+  EXPECT_TRUE(std::equal(insns.begin(), insns.end(), all.end() - insns.size()));
+}
+
+} // namespace
