@@ -254,3 +254,32 @@ TEST(PerfIntelPtTest, HardwareTimingUnknownWithoutCaps) {
 }
 
 } // namespace
+
+TEST(PerfIntelPtTest, UnsupportedPeriodsBecomeTheNearestSupportedWithANote) {
+  auto pmu = loadIntelPtPmu(fixture("sysfs-skylake"));
+  ASSERT_TRUE(bool(pmu)) << llvm::toString(pmu.takeError());
+  // Skylake: mtc_periods 0x249 (0, 3, 6, 9), cycle_thresholds 0x3fff
+  // (0-13), psb_periods 0x3f (0-5).
+  IntelPtTerms wishes;
+  wishes.mtcPeriod = 5;
+  wishes.cycThresh = 20;
+  wishes.psbPeriod = 7;
+  auto attr = buildIntelPtAttr(*pmu, TimerResolution::Normal, wishes);
+  ASSERT_TRUE(bool(attr)) << llvm::toString(attr.takeError());
+  // RTIT_CTL: MTCFreq bits 17:14, CycThresh 22:19, PSBFreq 27:24.
+  EXPECT_EQ((attr->attr.config >> 14) & 0xf, 6u);
+  EXPECT_EQ((attr->attr.config >> 19) & 0xf, 13u);
+  EXPECT_EQ((attr->attr.config >> 24) & 0xf, 5u);
+  ASSERT_EQ(attr->notes.size(), 3u);
+  EXPECT_EQ(attr->notes[0], "psb_period=7 is not supported by this CPU "
+                            "(caps/psb_periods = 0x3f): using psb_period=5");
+  EXPECT_NE(attr->notes[1].find("mtc_period=5"), std::string::npos);
+  EXPECT_NE(attr->notes[2].find("using cyc_thresh=13"), std::string::npos);
+  // A supported wish is kept without a note.
+  wishes = {};
+  wishes.mtcPeriod = 3;
+  attr = buildIntelPtAttr(*pmu, TimerResolution::Normal, wishes);
+  ASSERT_TRUE(bool(attr));
+  EXPECT_EQ((attr->attr.config >> 14) & 0xf, 3u);
+  EXPECT_TRUE(attr->notes.empty());
+}

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,12 +70,20 @@ struct IntelPtAttr {
   std::vector<std::string> notes;
 };
 
+/// Values a user may ask for instead of the mapping's.
+struct IntelPtTerms {
+  std::optional<uint64_t> mtcPeriod, cycThresh, psbPeriod;
+};
+
 /// magic-trace's mapping: low = the perf defaults (tsc, mtc with period 3,
 /// psb_period 3, branch); normal = also cyc with cyc_thresh 1 and
-/// mtc_period 0; high = normal plus noretcomp. Fails when a term the mapping
-/// needs has no format file (a kernel too old to know it).
+/// mtc_period 0; high = normal plus noretcomp. A period or threshold the
+/// CPU does not support (caps/mtc_periods, cycle_thresholds, psb_periods)
+/// becomes the nearest one it does, with a note. Fails when a term the
+/// mapping needs has no format file (a kernel too old to know it).
 llvm::Expected<IntelPtAttr> buildIntelPtAttr(const IntelPtPmuDescription &pmu,
-                                             TimerResolution resolution);
+                                             TimerResolution resolution,
+                                             const IntelPtTerms &terms = {});
 
 /// Sets the bits of `field` to `value` in the attr's config words. Fails when
 /// the value does not fit.

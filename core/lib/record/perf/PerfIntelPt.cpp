@@ -41,13 +41,39 @@ uint64_t *configWord(perf_event_attr &attr, unsigned word) {
   }
 }
 
-/// The lowest set bit of a capability bitmap, or `fallback` if none; used to
-/// pick the smallest supported period/threshold at or above a wish.
+/// The supported value nearest to `wish` in a capability bitmap (bit n set:
+/// value n allowed), the smaller on a tie; `wish` when the bitmap is empty.
+/// perf refuses a value the bitmap lacks (intel_pt_val_config_term in
+/// tools/perf/arch/x86/util/intel-pt.c) and the kernel would return EINVAL
+/// (pt_event_valid); taking the nearest one keeps the user's intent.
 uint64_t supportedValue(uint64_t bitmap, uint64_t wish) {
-  for (uint64_t value = wish; value < 64; ++value)
-    if (bitmap & (uint64_t(1) << value))
-      return value;
-  return wish;
+  if (!bitmap)
+    return wish;
+  uint64_t best = wish;
+  uint64_t bestDistance = UINT64_MAX;
+  for (uint64_t value = 0; value < 64; ++value) {
+    if (!(bitmap & (uint64_t(1) << value)))
+      continue;
+    uint64_t distance = value > wish ? value - wish : wish - value;
+    if (distance < bestDistance)
+      best = value, bestDistance = distance;
+  }
+  return best;
+}
+
+/// supportedValue with a note when the wish had to change.
+uint64_t supportedValueNoting(const IntelPtPmuDescription &pmu,
+                              llvm::StringRef term, llvm::StringRef cap,
+                              uint64_t wish, std::vector<std::string> &notes) {
+  uint64_t bitmap = pmu.capability(cap);
+  uint64_t value = supportedValue(bitmap, wish);
+  if (value != wish)
+    notes.push_back((term + "=" + llvm::Twine(wish) +
+                     " is not supported by this CPU (caps/" + cap + " = 0x" +
+                     llvm::Twine::utohexstr(bitmap) + "): using " + term + "=" +
+                     llvm::Twine(value))
+                        .str());
+  return value;
 }
 
 struct TermSetter {
@@ -175,7 +201,8 @@ llvm::Error setFormatField(perf_event_attr &attr, const PmuFormatField &field,
 }
 
 llvm::Expected<IntelPtAttr> buildIntelPtAttr(const IntelPtPmuDescription &pmu,
-                                             TimerResolution resolution) {
+                                             TimerResolution resolution,
+                                             const IntelPtTerms &wishes) {
   IntelPtAttr result;
   perf_event_attr &attr = result.attr;
   attr.size = sizeof(attr);
@@ -200,7 +227,9 @@ llvm::Expected<IntelPtAttr> buildIntelPtAttr(const IntelPtPmuDescription &pmu,
   bool hasCyc = pmu.capability("psb_cyc") != 0 && terms.has("cyc");
   if (terms.has("psb_period") && pmu.capability("psb_periods"))
     if (llvm::Error error = terms.set(
-            "psb_period", supportedValue(pmu.capability("psb_periods"), 3)))
+            "psb_period",
+            supportedValueNoting(pmu, "psb_period", "psb_periods",
+                                 wishes.psbPeriod.value_or(3), result.notes)))
       return std::move(error);
 
   if (resolution != TimerResolution::Low && !hasCyc) {
@@ -214,8 +243,10 @@ llvm::Expected<IntelPtAttr> buildIntelPtAttr(const IntelPtPmuDescription &pmu,
   if (hasMtc) {
     if (llvm::Error error = terms.set("mtc", 1))
       return std::move(error);
-    uint64_t wish = resolution == TimerResolution::Low ? 3 : 0;
-    uint64_t period = supportedValue(pmu.capability("mtc_periods"), wish);
+    uint64_t wish =
+        wishes.mtcPeriod.value_or(resolution == TimerResolution::Low ? 3 : 0);
+    uint64_t period = supportedValueNoting(pmu, "mtc_period", "mtc_periods",
+                                           wish, result.notes);
     if (terms.has("mtc_period"))
       if (llvm::Error error = terms.set("mtc_period", period))
         return std::move(error);
@@ -228,7 +259,9 @@ llvm::Expected<IntelPtAttr> buildIntelPtAttr(const IntelPtPmuDescription &pmu,
 
   if (llvm::Error error = terms.set("cyc", 1))
     return std::move(error);
-  uint64_t threshold = supportedValue(pmu.capability("cycle_thresholds"), 1);
+  uint64_t threshold =
+      supportedValueNoting(pmu, "cyc_thresh", "cycle_thresholds",
+                           wishes.cycThresh.value_or(1), result.notes);
   if (terms.has("cyc_thresh"))
     if (llvm::Error error = terms.set("cyc_thresh", threshold))
       return std::move(error);
