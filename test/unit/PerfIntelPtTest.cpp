@@ -4,6 +4,7 @@
 #include "magic_trace/PerfRecorder.h"
 
 #include <gtest/gtest.h>
+#include <intel-pt.h>
 
 #include <numeric>
 
@@ -282,4 +283,112 @@ TEST(PerfIntelPtTest, UnsupportedPeriodsBecomeTheNearestSupportedWithANote) {
   ASSERT_TRUE(bool(attr));
   EXPECT_EQ((attr->attr.config >> 14) & 0xf, 3u);
   EXPECT_TRUE(attr->notes.empty());
+}
+
+namespace {
+
+/// The times libipt's query decoder gives after each conditional branch of
+/// `bytes`, decoded with `timing`.
+std::vector<uint64_t> timesAtBranches(std::vector<uint8_t> &bytes,
+                                      const PtTimingConfig &timing) {
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = bytes.data();
+  config.end = bytes.data() + bytes.size();
+  config.mtc_freq = timing.mtcFreq;
+  config.nom_freq = timing.nomFreq;
+  config.cpuid_0x15_eax = timing.cpuid15Eax;
+  config.cpuid_0x15_ebx = timing.cpuid15Ebx;
+  std::unique_ptr<pt_query_decoder, void (*)(pt_query_decoder *)> decoder(
+      pt_qry_alloc_decoder(&config), pt_qry_free_decoder);
+  std::vector<uint64_t> times;
+  int status = pt_qry_sync_forward(decoder.get(), nullptr);
+  EXPECT_GE(status, 0) << pt_errstr(pt_errcode(status));
+  for (;;) {
+    while (status >= 0 && (status & pts_event_pending)) {
+      pt_event event;
+      status = pt_qry_event(decoder.get(), &event, sizeof(event));
+    }
+    int taken = 0;
+    status = pt_qry_cond_branch(decoder.get(), &taken);
+    if (status < 0)
+      break;
+    uint64_t time = 0;
+    uint32_t lostMtc = 0, lostCyc = 0;
+    pt_qry_time(decoder.get(), &time, &lostMtc, &lostCyc);
+    times.push_back(time);
+  }
+  return times;
+}
+
+} // namespace
+
+TEST(PerfIntelPtTest, MtcRatioFromRealLayoutSysfsAdvancesTimeBetweenTscs) {
+  // The live path's timing: the Skylake fixture (top-level tsc_art_ratio
+  // "168:2", max_nonturbo_ratio 24) and the normal resolution's attr.
+  auto pmu = loadIntelPtPmu(fixture("sysfs-skylake"));
+  ASSERT_TRUE(bool(pmu)) << llvm::toString(pmu.takeError());
+  auto attr = buildIntelPtAttr(*pmu, TimerResolution::Normal);
+  ASSERT_TRUE(bool(attr)) << llvm::toString(attr.takeError());
+  PtTimingConfig timing = hardwareTiming(*pmu, attr->attr);
+  ASSERT_EQ(timing.mtcFreq, 0u);
+
+  // PSB+ with TSC and TMA, then eight rounds of MTC (the crystal clock
+  // ticks once: 2^mtc_period) and a one-bit TNT, written by libipt's
+  // encoder. No TSC follows: only MTC can move time.
+  std::vector<uint8_t> bytes(4096);
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = bytes.data();
+  config.end = bytes.data() + bytes.size();
+  std::unique_ptr<pt_encoder, void (*)(pt_encoder *)> encoder(
+      pt_alloc_encoder(&config), pt_free_encoder);
+  constexpr uint64_t tsc0 = 0x100000;
+  constexpr uint16_t ctc0 = 0x40;
+  auto put = [&](pt_packet packet) {
+    ASSERT_GE(pt_enc_next(encoder.get(), &packet), 0);
+  };
+  pt_packet packet{};
+  packet.type = ppt_psb;
+  put(packet);
+  packet = {};
+  packet.type = ppt_tsc;
+  packet.payload.tsc.tsc = tsc0;
+  put(packet);
+  packet = {};
+  packet.type = ppt_tma;
+  packet.payload.tma.ctc = ctc0;
+  packet.payload.tma.fc = 0;
+  put(packet);
+  packet = {};
+  packet.type = ppt_psbend;
+  put(packet);
+  for (uint16_t tick = 1; tick <= 8; ++tick) {
+    packet = {};
+    packet.type = ppt_mtc;
+    packet.payload.mtc.ctc = uint8_t(ctc0 + tick);
+    put(packet);
+    packet = {};
+    packet.type = ppt_tnt_8;
+    packet.payload.tnt.bit_size = 1;
+    packet.payload.tnt.payload = 1;
+    put(packet);
+  }
+  uint64_t offset = 0;
+  pt_enc_get_offset(encoder.get(), &offset);
+  bytes.resize(offset);
+
+  std::vector<uint64_t> times = timesAtBranches(bytes, timing);
+  ASSERT_EQ(times.size(), 8u);
+  // One CTC tick is tsc_art_ratio = 168 / 2 = 84 TSC ticks (Intel SDM vol.
+  // 3C, "MTC packet"): time moves on by 84 at every MTC.
+  for (size_t i = 0; i < times.size(); ++i)
+    EXPECT_EQ(times[i], tsc0 + 84 * (i + 1)) << "after MTC " << i + 1;
+
+  // Without the ratio (the old caps/tsc_art_ratio read), time is stuck.
+  PtTimingConfig noRatio = timing;
+  noRatio.cpuid15Eax = noRatio.cpuid15Ebx = 0;
+  std::vector<uint64_t> stuck = timesAtBranches(bytes, noRatio);
+  ASSERT_EQ(stuck.size(), 8u);
+  EXPECT_EQ(stuck.front(), stuck.back());
 }
