@@ -57,8 +57,8 @@ TEST(MachineFactsTest, DoctorNamesTheErrataLibiptUsesForThisCpu) {
   // pt_config.c) sets bdm70, skl014, skd022 and skz84 for model 0x55.
   FakeRoot fake;
   fake.write("proc/cpuinfo", intelCpuinfo);
-  MachineFacts facts = probeMachine(
-      ProbeOptions{fake.root + "/proc", fake.root + "/sys", 1000u});
+  MachineFacts facts = probeMachine(ProbeOptions{
+      fake.root + "/proc", fake.root + "/sys", 1000u, std::nullopt});
   EXPECT_EQ(facts.libiptErrata,
             (std::vector<std::string>{"bdm70", "skd022", "skl014", "skz84"}));
   EXPECT_NE(renderFactsText(facts).find(
@@ -68,9 +68,9 @@ TEST(MachineFactsTest, DoctorNamesTheErrataLibiptUsesForThisCpu) {
   // Not Intel: no errata.
   FakeRoot amd;
   amd.write("proc/cpuinfo", "vendor_id\t: AuthenticAMD\ncpu family\t: 25\n");
-  EXPECT_TRUE(
-      probeMachine(ProbeOptions{amd.root + "/proc", amd.root + "/sys", 1000u})
-          .libiptErrata.empty());
+  EXPECT_TRUE(probeMachine(ProbeOptions{amd.root + "/proc", amd.root + "/sys",
+                                        1000u, std::nullopt})
+                  .libiptErrata.empty());
 }
 
 TEST(MachineFactsTest, EmptyCpuinfoIsUnknownVendor) {
@@ -86,8 +86,8 @@ TEST(MachineFactsTest, IntelPtPresentAndPermittedMeansPerfAvailable) {
   fake.write("sys/bus/event_source/devices/intel_pt/caps/psb_cyc", "1\n");
   fake.write("sys/bus/event_source/devices/intel_pt/caps/mtc", "1\n");
   fake.write("sys/bus/event_source/devices/intel_pt/format/cyc", "config:1\n");
-  MachineFacts facts = probeMachine(
-      ProbeOptions{fake.root + "/proc", fake.root + "/sys", 1000u});
+  MachineFacts facts = probeMachine(ProbeOptions{
+      fake.root + "/proc", fake.root + "/sys", 1000u, std::nullopt});
   EXPECT_TRUE(facts.intelPt.present);
   ASSERT_TRUE(facts.intelPt.type.has_value());
   EXPECT_EQ(*facts.intelPt.type, 8);
@@ -108,21 +108,71 @@ TEST(MachineFactsTest, StrictParanoidBlocksPerfForNonRoot) {
   fake.write("proc/cpuinfo", intelCpuinfo);
   fake.write("proc/sys/kernel/perf_event_paranoid", "3\n");
   fake.write("sys/bus/event_source/devices/intel_pt/type", "8\n");
-  MachineFacts user = probeMachine(
-      ProbeOptions{fake.root + "/proc", fake.root + "/sys", 1000u});
+  MachineFacts user = probeMachine(ProbeOptions{
+      fake.root + "/proc", fake.root + "/sys", 1000u, std::nullopt});
   EXPECT_FALSE(user.backends[0].available);
   EXPECT_NE(user.backends[0].reason.find("perf_event_paranoid is 3"),
             std::string::npos);
-  MachineFacts root =
-      probeMachine(ProbeOptions{fake.root + "/proc", fake.root + "/sys", 0u});
+  MachineFacts root = probeMachine(
+      ProbeOptions{fake.root + "/proc", fake.root + "/sys", 0u, std::nullopt});
   EXPECT_TRUE(root.backends[0].available);
+}
+
+TEST(MachineFactsTest, CapPerfmonLiftsParanoid) {
+  FakeRoot fake;
+  fake.write("proc/cpuinfo", intelCpuinfo);
+  fake.write("proc/sys/kernel/perf_event_paranoid", "3\n");
+  fake.write("sys/bus/event_source/devices/intel_pt/type", "8\n");
+  // CapEff with bit 38 (CAP_PERFMON), as /proc/self/status prints it.
+  fake.write("proc/self/status", "Name:\tlldb\nCapEff:\t0000004000000000\n");
+  MachineFacts facts = probeMachine(ProbeOptions{
+      fake.root + "/proc", fake.root + "/sys", 1000u, std::nullopt});
+  EXPECT_TRUE(facts.backends[0].available) << facts.backends[0].reason;
+  EXPECT_NE(renderFactsText(facts).find("(CAP_PERFMON: not limited by it)"),
+            std::string::npos);
+  // CAP_SYS_ADMIN (bit 21) too; neither: refused.
+  MachineFacts admin = probeMachine(ProbeOptions{
+      fake.root + "/proc", fake.root + "/sys", 1000u, uint64_t(1) << 21});
+  EXPECT_TRUE(admin.backends[0].available);
+  MachineFacts none = probeMachine(
+      ProbeOptions{fake.root + "/proc", fake.root + "/sys", 1000u, 0});
+  EXPECT_FALSE(none.backends[0].available);
+}
+
+TEST(MachineFactsTest, DoctorSaysWhatPerfWouldDoWithoutIntelPt) {
+  FakeRoot fake;
+  fake.write("proc/cpuinfo", "vendor_id : AuthenticAMD\ncpu family : 25\n");
+  fake.write("proc/sys/kernel/perf_event_mlock_kb", "516\n");
+  fake.write("sys/devices/system/cpu/online", "0-3\n");
+  MachineFacts facts = probeMachine(
+      ProbeOptions{fake.root + "/proc", fake.root + "/sys", 1000u, 0});
+  std::string text = renderFactsText(facts);
+  // The attr of the normal resolution at the SDM's RTIT_CTL bits: pt (0),
+  // cyc (1), mtc (9), tsc (10), branch (13), mtc_period 0 (14-17),
+  // cyc_thresh 1 (19-22), psb_period 3 (24-27).
+  EXPECT_NE(text.find("perf plan: no intel_pt PMU here; on a Skylake-class "
+                      "CPU"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("on each of 4 CPUs: type=<intel_pt/type> "
+                      "config=0x03082603 (pt cyc mtc tsc branch mtc_period=0 "
+                      "cyc_thresh=1 psb_period=3) exclude_kernel"),
+            std::string::npos)
+      << text;
+  // 516 KiB x 4 CPUs (+ the process's RLIMIT_MEMLOCK) per user: each CPU
+  // gets the page, 64 KiB of sideband and a power-of-two AUX that fits.
+  EXPECT_NE(text.find("perf plan: buffers per CPU: perf page 4 KiB + sideband "
+                      "64 KiB + AUX"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("whatever the number of threads"), std::string::npos);
 }
 
 TEST(MachineFactsTest, NoPmuMeansOnlyEmulate) {
   FakeRoot fake;
   fake.write("proc/cpuinfo", "vendor_id : AuthenticAMD\ncpu family : 25\n");
-  MachineFacts facts =
-      probeMachine(ProbeOptions{fake.root + "/proc", fake.root + "/sys", 0u});
+  MachineFacts facts = probeMachine(
+      ProbeOptions{fake.root + "/proc", fake.root + "/sys", 0u, std::nullopt});
   EXPECT_FALSE(facts.intelPt.present);
   EXPECT_FALSE(facts.backends[0].available);
   EXPECT_NE(facts.backends[0].reason.find("--backend emulate"),

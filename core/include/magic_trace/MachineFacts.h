@@ -40,6 +40,12 @@ struct MachineFacts {
   std::optional<int> perfEventParanoid;
   std::optional<int> ptraceScope; ///< Absent when Yama is not built in.
   bool isRoot = false;
+  /// Effective capabilities (CapEff); unset when unreadable. CAP_PERFMON
+  /// (38) or CAP_SYS_ADMIN (21) lift perf_event_paranoid's limits
+  /// (perfmon_capable() in include/linux/capability.h).
+  std::optional<uint64_t> capabilities;
+  /// What --backend perf would open and map here (describePerfRecording).
+  std::vector<std::string> perfPlan;
   std::string libiptVersion;
   /// libipt's errata workarounds for this CPU (cpuErrata in Decoder.h):
   /// what a trace recorded here would be decoded with.
@@ -57,6 +63,8 @@ struct ProbeOptions {
   std::string sysRoot = "/sys";
   /// Effective uid; std::nullopt means "ask the OS".
   std::optional<unsigned> euid;
+  /// Effective capabilities; std::nullopt means <procRoot>/self/status.
+  std::optional<uint64_t> capabilities;
 };
 
 /// What to use where Intel PT cannot record, for error messages: `magic-trace

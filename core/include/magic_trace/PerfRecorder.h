@@ -122,6 +122,15 @@ private:
   std::vector<std::string> notesList;
 };
 
+/// What attach would do on this machine, for `doctor`, one line each: the
+/// perf_event_attr it opens per thread and CPU (type, config bits by term,
+/// flags) and the buffer sizes it picks under this user's budget. Without
+/// an intel_pt PMU, the kernel's format layout (arch/x86/events/intel/pt.c)
+/// and a Skylake's capabilities stand in, and the first line says so.
+std::vector<std::string> describePerfRecording(const KernelInterface &kernel,
+                                               TimerResolution timer,
+                                               uint64_t auxSize);
+
 /// The one-line error for a failed perf_event_open, from its errno.
 llvm::Error perfOpenError(int error, uint64_t tid, llvm::StringRef procRoot);
 

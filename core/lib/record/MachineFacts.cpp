@@ -1,7 +1,9 @@
 //===- MachineFacts.cpp - What this machine offers for tracing ------------===//
 #include "magic_trace/MachineFacts.h"
 #include "magic_trace/Decoder.h"
+#include "magic_trace/KernelInterface.h"
 #include "magic_trace/Libipt.h"
+#include "magic_trace/PerfRecorder.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
@@ -59,8 +61,16 @@ IntelPtPmu probeIntelPt(const std::string &sysRoot) {
 
 /// perf_event_open of a per-thread, user-only event needs paranoid <= 2
 /// (Debian's 3 forbids it) unless the caller is privileged.
+bool hasCapability(const MachineFacts &facts, unsigned capability) {
+  return facts.capabilities && (*facts.capabilities >> capability & 1);
+}
+
+/// perf_event_open's permission check: root, CAP_PERFMON or CAP_SYS_ADMIN
+/// (perfmon_capable), else perf_event_paranoid <= 2 for user-space events
+/// of one's own processes (kernel/events/core.c, perf_event_open).
 bool perfPermitted(const MachineFacts &facts) {
-  if (facts.isRoot)
+  if (facts.isRoot || hasCapability(facts, kCapPerfmon) ||
+      hasCapability(facts, kCapSysAdmin))
     return true;
   return facts.perfEventParanoid && *facts.perfEventParanoid <= 2;
 }
@@ -135,12 +145,17 @@ std::string cpuLine(const CpuIdentity &cpu, bool haveQemu) {
   return line;
 }
 
-std::string paranoidLine(std::optional<int> paranoid, bool isRoot) {
+std::string paranoidLine(const MachineFacts &facts) {
+  std::optional<int> paranoid = facts.perfEventParanoid;
   if (!paranoid)
     return "perf_event_paranoid: unreadable (perf permissions unknown)";
   std::string line = "perf_event_paranoid: " + std::to_string(*paranoid);
-  if (isRoot)
+  if (facts.isRoot)
     return line + " (running as root: not limited by it)";
+  if (hasCapability(facts, kCapPerfmon))
+    return line + " (CAP_PERFMON: not limited by it)";
+  if (hasCapability(facts, kCapSysAdmin))
+    return line + " (CAP_SYS_ADMIN: not limited by it)";
   if (*paranoid <= 2)
     return line + " (per-thread user-space tracing is permitted)";
   return line + " (too strict for perf: lower it to 2 or grant CAP_PERFMON)";
@@ -214,6 +229,13 @@ MachineFacts probeMachine(const ProbeOptions &options) {
   facts.ptraceScope =
       readIntFile(options.procRoot + "/sys/kernel/yama/ptrace_scope");
   facts.isRoot = (options.euid ? *options.euid : geteuid()) == 0;
+  facts.capabilities = options.capabilities
+                           ? options.capabilities
+                           : effectiveCapabilities(options.procRoot);
+  std::unique_ptr<KernelInterface> kernel =
+      makeLinuxKernel(options.sysRoot, options.procRoot);
+  facts.perfPlan =
+      describePerfRecording(*kernel, TimerResolution::Normal, 4 << 20);
   facts.libiptVersion = libiptVersion();
   facts.libiptErrata = cpuErrata(facts.cpu);
   facts.llvmVersion = LLVM_VERSION_STRING;
@@ -227,7 +249,7 @@ std::string renderFactsText(const MachineFacts &facts) {
   llvm::raw_string_ostream os(text);
   os << cpuLine(facts.cpu, !facts.qemuPath.empty()) << "\n";
   os << pmuLine(facts.intelPt) << "\n";
-  os << paranoidLine(facts.perfEventParanoid, facts.isRoot) << "\n";
+  os << paranoidLine(facts) << "\n";
   os << ptraceLine(facts.ptraceScope) << "\n";
   os << "libipt: " << facts.libiptVersion
      << " (PT encoder and decoder; errata for this cpu: "
@@ -240,6 +262,8 @@ std::string renderFactsText(const MachineFacts &facts) {
     os << "backend " << backend.name << ": "
        << (backend.available ? "available" : "unavailable") << " ("
        << backend.reason << ")\n";
+  for (const std::string &line : facts.perfPlan)
+    os << "perf plan: " << line << "\n";
   return text;
 }
 
@@ -271,6 +295,10 @@ llvm::json::Value renderFactsJson(const MachineFacts &facts) {
       {"perf_event_paranoid", optionalInt(facts.perfEventParanoid)},
       {"ptrace_scope", optionalInt(facts.ptraceScope)},
       {"root", facts.isRoot},
+      {"capabilities", facts.capabilities
+                           ? llvm::json::Value(int64_t(*facts.capabilities))
+                           : llvm::json::Value(nullptr)},
+      {"perf_plan", llvm::json::Array(facts.perfPlan)},
       {"libipt_version", facts.libiptVersion},
       {"libipt_errata", llvm::json::Array(facts.libiptErrata)},
       {"llvm_version", facts.llvmVersion},

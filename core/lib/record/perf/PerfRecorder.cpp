@@ -8,7 +8,9 @@
 #include "PerfDataFormat.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -172,6 +174,134 @@ llvm::Error perfOpenError(int error, uint64_t tid, llvm::StringRef procRoot) {
         withoutIntelPtAdvice().c_str());
   return llvm::createStringError("perf_event_open failed for thread %llu: %s",
                                  (unsigned long long)tid, strerror(error));
+}
+
+namespace {
+
+/// The intel_pt PMU of a Skylake as the kernel describes it: the format
+/// layout is fixed in arch/x86/events/intel/pt.c (PMU_FORMAT_ATTR, the
+/// RTIT_CTL bits); the capabilities are a Skylake's CPUID leaf 0x14.
+IntelPtPmuDescription referencePmu() {
+  IntelPtPmuDescription pmu;
+  pmu.type = -1;
+  const std::pair<const char *, const char *> format[] = {
+      {"pt", "config:0"},
+      {"cyc", "config:1"},
+      {"pwr_evt", "config:4"},
+      {"fup_on_ptw", "config:5"},
+      {"mtc", "config:9"},
+      {"tsc", "config:10"},
+      {"noretcomp", "config:11"},
+      {"ptw", "config:12"},
+      {"branch", "config:13"},
+      {"mtc_period", "config:14-17"},
+      {"cyc_thresh", "config:19-22"},
+      {"psb_period", "config:24-27"}};
+  for (auto [name, text] : format)
+    if (llvm::Expected<PmuFormatField> field = parseFormatField(text))
+      pmu.format[name] = *field;
+    else
+      llvm::consumeError(field.takeError());
+  pmu.caps = {{"psb_cyc", "1"},
+              {"mtc", "1"},
+              {"mtc_periods", "249"},
+              {"cycle_thresholds", "3fff"},
+              {"psb_periods", "3f"}};
+  return pmu;
+}
+
+/// The config's terms by name: "pt tsc mtc_period=3 ...", in bit order.
+std::string describeConfig(const IntelPtPmuDescription &pmu, uint64_t config) {
+  std::vector<std::pair<unsigned, std::string>> terms;
+  for (const auto &[name, field] : pmu.format) {
+    if (field.word != 0 || field.bitRanges.empty())
+      continue;
+    uint64_t value = 0;
+    unsigned shift = 0;
+    for (auto [low, high] : field.bitRanges) {
+      unsigned bits = high - low + 1;
+      value |= ((config >> low) & ((uint64_t(1) << bits) - 1)) << shift;
+      shift += bits;
+    }
+    bool flag = field.width() == 1;
+    // Multi-bit terms are shown even at 0 (mtc_period=0 is a choice).
+    if (flag && !value)
+      continue;
+    if (!flag &&
+        !(name == "mtc_period" || name == "cyc_thresh" ||
+          name == "psb_period") &&
+        !value)
+      continue;
+    terms.push_back({field.bitRanges.front().first,
+                     flag ? name : name + "=" + std::to_string(value)});
+  }
+  std::sort(terms.begin(), terms.end());
+  std::string text;
+  for (const auto &[bit, term] : terms)
+    text += (text.empty() ? "" : " ") + term;
+  return text;
+}
+
+} // namespace
+
+std::vector<std::string> describePerfRecording(const KernelInterface &kernel,
+                                               TimerResolution timer,
+                                               uint64_t auxSize) {
+  std::vector<std::string> lines;
+  IntelPtPmuDescription pmu;
+  llvm::Expected<IntelPtPmuDescription> loaded =
+      loadIntelPtPmu(kernel.sysRoot());
+  if (loaded) {
+    pmu = std::move(*loaded);
+  } else {
+    llvm::consumeError(loaded.takeError());
+    pmu = referencePmu();
+    lines.push_back("no intel_pt PMU here; on a Skylake-class CPU with this "
+                    "kernel and user it would do:");
+  }
+  llvm::Expected<IntelPtAttr> attr = buildIntelPtAttr(pmu, timer);
+  if (!attr) {
+    lines.push_back("cannot build the attr: " +
+                    llvm::toString(attr.takeError()));
+    return lines;
+  }
+  std::string type =
+      pmu.type >= 0 ? std::to_string(pmu.type) : std::string("<intel_pt/type>");
+  unsigned cpus = kernel.onlineCpus();
+  llvm::SmallString<32> config;
+  llvm::raw_svector_ostream(config) << llvm::format_hex(attr->attr.config, 10);
+  lines.push_back(
+      "perf_event_open per thread on each of " + std::to_string(cpus) +
+      " CPUs: type=" + type + " config=" + config.str().str() + " (" +
+      describeConfig(pmu, attr->attr.config) +
+      ") exclude_kernel exclude_hv inherit sample_id_all "
+      "sample_type=TID|TIME|CPU, output of a CPU's threads into one ring");
+  for (const std::string &note : attr->notes)
+    lines.push_back("note: " + note);
+  uint64_t psb = psbPeriodBytes(pmu, attr->attr);
+  llvm::Expected<BufferPlan> plan = planBuffers(auxSize, cpus, kernel, psb);
+  if (!plan) {
+    lines.push_back("buffers: " + llvm::toString(plan.takeError()));
+    return lines;
+  }
+  std::string budget =
+      plan->budgetBytes
+          ? kib(plan->budgetBytes) + " (perf_event_mlock_kb " +
+                std::to_string(kernel.perfMlockKb().value_or(516)) + " x " +
+                std::to_string(plan->cpus) + " CPUs + RLIMIT_MEMLOCK " +
+                kib(kernel.memlockLimit().value_or(0)) + ")"
+          : std::string("unlimited (CAP_IPC_LOCK, or no RLIMIT_MEMLOCK)");
+  uint64_t perCpu = kernel.pageSize() + plan->dataBytes + plan->auxBytes;
+  lines.push_back(
+      "buffers per CPU: perf page " + kib(kernel.pageSize()) + " + sideband " +
+      kib(plan->dataBytes) + " + AUX " + kib(plan->auxBytes) +
+      " read-only (snapshot mode, " + std::to_string(plan->auxBytes / psb) +
+      " PSB periods of " + kib(psb) + "); " + std::to_string(plan->cpus) +
+      " CPUs lock " + kib(perCpu * plan->cpus) + " of this user's budget " +
+      budget + ", whatever the number of threads");
+  if (!plan->note.empty())
+    lines.push_back("note: " + plan->note);
+  return lines;
 }
 
 llvm::Error checkSameNamespace(uint64_t pid, llvm::StringRef procRoot,
