@@ -56,8 +56,9 @@ FakeKernel::~FakeKernel() = default;
 
 void FakeKernel::addThread(uint32_t pid, uint32_t tid) { pidOf[tid] = pid; }
 
-uint32_t FakeKernel::clone(uint32_t parent) {
-  uint32_t tid = nextTid++;
+uint32_t FakeKernel::clone(uint32_t parent, uint32_t tid) {
+  if (!tid)
+    tid = nextTid++;
   pidOf[tid] = pidOf.at(parent);
   // perf_event_init_task, in copy_process: every inherit event of the
   // parent gets a copy in the child before it can run; output goes to the

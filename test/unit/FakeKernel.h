@@ -49,8 +49,9 @@ public:
 
   // The process.
   void addThread(uint32_t pid, uint32_t tid);
-  /// `parent` creates a thread; returns its tid.
-  uint32_t clone(uint32_t parent);
+  /// `parent` creates a thread, with tid `tid` when not 0 (a reused tid);
+  /// returns its tid.
+  uint32_t clone(uint32_t parent, uint32_t tid = 0);
   void exitThread(uint32_t tid);
   /// `tid` runs on `cpu` and the hardware writes `bytes` of PT (nothing if
   /// no enabled event traces it there); then it is switched out: the AUX

@@ -13,6 +13,9 @@
 #include "magic_trace/PerfRecorder.h"
 #include "magic_trace/PtraceStepper.h"
 
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -222,11 +225,42 @@ TEST(PerfFakeKernel, ExitedAndReusedThreads) {
   uint32_t first = kernel->clone(kPid);
   kernel->run(first, 0, psb);
   kernel->exitThread(first);
-  // The exited thread's trace stays in its CPU's ring until overwritten.
+  // The exited thread's trace stays in its CPU's ring until overwritten;
+  // it holds no buffer of its own.
   auto traces = recorder->snapshot();
   ASSERT_TRUE(bool(traces));
   ASSERT_TRUE(traceOf(*traces, first));
   EXPECT_EQ(traceOf(*traces, first)->bytes, psb);
+  uint64_t locked = kernel->lockedBytes();
+
+  // The tid is reused by a new thread: traced too (inherit), no new buffer.
+  std::vector<uint8_t> again = psb;
+  again.push_back(0x00); // A PAD, to tell the lives apart.
+  ASSERT_EQ(kernel->clone(kPid, first), first);
+  kernel->run(first, 1, again);
+  traces = recorder->snapshot();
+  ASSERT_TRUE(bool(traces));
+  ASSERT_TRUE(traceOf(*traces, first));
+  std::vector<uint8_t> bytes = traceOf(*traces, first)->bytes;
+  ASSERT_GE(bytes.size(), again.size());
+  EXPECT_EQ(std::vector<uint8_t>(bytes.end() - again.size(), bytes.end()),
+            again);
+  EXPECT_EQ(kernel->lockedBytes(), locked);
+}
+
+TEST(PerfFakeKernel, PidOutsideOurNamespaceIsRefused) {
+  llvm::SmallString<64> root;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("fake-proc", root));
+  ASSERT_FALSE(llvm::sys::fs::create_directories(root + "/4000/task/4001"));
+  EXPECT_FALSE(bool(checkSameNamespace(4000, root, {4001})));
+  // The debugger's tids name no task of that pid here (another namespace).
+  std::string message =
+      llvm::toString(checkSameNamespace(4000, root, {4001, 17}));
+  EXPECT_NE(message.find("not in this PID namespace"), std::string::npos)
+      << message;
+  message = llvm::toString(checkSameNamespace(12, root, {12}));
+  EXPECT_NE(message.find("remote or containerised"), std::string::npos);
+  llvm::sys::fs::remove_directories(root);
 }
 
 TEST(PerfFakeKernel, ThreadKFailingDoesNotBlockThreadKPlusOne) {
