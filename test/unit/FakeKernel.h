@@ -77,7 +77,12 @@ public:
   std::string sysRoot() const override { return options.sysRoot; }
   std::string procRoot() const override { return options.procRoot; }
   uint64_t pageSize() const override { return options.pageSize; }
-  unsigned onlineCpus() const override { return options.cpus; }
+  std::vector<unsigned> onlineCpus() const override {
+    std::vector<unsigned> cpus;
+    for (unsigned cpu = 0; cpu < options.cpus; ++cpu)
+      cpus.push_back(cpu);
+    return cpus;
+  }
   std::optional<uint64_t> perfMlockKb() const override {
     return options.mlockKb;
   }

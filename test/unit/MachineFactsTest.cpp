@@ -143,7 +143,7 @@ TEST(MachineFactsTest, DoctorSaysWhatPerfWouldDoWithoutIntelPt) {
   FakeRoot fake;
   fake.write("proc/cpuinfo", "vendor_id : AuthenticAMD\ncpu family : 25\n");
   fake.write("proc/sys/kernel/perf_event_mlock_kb", "516\n");
-  fake.write("sys/devices/system/cpu/online", "0-3\n");
+  fake.write("sys/devices/system/cpu/online", "0-2,5\n"); // 3, 4 offline
   MachineFacts facts = probeMachine(
       ProbeOptions{fake.root + "/proc", fake.root + "/sys", 1000u, 0});
   std::string text = renderFactsText(facts);

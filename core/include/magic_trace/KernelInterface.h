@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace magic_trace {
 
@@ -46,8 +47,9 @@ public:
   /// The root /proc files are read from ("/proc").
   virtual std::string procRoot() const = 0;
   virtual uint64_t pageSize() const = 0;
-  /// num_online_cpus(): the CPUs a per-CPU recording opens events on.
-  virtual unsigned onlineCpus() const = 0;
+  /// The online CPUs (devices/system/cpu/online), ascending: where a
+  /// per-CPU recording opens events. Their count is num_online_cpus().
+  virtual std::vector<unsigned> onlineCpus() const = 0;
   /// /proc/sys/kernel/perf_event_mlock_kb (the per-user budget per CPU);
   /// nullopt when unreadable.
   virtual std::optional<uint64_t> perfMlockKb() const = 0;

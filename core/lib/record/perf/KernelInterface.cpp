@@ -3,6 +3,7 @@
 
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -23,10 +24,9 @@ std::optional<uint64_t> readNumber(const std::string &path) {
   return value;
 }
 
-/// Counts the CPUs of a cpulist ("0-3,5"), as devices/system/cpu/online
-/// prints it.
-unsigned countCpuList(llvm::StringRef list) {
-  unsigned count = 0;
+/// The CPUs of a cpulist ("0-3,5"), as devices/system/cpu/online prints it.
+std::vector<unsigned> parseCpuList(llvm::StringRef list) {
+  std::vector<unsigned> cpus;
   llvm::SmallVector<llvm::StringRef, 8> parts;
   list.trim().split(parts, ',', -1, false);
   for (llvm::StringRef part : parts) {
@@ -37,10 +37,10 @@ unsigned countCpuList(llvm::StringRef list) {
     high = low;
     if (!highText.empty() && highText.getAsInteger(10, high))
       continue;
-    if (high >= low)
-      count += high - low + 1;
+    for (unsigned cpu = low; cpu <= high && cpu < 65536; ++cpu)
+      cpus.push_back(cpu);
   }
-  return count;
+  return cpus;
 }
 
 class LinuxKernel final : public KernelInterface {
@@ -81,14 +81,18 @@ public:
   uint64_t pageSize() const override {
     return static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   }
-  unsigned onlineCpus() const override {
+  std::vector<unsigned> onlineCpus() const override {
     auto buffer =
         llvm::MemoryBuffer::getFileAsStream(sys + "/devices/system/cpu/online");
-    unsigned count = buffer ? countCpuList((*buffer)->getBuffer()) : 0;
-    if (count)
-      return count;
-    long configured = sysconf(_SC_NPROCESSORS_ONLN);
-    return configured > 0 ? static_cast<unsigned>(configured) : 1;
+    std::vector<unsigned> cpus;
+    if (buffer)
+      cpus = parseCpuList((*buffer)->getBuffer());
+    if (!cpus.empty())
+      return cpus;
+    long count = sysconf(_SC_NPROCESSORS_ONLN);
+    for (long cpu = 0; cpu < std::max(count, 1L); ++cpu)
+      cpus.push_back(unsigned(cpu));
+    return cpus;
   }
   std::optional<uint64_t> perfMlockKb() const override {
     return readNumber(proc + "/sys/kernel/perf_event_mlock_kb");

@@ -267,7 +267,7 @@ std::vector<std::string> describePerfRecording(const KernelInterface &kernel,
   }
   std::string type =
       pmu.type >= 0 ? std::to_string(pmu.type) : std::string("<intel_pt/type>");
-  unsigned cpus = kernel.onlineCpus();
+  unsigned cpus = unsigned(kernel.onlineCpus().size());
   llvm::SmallString<32> config;
   llvm::raw_svector_ostream(config) << llvm::format_hex(attr->attr.config, 10);
   lines.push_back(
@@ -402,7 +402,7 @@ llvm::Error PerfRecorder::mapRing(CpuRing &ring) {
 llvm::Error PerfRecorder::openRings(llvm::ArrayRef<uint64_t> tids) {
   std::set<uint64_t> failed;
   llvm::Error first = llvm::Error::success();
-  for (unsigned cpu = 0; cpu < planValue.cpus; ++cpu) {
+  for (unsigned cpu : kernel->onlineCpus()) {
     auto ring = std::make_unique<CpuRing>();
     ring->kernel = kernel.get();
     ring->cpu = cpu;
@@ -469,7 +469,8 @@ llvm::Error PerfRecorder::attach(uint64_t pid, llvm::ArrayRef<uint64_t> tids) {
   if (!rings.empty())
     return llvm::createStringError("already attached");
   llvm::Expected<BufferPlan> plan =
-      planBuffers(options.auxSize, kernel->onlineCpus(), *kernel, psbBytes);
+      planBuffers(options.auxSize, unsigned(kernel->onlineCpus().size()),
+                  *kernel, psbBytes);
   if (!plan)
     return plan.takeError();
   planValue = *plan;
