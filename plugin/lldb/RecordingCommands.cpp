@@ -242,8 +242,12 @@ public:
     llvm::raw_string_ostream os(text);
     os << "magic-trace: recording process "
        << (session.qemuPid ? session.qemuPid : session.pid) << " with backend "
-       << backend << note << ", " << (writerOptions.bufferSize >> 10)
-       << " KiB per thread, timer " << timer << ", threads " << threads << "\n";
+       << backend << note << ", "
+       << ((session.perf ? session.perf->plan().auxBytes
+                         : writerOptions.bufferSize) >>
+           10)
+       << (session.perf ? " KiB per CPU" : " KiB per thread") << ", timer "
+       << timer << ", threads " << threads << "\n";
     for (const std::string &perfNote : perfNotes)
       os << "note: " << perfNote << "\n";
     os << fasterPath;
@@ -285,8 +289,12 @@ public:
     else
       os << "magic-trace: recording process "
          << (session.qemuPid ? session.qemuPid : session.pid) << " ("
-         << session.backend << ", " << (session.writerOptions.bufferSize >> 10)
-         << " KiB per thread, timer " << session.timerName << ")"
+         << session.backend << ", "
+         << ((session.perf ? session.perf->plan().auxBytes
+                           : session.writerOptions.bufferSize) >>
+             10)
+         << (session.perf ? " KiB per CPU" : " KiB per thread") << ", timer "
+         << session.timerName << ")"
          << (session.exited ? ", process exited" : "") << "\n";
     for (const auto &[tid, recorder] : session.recorders)
       os << "  thread " << tid << ": " << recorder.writer->instructions()
