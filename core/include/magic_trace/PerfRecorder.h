@@ -93,7 +93,8 @@ public:
   std::vector<uint64_t> threadIds() const;
   /// The sizes in use.
   const BufferPlan &plan() const { return planValue; }
-  /// Pieces of trace lost so far (flagged or unattributed), all CPUs.
+  /// Pieces of trace the last snapshot marked lost (flagged by the kernel,
+  /// or not attributable after lost sideband), all CPUs.
   uint64_t lostPieces() const { return lostCount; }
 
   /// Degradations, skipped threads and size reductions, one line each.

@@ -503,8 +503,10 @@ void PerfRecorder::readSideband(CpuRing &ring) {
   for (size_t at = 0; at + perfdata::kEventHeaderSize <= bytes.size();) {
     uint16_t size = 0;
     std::memcpy(&size, bytes.data() + at + 6, sizeof(size));
-    if (size < perfdata::kEventHeaderSize || at + size > bytes.size())
-      break; // A broken frame: the rest cannot be framed.
+    if (size < perfdata::kEventHeaderSize || at + size > bytes.size()) {
+      ring.pendingLost = true; // A broken frame: the rest cannot be framed.
+      break;
+    }
     perfdata::KernelRecord record;
     llvm::Error error = perfdata::parseKernelRecord(
         llvm::ArrayRef<uint8_t>(bytes).slice(at, size), kSampleType, &record);
@@ -570,6 +572,7 @@ llvm::Expected<std::vector<ThreadTrace>> PerfRecorder::snapshot() {
   // Disabled, the kernel ends every stretch with its AUX record and the
   // hardware stops writing while we copy.
   enableAll(false);
+  lostCount = 0;
   std::map<uint32_t, CpuStream> cpus;
   std::vector<AuxPiece> pieces;
   std::set<uint32_t> cut;
