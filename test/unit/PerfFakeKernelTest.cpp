@@ -200,6 +200,11 @@ TEST(PerfFakeKernel, ThreadStartedAfterAttachHasTraceAtFirstStop) {
   auto traces = recorder->snapshot();
   ASSERT_TRUE(bool(traces)) << llvm::toString(traces.takeError());
   EXPECT_TRUE(recorder->isTracing(worker));
+  // The TSC read at the snapshot is the reference for 56-bit TSC packets.
+  auto time = recorder->timeConversion();
+  ASSERT_TRUE(bool(time)) << llvm::toString(time.takeError());
+  EXPECT_EQ(time->tscReference, kernel->readTsc());
+  EXPECT_NE(time->tscReference, 0u);
   const ThreadTrace *workerTrace = traceOf(*traces, worker);
   const ThreadTrace *mainTrace = traceOf(*traces, mainTid);
   ASSERT_TRUE(workerTrace);
