@@ -49,7 +49,9 @@ for name, path in corpora.items():
         config.available_features.add(name)
     else:
         lit_config.note("%s is absent: the tests that need it (REQUIRES: %s) "
-                        "are unsupported" % (path, name))
+                        "are unsupported (scripts/rebuild-corpora.py %s "
+                        "rebuilds it from its public sources)"
+                        % (path, name, name))
 
 # Features describing this machine's truth, for tests whose expectation
 # depends on the hardware (REQUIRES: intel-pt / no-intel-pt).
