@@ -323,7 +323,7 @@ public:
          << llvm::format("%.0f",
                          session.stats.instructions / session.stats.seconds)
          << " instructions/s)\n";
-    for (const auto &record : session.snapshots)
+    for (const auto &record : session.snapshots.all())
       os << "  " << snapshotLine(*record) << "\n";
     return succeed(result, llvm::StringRef(text).rtrim());
   }
@@ -375,8 +375,7 @@ llvm::Error snapshotAtEnd(lldb::SBDebugger &debugger, Session &session,
   for (Trigger &trigger : session.triggers) {
     if (trigger.hits != 0)
       continue;
-    std::string path =
-        expandPattern(trigger.pattern, session.snapshots.size() + 1);
+    std::string path = expandPattern(trigger.pattern, session.snapshots.next());
     llvm::Expected<SnapshotRecord *> record =
         takeSnapshot(debugger, session, 0, reason.str(), path);
     if (!record)

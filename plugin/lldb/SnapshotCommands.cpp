@@ -41,7 +41,7 @@ public:
     if (!session)
       return failCommand(result, session.takeError());
     std::string path = expandPattern(args->get("output", "magic-trace-%N.fxt"),
-                                     (*session)->snapshots.size() + 1);
+                                     (*session)->snapshots.next());
     lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
     uint64_t tid =
         process.IsValid() ? process.GetSelectedThread().GetThreadID() : 0;
