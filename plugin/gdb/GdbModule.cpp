@@ -22,12 +22,14 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -118,7 +120,8 @@ public:
       if (snapshot.threads.empty())
         raise(llvm::createStringError(
             "nothing recorded yet (continue the process first)"));
-      record->result = take(runPipeline(snapshot, PipelineOptions{}, nullptr));
+      record->result =
+          take(runPipeline(snapshot, PipelineOptions{}, symbols.get()));
       if (!path.empty()) {
         if (llvm::Error error = writeTraceFile(record->result.model, path))
           raise(std::move(error));
@@ -137,6 +140,74 @@ public:
       result["instructions"] = thread->instructions;
     }
     return result;
+  }
+
+  /// The modules (r_map) and process name the recorder's own snapshots
+  /// are read with: they carry no module list.
+  py::list setModules(const std::vector<LinkMapEntry> &linkMap,
+                      const std::string &processName) {
+    std::vector<std::string> notes;
+    lastModules = modulesOf(linkMap, notes);
+    this->processName = processName;
+    py::list result;
+    for (const std::string &note : notes)
+      result.append(note);
+    return result;
+  }
+
+  /// Arms a recorder trigger (QemuRings.h) at `address` for `count`
+  /// snapshots (0: every hit), whose files follow `pattern` (%N).
+  void armTrigger(uint64_t address, uint32_t count,
+                  const std::string &pattern) {
+    py::gil_scoped_release release;
+    if (llvm::Error error = armQemuTrigger(
+            ringDir, address, count ? count : kQemuTriggerEvery,
+            std::chrono::milliseconds(keepTruth ? 120000 : 2000)))
+      raise(std::move(error));
+    patterns[address] = pattern;
+  }
+
+  /// Decodes the snapshots the recorder's triggers took since the last
+  /// call (bundles DIR/snap-N); returns their lines.
+  std::vector<std::string> collectTriggered() {
+    py::gil_scoped_release release;
+    std::vector<std::string> lines;
+    uint32_t taken = qemuTriggerSnapshots(ringDir);
+    for (; collected < taken; ++collected) {
+      std::string dir = qemuTriggerSnapshotDir(ringDir, collected + 1);
+      auto record = std::make_unique<SnapshotRecord>();
+      llvm::Expected<Snapshot> loaded = loadBundle(dir);
+      if (!loaded) {
+        lines.push_back("error: magic-trace: recorder snapshot " + dir + ": " +
+                        llvm::toString(loaded.takeError()));
+        continue;
+      }
+      record->snapshot = std::move(*loaded);
+      record->snapshot.modules = lastModules;
+      record->snapshot.processName = processName;
+      uint64_t address = qemuTriggerSnapshotAddress(dir);
+      record->reason = llvm::formatv("recorder trigger {0:x}", address).str();
+      llvm::Expected<PipelineResult> result =
+          runPipeline(record->snapshot, PipelineOptions{}, symbols.get());
+      if (!result) {
+        lines.push_back("error: magic-trace: " +
+                        llvm::toString(result.takeError()));
+        continue;
+      }
+      record->result = std::move(*result);
+      auto pattern = patterns.find(address);
+      std::string path = expandPattern(
+          pattern == patterns.end() ? "magic-trace-%N.fxt" : pattern->second,
+          log.next());
+      if (llvm::Error error = writeTraceFile(record->result.model, path)) {
+        lines.push_back("error: magic-trace: " +
+                        llvm::toString(std::move(error)));
+        path.clear();
+      }
+      record->path = path;
+      lines.push_back(snapshotLine(log.add(std::move(record))));
+    }
+    return lines;
   }
 
   /// The call tree, as the LLDB plugin's `magic-trace report` prints it.
@@ -200,6 +271,12 @@ private:
   /// them (its modules are gone, its stacks are the last ones seen).
   std::vector<Module> lastModules;
   std::vector<ThreadStop> lastStops;
+  std::string processName;
+  /// Symbol tables and DWARF read by earlier snapshots, for the next.
+  std::unique_ptr<SymbolCache> symbols = std::make_unique<SymbolCache>();
+  /// Recorder triggers: output pattern by address; snapshots decoded.
+  std::map<uint64_t, std::string> patterns;
+  uint32_t collected = 0;
 
   /// Modules from r_map: a file at its bias. A name that is not a file (the
   /// vdso, which QEMU 7.2 does not map for x86-64 guests) is a note.
@@ -214,15 +291,16 @@ private:
                         "': its code is not symbolized");
         continue;
       }
-      llvm::Expected<ElfLoadInfo> info = readElfLoadInfo(path);
-      if (!info) {
-        notes.push_back(llvm::toString(info.takeError()));
+      llvm::Expected<PlacedElf> placed = placeElfAtBias(path, bias);
+      if (!placed) {
+        notes.push_back(llvm::toString(placed.takeError()));
         continue;
       }
       Module module;
       module.path = path;
       module.buildId = readBuildId(path);
-      module.loadAddress = bias + info->firstLoadVaddr;
+      module.loadAddress = placed->loadAddress;
+      module.segments = std::move(placed->segments);
       modules.push_back(std::move(module));
     }
     return modules;
@@ -257,5 +335,10 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
            py::arg("last") = "", py::arg("depth") = 0, py::arg("tid") = -1)
       .def("save", &GdbSession::save, py::arg("number"), py::arg("path"),
            py::arg("format") = "")
-      .def("status", &GdbSession::status);
+      .def("status", &GdbSession::status)
+      .def("set_modules", &GdbSession::setModules, py::arg("link_map"),
+           py::arg("process_name"))
+      .def("arm_trigger", &GdbSession::armTrigger, py::arg("address"),
+           py::arg("count"), py::arg("pattern"))
+      .def("collect_triggered", &GdbSession::collectTriggered);
 }

@@ -318,6 +318,36 @@ def take_snapshot(reason, path, triggered_tid=0):
     return result
 
 
+def arm_in_recorder(options):
+    """--continue: a trigger inside the QEMU recorder, not a breakpoint
+    (a breakpoint that resumes itself crashes GDB 13 in a multi-threaded
+    QEMU guest, and a breakpoint slows QEMU on its whole page). It fires
+    where a block starts: a function's entry or *ADDRESS."""
+    location = options.positional[0]
+    try:
+        if location.startswith("*"):
+            address = int(gdb.parse_and_eval(location[1:]))
+        else:
+            address = int(gdb.parse_and_eval("(long)&" + location))
+    except gdb.error:
+        fail("--continue needs a function that is loaded, or *ADDRESS "
+             "('%s' is neither; without --continue a breakpoint waits "
+             "for its library)" % location)
+    pattern = options.get("output", "magic-trace-%N.fxt")
+    count = options.number("count", 0)
+    try:
+        for note in state.session.set_modules(
+                link_map(), os.path.basename(state.program or "")):
+            print("magic-trace: note: " + note)
+        state.session.arm_trigger(address, count, pattern)
+    except RuntimeError as error:
+        fail(str(error))
+    print("magic-trace: the recorder takes a snapshot each time %s "
+          "(0x%x) starts%s, and the program runs on (no breakpoint) -> %s"
+          % (location, address, ", %d times" % count if count else "",
+             pattern))
+
+
 class Trigger:
     def __init__(self, breakpoint, pattern, count):
         self.breakpoint = breakpoint
@@ -335,7 +365,27 @@ class TriggerBreakpoint(gdb.Breakpoint):
         return True
 
 
+def collect_triggered():
+    """Decodes and prints the snapshots the recorder's own triggers took
+    since the last look (snapshot-on --continue)."""
+    if state.session is None:
+        return
+    try:
+        lines = state.session.collect_triggered()
+    except RuntimeError as error:
+        lines = ["error: magic-trace: " + str(error)]
+    for line in lines:
+        print(line)
+
+
 def on_stop(event):
+    if state.session is not None and state.exited is None:
+        try:
+            state.session.set_modules(link_map(),
+                                      os.path.basename(state.program or ""))
+        except (gdb.error, RuntimeError):
+            pass
+    collect_triggered()
     if not isinstance(event, gdb.BreakpointEvent):
         return
     for breakpoint in event.breakpoints:
@@ -357,6 +407,7 @@ def on_stop(event):
 
 def on_exit(event):
     state.exited = getattr(event, "exit_code", 0)
+    collect_triggered()
 
 
 def len_snapshots():
@@ -469,13 +520,16 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
 class SnapshotOnCommand(gdb.Command):
     """Take a snapshot every time a breakpoint is hit.
 
-magic-trace snapshot-on LOCATION [-o PATTERN] [--count N]
+magic-trace snapshot-on LOCATION [-o PATTERN] [--count N] [--continue]
 
 LOCATION: as GDB's 'break' takes it (FUNCTION, FILE:LINE, *ADDRESS).
 -o PATTERN: output file; %N is the snapshot number (default
   magic-trace-%N.fxt).
 --count N: stop triggering after N hits (default: every hit).
-The process stops at each hit; 'continue' resumes it."""
+Without --continue the process stops at each hit ('continue' resumes it).
+--continue: the QEMU recorder itself snapshots at each hit of FUNCTION's
+  entry (or *ADDRESS) and the program runs on; the snapshots are decoded
+  and listed at the next stop or exit."""
 
     def __init__(self):
         super().__init__("magic-trace snapshot-on", gdb.COMMAND_BREAKPOINTS)
@@ -484,15 +538,13 @@ The process stops at each hit; 'continue' resumes it."""
         need_core()
         options = Options(argument, {"output", "count"}, {"continue"},
                           "snapshot-on")
-        if "continue" in options.flags:
-            fail("--continue is not supported under GDB yet: a breakpoint "
-                 "that resumes itself crashes GDB 13 in a multi-threaded "
-                 "QEMU guest (use 'continue' after each snapshot)")
         if len(options.positional) != 1:
             fail("snapshot-on takes one location, e.g. 'magic-trace "
                  "snapshot-on handle_order'")
         if state.session is None:
             fail("nothing is being recorded (start with 'magic-trace run')")
+        if "continue" in options.flags:
+            return arm_in_recorder(options)
         breakpoint = TriggerBreakpoint(options.positional[0])
         pattern = options.get("output", "magic-trace-%N.fxt")
         state.triggers[breakpoint.number] = Trigger(
@@ -539,6 +591,7 @@ magic-trace report [--last DURATION] [--thread TID] [--depth N] [--snapshot K]""
         need_core()
         options = Options(argument, {"last", "thread", "depth", "snapshot"},
                           set(), "report")
+        collect_triggered()
         if state.session is None:
             fail("no snapshot yet (take one with 'magic-trace snapshot' or "
                  "'magic-trace snapshot-on')")
@@ -563,6 +616,7 @@ magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] [--snapshot K]""
         need_core()
         options = Options(argument, {"output", "format", "snapshot"}, set(),
                           "save")
+        collect_triggered()
         if "output" not in options.values:
             fail("save needs -o FILE (see 'help magic-trace save')")
         if state.session is None:
@@ -586,6 +640,7 @@ class StatusCommand(gdb.Command):
         if state.session is None:
             print("magic-trace: not recording (start with 'magic-trace run')")
             return
+        collect_triggered()
         try:
             status = state.session.status()
         except RuntimeError as error:

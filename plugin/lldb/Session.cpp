@@ -183,6 +183,7 @@ llvm::json::Value Session::statusJson() const {
                            {"count", int64_t(trigger.count)},
                            {"continue", trigger.continueAfter},
                            {"pattern", trigger.pattern},
+                           {"inRecorder", trigger.recorderAddress != 0},
                            {"active", trigger.active()}});
   llvm::json::Array snapshotList;
   for (const auto &record : snapshots.all())

@@ -57,6 +57,9 @@ struct Trigger {
   /// a BREAKPOINT-ID the user gave.
   bool ownsBreakpoint = true;
   std::string pattern; ///< Output path; %N is the snapshot number.
+  /// A trigger inside the QEMU recorder (snapshot-on --continue under the
+  /// qemu backend): the function entry it fires at; no breakpoint.
+  uint64_t recorderAddress = 0;
   bool active() const { return count == 0 || hits < count; }
 };
 
@@ -78,6 +81,8 @@ struct Session {
   /// process's pid (LLDB's gdb-remote connection to QEMU reports pid 1).
   std::string qemuDir;
   uint64_t qemuPid = 0;
+  /// Recorder-trigger snapshots (DIR/snap-N) decoded so far.
+  uint32_t qemuSnapshotsCollected = 0;
   /// Snapshots trigger callbacks took since the last command resumed the
   /// process (backends that record while it runs).
   std::vector<SnapshotRecord *> triggered;

@@ -152,6 +152,30 @@ public:
     trigger.ownsBreakpoint = created;
     trigger.continueAfter = args->has("continue");
     trigger.pattern = args->get("output", "magic-trace-%N.fxt");
+    // Under QEMU, --continue on a function or address fires inside the
+    // recorder: no breakpoint to slow QEMU's page or stop the process.
+    if ((*session)->backend == "qemu" && trigger.continueAfter && created &&
+        !pending && (args->has("name") || args->has("address"))) {
+      llvm::Expected<std::vector<uint64_t>> entries =
+          armRecorderTrigger(target, **session, breakpoint, trigger.count);
+      if (!entries)
+        return failCommand(result, entries.takeError());
+      trigger.breakpoint = 0;
+      trigger.ownsBreakpoint = false;
+      trigger.recorderAddress = entries->front();
+      (*session)->triggers.push_back(trigger);
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << "magic-trace: the recorder takes a snapshot at each start of "
+         << trigger.description << " (" << llvm::format_hex(entries->front(), 0)
+         << (entries->size() > 1 ? " and more" : "") << ")";
+      if (trigger.count)
+        os << ", " << trigger.count << (trigger.count == 1 ? " hit" : " hits");
+      os << ", and the process runs on (no breakpoint) -> " << trigger.pattern
+         << "; the snapshots are listed at the next stop, exit or 'magic-trace "
+            "status'";
+      return succeed(result, text);
+    }
     (*session)->triggers.push_back(trigger);
     bool recordsRunning =
         (*session)->backend == "qemu" || (*session)->backend == "perf";

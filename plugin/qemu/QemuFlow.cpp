@@ -363,6 +363,8 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
     stopRecording(*thread, block.start);
     return;
   }
+  if (block.isTrigger.load(std::memory_order_relaxed))
+    triggerHit(*thread, block);
   onBlock(*thread, block);
 }
 
@@ -518,7 +520,8 @@ void blockExecuted(unsigned int, void *userdata) {
   ThreadRecorder *thread = current;
   if (__builtin_expect(!thread, 0) ||
       slowReasons.load(std::memory_order_relaxed) || !thread->flags.ready() ||
-      block.isStop || handlerSignals(block))
+      block.isStop || handlerSignals(block) ||
+      block.isTrigger.load(std::memory_order_relaxed))
     return blockExecutedSlowly(block);
   uint64_t head = thread->head;
   if (__builtin_expect(head - thread->tail > thread->logMask, 0))

@@ -232,6 +232,8 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     block->fast = block->straight && block->valid && !block->lastIsRep &&
                   !block->lastCrossesPage;
     block->isStop = rec.stopAddress && block->start == rec.stopAddress;
+    block->isTrigger.store(isArmedTrigger(block->start),
+                           std::memory_order_relaxed);
     setSuccessors(*block);
     auto handler = rec.handlers.find(block->start);
     if (handler != rec.handlers.end())

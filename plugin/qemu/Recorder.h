@@ -71,6 +71,9 @@ struct alignas(64) BlockInfo {
   /// fast path writes it with one stepRun.
   bool fast = false;
   bool isStop = false; ///< It starts at the stop point.
+  /// It starts at an armed recorder trigger (QemuTriggers.cpp): set at
+  /// translation, or by the flusher while the guest is stopped.
+  std::atomic<bool> isTrigger{false};
   bool anySuccessor = false;
   bool straight = true;   ///< Every instruction but the last is Other.
   bool valid = true;      ///< Every instruction classified.
@@ -194,6 +197,8 @@ struct Recorder {
   void clear(uint32_t reasons) { slowReasons.fetch_and(~reasons); }
   std::atomic<uint64_t> totalInsns{0};
   bool mapsWritten = false;
+  /// One recorder-trigger snapshot at a time (QemuTriggers.cpp).
+  std::mutex triggerMutex;
 
   /// Blocks come from chunks of this many, never freed: the ones a loop
   /// runs lie next to each other (fewer cache lines and pages to walk
@@ -256,6 +261,15 @@ void markLoss(ThreadRecorder &thread, uint64_t resume);
 void abandonDeferred(ThreadRecorder &thread);
 void onSyscall(ThreadRecorder &thread, int64_t number);
 void blockExecuted(unsigned int, void *userdata);
+// QemuThreads.cpp: the stop flush, also how a trigger ends a thread's trace.
+void flushToStop(ThreadRecorder &thread, uint64_t pc);
+// QemuTriggers.cpp: snapshots the recorder takes itself.
+/// Whether a block starting at `start` is an armed trigger (translation).
+bool isArmedTrigger(uint64_t start);
+/// Marks the blocks already translated at armed triggers (the flusher).
+void markTriggerBlocks();
+/// `block`, which starts at a trigger, is about to run on `thread`.
+void triggerHit(ThreadRecorder &thread, const BlockInfo &block);
 /// Writes every logged block of `thread` (ThreadRecorder::log): by the
 /// thread itself, or by another with the thread held stopped (the stop
 /// flush, the exit). Every slow path calls it first.
