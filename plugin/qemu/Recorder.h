@@ -1,12 +1,13 @@
 //===- Recorder.h - The QEMU plugin's state, shared by its files -*- C++
 //-*-===//
 //
-// libmagic-trace-qemu.so in three files: QemuFlow.cpp turns executed blocks
+// libmagic-trace-qemu.so in four files: QemuFlow.cpp turns executed blocks
 // into packets (the hot path: the block callback and everything it calls),
 // QemuThreads.cpp owns each thread's life (registration, the end, the stop
 // flush, the maps file), QemuRecorder.cpp the plugin's entry, translation,
-// syscalls and options. This header holds what they share: the block and
-// thread records, the recorder, and the functions one file calls in another.
+// syscalls and options, QemuTriggers.cpp the snapshots it takes itself. This
+// header holds what they share: the block and thread records, the recorder, and
+// the functions one file calls in another.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PLUGIN_QEMU_RECORDER_H
