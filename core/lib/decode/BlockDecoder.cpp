@@ -39,6 +39,7 @@ namespace {
 
 using decode_detail::ItemStream;
 using decode_detail::Piece;
+using decode_detail::setRawTsc;
 
 struct BlockDecoderDeleter {
   void operator()(pt_block_decoder *decoder) const {
@@ -312,7 +313,7 @@ private:
     TraceItem item;
     item.kind = ItemKind::Error;
     item.ip = ip;
-    item.timeNs = currentTsc();
+    setRawTsc(item, currentTsc());
     item.detail = static_cast<uint32_t>(piece.errors.size());
     piece.items.push_back(item);
     piece.errors.push_back({offset, status, ip, ptErrorText(status)});
@@ -323,7 +324,7 @@ private:
     TraceItem item;
     item.kind = kind;
     item.ip = ip;
-    item.timeNs = tsc;
+    setRawTsc(item, tsc);
     piece.items.push_back(item);
     maybeFlush(piece);
   }
@@ -475,7 +476,7 @@ private:
           item.ip = block.ip;
           item.lastIp = block.end_ip;
           item.detail = block.ninsn;
-          item.timeNs = tsc;
+          setRawTsc(item, tsc);
           item.mode = execModeOf(block.mode);
           LastInsn last = classifyLast(block, item.mode);
           item.lastClass = last.branch;
