@@ -25,9 +25,9 @@ namespace {
 
 const OptionSpec saveOptions[] = {
     {'o', "output", true, "FILE", "Where to write (a directory for bundle)."},
-    {'F', "format", true, "fxt|json|folded|bundle|perf",
-     "Output format (default: from the suffix of FILE, .data is perf, "
-     "else fxt)."},
+    {'F', "format", true, "fxt|fxt.gz|json|json.gz|folded|text|bundle|perf",
+     "Output format (default: from the suffix of FILE as snapshot -o reads "
+     "it, .data is perf, else fxt)."},
     {'k', "snapshot", true, "K", "Which snapshot (default: the last)."},
 };
 
@@ -52,6 +52,19 @@ llvm::Expected<Snapshot> withCopiesInside(const Snapshot &snapshot,
     module.fileCopy = "modules/" + name;
   }
   return copy;
+}
+
+/// The format `path`'s suffix names: a trace format's (outputFormatOf),
+/// .data for perf, else fxt.
+std::string formatOfPath(llvm::StringRef path) {
+  if (path.ends_with(".data"))
+    return "perf";
+  llvm::Expected<OutputFormat> format = outputFormatOf(path);
+  if (!format) {
+    llvm::consumeError(format.takeError());
+    return "fxt";
+  }
+  return format->name.str();
 }
 
 class SaveCommand : public lldb::SBCommandPluginInterface {
@@ -79,13 +92,8 @@ public:
       return failCommand(result, record.takeError());
     std::string path = args->get("output", "");
     std::string format = args->get("format", "");
-    if (format.empty()) {
-      llvm::StringRef p(path);
-      format = p.ends_with(".json")     ? "json"
-               : p.ends_with(".folded") ? "folded"
-               : p.ends_with(".data")   ? "perf"
-                                        : "fxt";
-    }
+    if (format.empty())
+      format = formatOfPath(path);
     if (format == "perf") {
       if (llvm::Error err = writePerfData((*record)->snapshot, path))
         return failCommand(result, std::move(err));
@@ -111,15 +119,17 @@ public:
                       " saved as an intel-pt trace bundle in " + path +
                       " (load it with 'trace load " + path + "/trace.json')");
     }
-    llvm::Expected<TraceFormat> parsed = parseTraceFormat(format);
-    if (!parsed || *parsed == TraceFormat::Text) {
-      if (!parsed)
-        llvm::consumeError(parsed.takeError());
-      return failCommand(result, error("unknown format '%s' (use fxt, json, "
-                                       "folded, bundle or perf)",
-                                       format.c_str()));
+    llvm::Expected<OutputFormat> parsed = outputFormatNamed(format);
+    if (!parsed) {
+      llvm::consumeError(parsed.takeError());
+      std::string names;
+      for (const OutputFormat &known : outputFormats())
+        names += known.name.str() + ", ";
+      return failCommand(result, error("unknown format '%s' (use %sbundle or "
+                                       "perf)",
+                                       format.c_str(), names.c_str()));
     }
-    if (llvm::Error err = writeTrace((*record)->result, path, *parsed))
+    if (llvm::Error err = writeTrace((*record)->result.model, path, *parsed))
       return failCommand(result, std::move(err));
     return succeed(result, "magic-trace: snapshot " +
                                std::to_string((*record)->number) +
@@ -212,12 +222,14 @@ void registerViewCommands(lldb::SBCommand &root) {
   addCommand(
       root, "save", new SaveCommand(),
       "Write a snapshot again in another format: Fuchsia trace (fxt, opens "
-      "in ui.perfetto.dev), Chrome JSON, folded stacks, an LLDB intel-pt "
+      "in ui.perfetto.dev), Chrome JSON (either gzip-compressed with .gz), "
+      "folded stacks, the call tree as text, an LLDB intel-pt "
       "trace bundle ('trace load DIR/trace.json'), or a per-thread Intel PT "
       "perf.data ('perf script --itrace').\n\nExample:\n  (lldb) "
       "magic-trace save -o trace-dir --format bundle\n" +
           describeOptions(saveOptions),
-      "magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] "
+      "magic-trace save -o FILE [--format "
+      "fxt|fxt.gz|json|json.gz|folded|text|bundle|perf] "
       "[--snapshot K]");
   addCommand(
       root, "report", new ReportCommand(),
