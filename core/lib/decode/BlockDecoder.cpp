@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "Image.h"
 #include "ItemStream.h"
+#include "LibiptError.h"
 #include "StartQuirk.h"
 
 #include "magic_trace/InsnClassifier.h"
@@ -218,9 +219,11 @@ public:
     result->imageCopy = std::move(*copy);
     result->decoder.reset(pt_blk_alloc_decoder(&config));
     if (!result->decoder)
-      return createStringError("libipt could not allocate a block decoder");
-    if (pt_blk_set_image(result->decoder.get(), result->imageCopy.get()) < 0)
-      return createStringError("libipt rejected the image");
+      return decode_detail::allocationFailed("a block decoder");
+    int status =
+        pt_blk_set_image(result->decoder.get(), result->imageCopy.get());
+    if (status < 0)
+      return decode_detail::libiptBug(status, "libipt rejected the image");
     // Classifiers for 32- and 16-bit code are made when such code shows up.
     auto classifier = InsnClassifier::create(ExecMode::Bits64);
     if (!classifier)
@@ -316,7 +319,7 @@ private:
     setRawTsc(item, currentTsc());
     item.detail = static_cast<uint32_t>(piece.errors.size());
     piece.items.push_back(item);
-    piece.errors.push_back({offset, status, ip, ptErrorText(status)});
+    piece.errors.push_back({offset, status, ip, libiptStatusText(status)});
     maybeFlush(piece);
   }
 
@@ -906,8 +909,10 @@ Expected<uint64_t> rawBlockDecodeLoop(const Snapshot &snapshot,
   pt_config config = makeConfig(snapshot.threads[threadIndex].bytes,
                                 snapshot.cpu, snapshot.timing);
   BlockDecoderHandle decoder(pt_blk_alloc_decoder(&config));
-  if (!decoder || pt_blk_set_image(decoder.get(), copy->get()) < 0)
-    return createStringError("libipt could not allocate a block decoder");
+  if (!decoder)
+    return decode_detail::allocationFailed("a block decoder");
+  if (int status = pt_blk_set_image(decoder.get(), copy->get()); status < 0)
+    return decode_detail::libiptBug(status, "libipt rejected the image");
   uint64_t instructions = 0;
   for (;;) {
     int status = pt_blk_sync_forward(decoder.get());
