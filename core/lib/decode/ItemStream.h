@@ -2,10 +2,10 @@
 //-*-===//
 //
 // The decoder's second concept, apart from libipt (this file includes no
-// libipt header; Image.h, BlockDecoder.cpp through it, CpuErrata.cpp,
+// libipt header; Image.h, PsbTable.h, CpuErrata.cpp, LibiptError.cpp,
 // StartQuirk.cpp and Version.cpp do): a decode run's Piece, and the
 // ItemStream that joins pieces in order, converts their times and hands the
-// items to an ItemSink in batches. Used only by BlockDecoder.cpp.
+// items to an ItemSink in batches. Used by PieceDecoder and PsbParallel.cpp.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_DECODE_ITEMSTREAM_H

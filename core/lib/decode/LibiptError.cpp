@@ -1,7 +1,7 @@
 //===- LibiptError.cpp - libipt status codes as llvm::Error ---------------===//
 //
 // The decoder's one place where a libipt status becomes text or an error
-// (Libipt.h's LibiptError); Image.cpp and BlockDecoder.cpp call the makers
+// (Libipt.h's LibiptError); Image.cpp and PieceDecoder.cpp call the makers
 // in LibiptError.h, which say what the user can do about each failure.
 //
 //===----------------------------------------------------------------------===//
