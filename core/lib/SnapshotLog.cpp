@@ -127,11 +127,19 @@ llvm::Expected<std::string> saveSnapshot(const SnapshotRecord &record,
                                          llvm::StringRef path,
                                          llvm::StringRef formatName) {
   std::string format = formatName.str();
-  if (format.empty())
-    format = path.ends_with(".json")     ? "json"
-             : path.ends_with(".folded") ? "folded"
-             : path.ends_with(".data")   ? "perf"
-                                         : "fxt";
+  if (format.empty()) {
+    // The suffix names a trace format (outputFormatOf); .data is perf;
+    // anything else is fxt.
+    llvm::Expected<OutputFormat> named = outputFormatOf(path);
+    if (path.ends_with(".data"))
+      format = "perf";
+    else if (named)
+      format = named->name.str();
+    else
+      format = "fxt";
+    if (!named)
+      llvm::consumeError(named.takeError());
+  }
   std::string saved =
       "magic-trace: snapshot " + std::to_string(record.number) + " saved as ";
   if (format == "perf") {
@@ -153,14 +161,16 @@ llvm::Expected<std::string> saveSnapshot(const SnapshotRecord &record,
     return saved + "an intel-pt trace bundle in " + path.str() +
            " (load it with 'trace load " + path.str() + "/trace.json')";
   }
-  llvm::Expected<TraceFormat> parsed = parseTraceFormat(format);
-  if (!parsed || *parsed == TraceFormat::Text) {
-    if (!parsed)
-      llvm::consumeError(parsed.takeError());
-    return failure("unknown format '" + format +
-                   "' (use fxt, json, folded, bundle or perf)");
+  llvm::Expected<OutputFormat> parsed = outputFormatNamed(format);
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    std::string names;
+    for (const OutputFormat &known : outputFormats())
+      names += known.name.str() + ", ";
+    return failure("unknown format '" + format + "' (use " + names +
+                   "bundle or perf)");
   }
-  if (llvm::Error err = writeTrace(record.result, path, *parsed))
+  if (llvm::Error err = writeTrace(record.result.model, path, *parsed))
     return std::move(err);
   return saved + format + " to " + path.str();
 }

@@ -361,7 +361,6 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
   if (!result)
     return result.takeError();
   record->result = std::move(*result);
-  // When the trigger thread has no trace, name it anyway in the summary.
   if (!path.empty()) {
     if (llvm::Error error = writeTraceFile(record->result.model, path))
       return std::move(error);

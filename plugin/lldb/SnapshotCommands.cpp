@@ -25,7 +25,7 @@ namespace {
 const OptionSpec snapshotOptions[] = {
     {'o', "output", true, "FILE",
      "Write the trace here (default magic-trace-%N.fxt; the suffix picks "
-     "the format: .fxt, .fxt.gz, .json, .folded, .txt)."},
+     "the format: .fxt, .fxt.gz, .json, .json.gz, .folded, .txt)."},
     {'j', "json", false, nullptr, "Also print the snapshot as JSON."},
 };
 

@@ -23,9 +23,9 @@ namespace {
 
 const OptionSpec saveOptions[] = {
     {'o', "output", true, "FILE", "Where to write (a directory for bundle)."},
-    {'F', "format", true, "fxt|json|folded|bundle|perf",
-     "Output format (default: from the suffix of FILE, .data is perf, "
-     "else fxt)."},
+    {'F', "format", true, "fxt|fxt.gz|json|json.gz|folded|text|bundle|perf",
+     "Output format (default: from the suffix of FILE as snapshot -o reads "
+     "it, .data is perf, else fxt)."},
     {'k', "snapshot", true, "K", "Which snapshot (default: the last)."},
 };
 
@@ -145,12 +145,14 @@ void registerViewCommands(lldb::SBCommand &root) {
   addCommand(
       root, "save", new SaveCommand(),
       "Write a snapshot again in another format: Fuchsia trace (fxt, opens "
-      "in ui.perfetto.dev), Chrome JSON, folded stacks, an LLDB intel-pt "
+      "in ui.perfetto.dev), Chrome JSON (either gzip-compressed with .gz), "
+      "folded stacks, the call tree as text, an LLDB intel-pt "
       "trace bundle ('trace load DIR/trace.json'), or a per-thread Intel PT "
       "perf.data ('perf script --itrace').\n\nExample:\n  (lldb) "
       "magic-trace save -o trace-dir --format bundle\n" +
           describeOptions(saveOptions),
-      "magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] "
+      "magic-trace save -o FILE [--format "
+      "fxt|fxt.gz|json|json.gz|folded|text|bundle|perf] "
       "[--snapshot K]");
   addCommand(
       root, "report", new ReportCommand(),

@@ -207,8 +207,9 @@ bool isHandler(const BlockInfo &block) { return handlerSignals(block) != 0; }
 
 /// Signals the CPU raises for the instruction it runs (SIGILL, SIGTRAP,
 /// SIGBUS, SIGFPE, SIGSEGV): delivered inside a block, not after it.
-constexpr uint64_t kFaultSignals =
-    (1u << 4) | (1u << 5) | (1u << 7) | (1u << 8) | (1u << 11);
+constexpr uint64_t kFaultSignals = signalBit(SIGILL) | signalBit(SIGTRAP) |
+                                   signalBit(SIGBUS) | signalBit(SIGFPE) |
+                                   signalBit(SIGSEGV);
 
 void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
   if (thread.flags.deferring) {

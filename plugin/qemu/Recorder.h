@@ -52,6 +52,12 @@ struct InsnInfo {
   uint64_t target = 0; ///< Direct branch target, else 0.
 };
 
+/// Signal `number`'s bit in a signal set (bit n: signal n). Signal 64
+/// (SIGRTMAX) does not fit and has none.
+constexpr uint64_t signalBit(uint64_t number) {
+  return number < 64 ? uint64_t(1) << number : 0;
+}
+
 /// One translated block, made at translation and never freed (a block is
 /// translated again only after a flush; the total stays small).
 struct alignas(64) BlockInfo {
