@@ -221,52 +221,6 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
   return std::move(result);
 }
 
-llvm::Expected<TraceFormat> parseTraceFormat(llvm::StringRef name) {
-  if (name == "fxt")
-    return TraceFormat::Fxt;
-  if (name == "json")
-    return TraceFormat::ChromeJson;
-  if (name == "folded")
-    return TraceFormat::Folded;
-  if (name == "text")
-    return TraceFormat::Text;
-  return llvm::createStringError(
-      "unknown trace format '%s' (use fxt, json, folded or text)",
-      name.str().c_str());
-}
-
-llvm::Error writeTrace(const PipelineResult &result, llvm::StringRef path,
-                       TraceFormat format, const FxtOptions &fxt) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write '%s': %s (check the path)",
-                                   path.str().c_str(), ec.message().c_str());
-  llvm::Error error = llvm::Error::success();
-  switch (format) {
-  case TraceFormat::Fxt:
-    error = writeFxt(result.model, os, fxt);
-    break;
-  case TraceFormat::ChromeJson:
-    error = writeChromeJson(result.model, os);
-    break;
-  case TraceFormat::Folded:
-    error = writeFolded(result.model, os);
-    break;
-  case TraceFormat::Text:
-    os << renderTree(result.model);
-    break;
-  }
-  if (error)
-    return error;
-  os.close();
-  if (os.has_error())
-    return llvm::createStringError(
-        os.error(), "cannot write '%s': %s (check the disk)",
-        path.str().c_str(), os.error().message().c_str());
-  return llvm::Error::success();
-}
-
 llvm::json::Value summaryJson(const PipelineResult &result) {
   llvm::json::Array threads;
   for (const ThreadSummary &thread : result.threads)

@@ -4,7 +4,9 @@
 #include "CommandSupport.h"
 #include "Commands.h"
 
+#include "magic_trace/Bundle.h"
 #include "magic_trace/QemuRings.h"
+#include "magic_trace/TraceWriters.h"
 
 #include "lldb/API/SBAddress.h"
 #include "lldb/API/SBBreakpointLocation.h"
@@ -89,6 +91,95 @@ uint64_t qemuInstructions(const Session &session) {
     return 0;
   }
   return status->instructions;
+}
+
+// --- triggers in the recorder ---------------------------------------------
+
+llvm::Expected<std::vector<uint64_t>>
+armRecorderTrigger(lldb::SBTarget &target, Session &session,
+                   lldb::SBBreakpoint &breakpoint, unsigned count) {
+  std::vector<uint64_t> entries;
+  for (uint32_t i = 0; i < breakpoint.GetNumLocations(); ++i) {
+    lldb::SBAddress address = breakpoint.GetLocationAtIndex(i).GetAddress();
+    // The recorder fires where a block starts: the function's entry, not
+    // the breakpoint's address after the prologue.
+    lldb::SBAddress entry = address.GetFunction().IsValid()
+                                ? address.GetFunction().GetStartAddress()
+                                : address.GetSymbol().GetStartAddress();
+    uint64_t load = entry.GetLoadAddress(target);
+    if (load == LLDB_INVALID_ADDRESS)
+      load = address.GetLoadAddress(target);
+    if (load == LLDB_INVALID_ADDRESS)
+      continue;
+    if (llvm::Error error = armQemuTrigger(
+            session.qemuDir, load, count ? count : kQemuTriggerEvery,
+            std::chrono::milliseconds(session.keepTruth ? 120000 : 2000)))
+      return std::move(error);
+    entries.push_back(load);
+  }
+  if (entries.empty())
+    return error("no location of the trigger is loaded yet (without "
+                 "--continue a breakpoint waits for its library)");
+  target.BreakpointDelete(breakpoint.GetID());
+  return entries;
+}
+
+std::vector<std::string> collectRecorderSnapshots(lldb::SBDebugger &debugger,
+                                                  Session &session, bool json) {
+  std::vector<std::string> lines;
+  if (session.qemuDir.empty())
+    return lines;
+  lldb::SBTarget target = debugger.GetSelectedTarget();
+  lldb::SBProcess process = target.GetProcess();
+  bool alive = process.IsValid() && process.GetState() == lldb::eStateStopped;
+  uint32_t taken = qemuTriggerSnapshots(session.qemuDir);
+  if (taken > session.qemuSnapshotsCollected && alive)
+    session.lastModules = captureModules(target);
+  for (; session.qemuSnapshotsCollected < taken;
+       ++session.qemuSnapshotsCollected) {
+    std::string dir = qemuTriggerSnapshotDir(
+        session.qemuDir, session.qemuSnapshotsCollected + 1);
+    llvm::Expected<Snapshot> loaded = loadBundle(dir);
+    if (!loaded) {
+      lines.push_back("error: magic-trace: recorder snapshot in " + dir + ": " +
+                      llvm::toString(loaded.takeError()));
+      continue;
+    }
+    auto record = std::make_unique<SnapshotRecord>();
+    record->snapshot = std::move(*loaded);
+    record->snapshot.modules = session.lastModules;
+    const char *exe = target.GetExecutable().GetFilename();
+    record->snapshot.processName = exe ? exe : "";
+    uint64_t address = qemuTriggerSnapshotAddress(dir);
+    record->reason = llvm::formatv("recorder trigger {0:x}", address).str();
+    Trigger *owner = nullptr;
+    for (Trigger &trigger : session.triggers)
+      if (trigger.recorderAddress == address)
+        owner = &trigger;
+    llvm::Expected<PipelineResult> result =
+        runPipeline(record->snapshot, PipelineOptions{}, session.symbols.get());
+    if (!result) {
+      lines.push_back("error: magic-trace: " +
+                      llvm::toString(result.takeError()));
+      continue;
+    }
+    record->result = std::move(*result);
+    std::string path =
+        expandPattern(owner ? owner->pattern : "magic-trace-%N.fxt",
+                      session.snapshots.next());
+    if (llvm::Error err = writeTraceFile(record->result.model, path)) {
+      lines.push_back("error: magic-trace: " + llvm::toString(std::move(err)));
+      path.clear();
+    }
+    record->path = path;
+    if (owner)
+      ++owner->hits;
+    SnapshotRecord &added = session.snapshots.add(std::move(record));
+    lines.push_back(snapshotLine(added));
+    if (json)
+      lines.push_back(jsonText(snapshotJson(added)));
+  }
+  return lines;
 }
 
 // --- triggers ------------------------------------------------------------

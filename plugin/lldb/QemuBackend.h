@@ -41,6 +41,21 @@ llvm::Error fillQemuSnapshot(Session &session, lldb::SBProcess &process,
 /// Instructions the QEMU recorder has recorded so far (every thread).
 uint64_t qemuInstructions(const Session &session);
 
+/// Snapshot-on --continue under QEMU: arms a trigger inside the recorder at
+/// the entry of each of `breakpoint`'s functions (docs/qemu.md, "Triggers in
+/// the recorder") and deletes the breakpoint, so that no debugger
+/// breakpoint slows QEMU or stops the process. Returns the entry addresses.
+llvm::Expected<std::vector<uint64_t>>
+armRecorderTrigger(lldb::SBTarget &target, Session &session,
+                   lldb::SBBreakpoint &breakpoint, unsigned count);
+
+/// Decodes the snapshots the recorder's triggers took since the last call
+/// (with the modules LLDB lists now, or last listed) and returns their
+/// lines (with `json`, each followed by its JSON line).
+std::vector<std::string> collectRecorderSnapshots(lldb::SBDebugger &debugger,
+                                                  Session &session,
+                                                  bool json = false);
+
 /// Makes `breakpoint`'s hits take the trigger's snapshot as they happen
 /// (backends that record while the process runs).
 void armTrigger(lldb::SBDebugger &debugger, lldb::SBBreakpoint &breakpoint);

@@ -280,10 +280,14 @@ public:
     if (!args)
       return failCommand(result, args.takeError());
     Session &session = sessionFor(debugger);
+    std::vector<std::string> collected =
+        collectRecorderSnapshots(debugger, session);
     if (args->has("json"))
       return succeed(result, jsonText(session.statusJson()));
     std::string text;
     llvm::raw_string_ostream os(text);
+    for (const std::string &line : collected)
+      os << line << "\n";
     if (!session.attached)
       os << "magic-trace: not attached\n";
     else
@@ -323,8 +327,12 @@ public:
              << "\n";
     }
     for (const Trigger &trigger : session.triggers)
-      os << "  trigger: breakpoint " << trigger.breakpoint << " ("
-         << trigger.description << "), " << trigger.hits << " hits"
+      os << "  trigger: "
+         << (trigger.recorderAddress
+                 ? "in the recorder at 0x" +
+                       llvm::utohexstr(trigger.recorderAddress, true)
+                 : "breakpoint " + std::to_string(trigger.breakpoint))
+         << " (" << trigger.description << "), " << trigger.hits << " hits"
          << (trigger.count ? ", count " + std::to_string(trigger.count) : "")
          << (trigger.continueAfter ? ", continue" : "") << ", -> "
          << trigger.pattern << (trigger.active() ? "" : " (done)") << "\n";
@@ -334,7 +342,7 @@ public:
          << llvm::format("%.0f",
                          session.stats.instructions / session.stats.seconds)
          << " instructions/s)\n";
-    for (const auto &record : session.snapshots)
+    for (const auto &record : session.snapshots.all())
       os << "  " << snapshotLine(*record) << "\n";
     return succeed(result, llvm::StringRef(text).rtrim());
   }
@@ -386,8 +394,7 @@ llvm::Error snapshotAtEnd(lldb::SBDebugger &debugger, Session &session,
   for (Trigger &trigger : session.triggers) {
     if (trigger.hits != 0)
       continue;
-    std::string path =
-        expandPattern(trigger.pattern, session.snapshots.size() + 1);
+    std::string path = expandPattern(trigger.pattern, session.snapshots.next());
     llvm::Expected<SnapshotRecord *> record =
         takeSnapshot(debugger, session, 0, reason.str(), path);
     if (!record)
@@ -439,6 +446,10 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
       return outcome.takeError();
     for (const std::string &note : outcome->notes)
       os << "magic-trace: " << note << "\n";
+    // Snapshots the recorder's own triggers took on the way.
+    for (const std::string &line :
+         collectRecorderSnapshots(debugger, session, json))
+      os << line << "\n";
     // Triggers of backends that record while the process runs took their
     // snapshots as they were hit (and printed their lines then).
     if (json)

@@ -110,17 +110,6 @@ void copyFromMemory(lldb::SBProcess &process, Module &module, uint64_t pid) {
     module.fileCopy = path.str().str();
 }
 
-std::string withCommas(uint64_t value) {
-  std::string digits = std::to_string(value);
-  std::string text;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      text += ',';
-    text += digits[i];
-  }
-  return text;
-}
-
 } // namespace
 
 void removeAtExit(const std::string &path) { temporaryFiles().add(path); }
@@ -155,20 +144,6 @@ Trigger *Session::findTrigger(lldb::break_id_t breakpoint) {
     if (trigger.breakpoint == breakpoint)
       return &trigger;
   return nullptr;
-}
-
-llvm::Expected<SnapshotRecord *> Session::findSnapshot(unsigned number) {
-  if (snapshots.empty())
-    return llvm::createStringError(
-        "no snapshot yet (take one with 'magic-trace snapshot' or "
-        "'magic-trace snapshot-on' and 'magic-trace continue')");
-  if (number == 0)
-    return snapshots.back().get();
-  if (number > snapshots.size())
-    return llvm::createStringError(
-        "no snapshot %u (there are %zu; see 'magic-trace status')", number,
-        snapshots.size());
-  return snapshots[number - 1].get();
 }
 
 llvm::json::Value Session::statusJson() const {
@@ -208,9 +183,10 @@ llvm::json::Value Session::statusJson() const {
                            {"count", int64_t(trigger.count)},
                            {"continue", trigger.continueAfter},
                            {"pattern", trigger.pattern},
+                           {"inRecorder", trigger.recorderAddress != 0},
                            {"active", trigger.active()}});
   llvm::json::Array snapshotList;
-  for (const auto &record : snapshots)
+  for (const auto &record : snapshots.all())
     snapshotList.push_back(snapshotJson(*record));
   double rate = stats.seconds > 0 ? stats.instructions / stats.seconds : 0;
   return llvm::json::Object{
@@ -340,7 +316,7 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
                !session.execed;
 
   auto record = std::make_unique<SnapshotRecord>();
-  record->number = session.snapshots.size() + 1;
+  record->number = session.snapshots.next();
   record->reason = std::move(reason);
   Snapshot &snapshot = record->snapshot;
   snapshot.pid = session.pid;
@@ -385,14 +361,12 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
   if (!result)
     return result.takeError();
   record->result = std::move(*result);
-  // When the trigger thread has no trace, name it anyway in the summary.
   if (!path.empty()) {
     if (llvm::Error error = writeTraceFile(record->result.model, path))
       return std::move(error);
     record->path = path;
   }
-  session.snapshots.push_back(std::move(record));
-  return session.snapshots.back().get();
+  return &session.snapshots.add(std::move(record));
 }
 
 llvm::Expected<SnapshotRecord *> fireTrigger(lldb::SBDebugger &debugger,
@@ -402,63 +376,12 @@ llvm::Expected<SnapshotRecord *> fireTrigger(lldb::SBDebugger &debugger,
   llvm::Expected<SnapshotRecord *> record = takeSnapshot(
       debugger, session, tid,
       "breakpoint " + std::to_string(trigger.breakpoint),
-      expandPattern(trigger.pattern, session.snapshots.size() + 1), stopped);
+      expandPattern(trigger.pattern, session.snapshots.next()), stopped);
   if (record && !trigger.active())
     debugger.GetSelectedTarget()
         .FindBreakpointByID(trigger.breakpoint)
         .SetEnabled(false);
   return record;
-}
-
-std::string snapshotLine(const SnapshotRecord &record) {
-  std::string line;
-  llvm::raw_string_ostream os(line);
-  os << "magic-trace: snapshot " << record.number << ": ";
-  const ThreadSummary *thread = record.result.mainThread();
-  if (!thread)
-    os << "no thread";
-  else
-    os << "thread " << thread->tid << ", "
-       << formatDuration(thread->endNs - thread->beginNs) << ", "
-       << withCommas(thread->calls) << " calls, " << withCommas(thread->errors)
-       << " errors";
-  if (thread) {
-    std::string note =
-        estimatedTimesNote(thread->estimatedInstructions, thread->instructions);
-    if (!note.empty())
-      os << ", " << note;
-  }
-  if (!record.path.empty())
-    os << " -> " << record.path << " (open in ui.perfetto.dev)";
-  return line;
-}
-
-llvm::json::Value snapshotJson(const SnapshotRecord &record) {
-  llvm::json::Object object{{"number", int64_t(record.number)},
-                            {"reason", record.reason},
-                            {"path", record.path}};
-  if (const ThreadSummary *thread = record.result.mainThread()) {
-    object["tid"] = int64_t(thread->tid);
-    object["spanNs"] = int64_t(thread->endNs - thread->beginNs);
-    object["calls"] = int64_t(thread->calls);
-    object["errors"] = int64_t(thread->errors);
-    object["instructions"] = int64_t(thread->instructions);
-  }
-  object["summary"] = summaryJson(record.result);
-  return std::move(object);
-}
-
-std::string expandPattern(llvm::StringRef pattern, unsigned number) {
-  std::string path;
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == 'N') {
-      path += std::to_string(number);
-      ++i;
-      continue;
-    }
-    path += pattern[i];
-  }
-  return path;
 }
 
 } // namespace magic_trace::plugin

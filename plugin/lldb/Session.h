@@ -16,6 +16,7 @@
 #include "magic_trace/PerfRecorder.h"
 #include "magic_trace/Pipeline.h"
 #include "magic_trace/Snapshot.h"
+#include "magic_trace/SnapshotLog.h"
 
 #include "lldb/API/SBDebugger.h"
 #include "lldb/API/SBProcess.h"
@@ -56,18 +57,10 @@ struct Trigger {
   /// a BREAKPOINT-ID the user gave.
   bool ownsBreakpoint = true;
   std::string pattern; ///< Output path; %N is the snapshot number.
+  /// A trigger inside the QEMU recorder (snapshot-on --continue under the
+  /// qemu backend): the function entry it fires at; no breakpoint.
+  uint64_t recorderAddress = 0;
   bool active() const { return count == 0 || hits < count; }
-};
-
-/// A snapshot taken, with its decoded model.
-struct SnapshotRecord {
-  unsigned number = 0;
-  std::string reason; ///< "breakpoint 1", "exit", "command".
-  std::string path;   ///< The file written, or empty.
-  Snapshot snapshot;
-  PipelineResult result;
-  /// The stepper's ground truth up to the snapshot (--ground-truth only).
-  std::vector<ThreadTruth> truth;
 };
 
 /// Counters of the emulate stepper over a session.
@@ -88,6 +81,8 @@ struct Session {
   /// process's pid (LLDB's gdb-remote connection to QEMU reports pid 1).
   std::string qemuDir;
   uint64_t qemuPid = 0;
+  /// Recorder-trigger snapshots (DIR/snap-N) decoded so far.
+  uint32_t qemuSnapshotsCollected = 0;
   /// Snapshots trigger callbacks took since the last command resumed the
   /// process (backends that record while it runs).
   std::vector<SnapshotRecord *> triggered;
@@ -112,7 +107,7 @@ struct Session {
   bool execed = false;
 
   // Kept after detach, for save and report.
-  std::vector<std::unique_ptr<SnapshotRecord>> snapshots;
+  SnapshotLog snapshots;
   /// Symbol tables and DWARF read by earlier snapshots, reused by the next
   /// (keyed by build-id, or path, size and time: a rebuilt file is re-read).
   std::unique_ptr<SymbolCache> symbols = std::make_unique<SymbolCache>();
@@ -123,8 +118,6 @@ struct Session {
   llvm::Expected<ThreadRecorder *> recorder(uint64_t tid);
   /// The trigger on `breakpoint`, or null.
   Trigger *findTrigger(lldb::break_id_t breakpoint);
-  /// The snapshot numbered `number` (0: the last one).
-  llvm::Expected<SnapshotRecord *> findSnapshot(unsigned number);
   llvm::json::Value statusJson() const;
 };
 
@@ -161,14 +154,6 @@ llvm::Expected<SnapshotRecord *> fireTrigger(lldb::SBDebugger &debugger,
                                              Session &session, Trigger &trigger,
                                              uint64_t tid,
                                              bool stopped = false);
-
-/// The line printed for a snapshot: "magic-trace: snapshot N: thread T,
-/// SPAN, C calls, E errors -> FILE (open in ui.perfetto.dev)".
-std::string snapshotLine(const SnapshotRecord &record);
-llvm::json::Value snapshotJson(const SnapshotRecord &record);
-
-/// Expands %N in `pattern` to `number`.
-std::string expandPattern(llvm::StringRef pattern, unsigned number);
 
 } // namespace magic_trace::plugin
 

@@ -25,7 +25,7 @@ namespace {
 const OptionSpec snapshotOptions[] = {
     {'o', "output", true, "FILE",
      "Write the trace here (default magic-trace-%N.fxt; the suffix picks "
-     "the format: .fxt, .fxt.gz, .json, .folded, .txt)."},
+     "the format: .fxt, .fxt.gz, .json, .json.gz, .folded, .txt)."},
     {'j', "json", false, nullptr, "Also print the snapshot as JSON."},
 };
 
@@ -41,7 +41,7 @@ public:
     if (!session)
       return failCommand(result, session.takeError());
     std::string path = expandPattern(args->get("output", "magic-trace-%N.fxt"),
-                                     (*session)->snapshots.size() + 1);
+                                     (*session)->snapshots.next());
     lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
     uint64_t tid =
         process.IsValid() ? process.GetSelectedThread().GetThreadID() : 0;
@@ -152,6 +152,30 @@ public:
     trigger.ownsBreakpoint = created;
     trigger.continueAfter = args->has("continue");
     trigger.pattern = args->get("output", "magic-trace-%N.fxt");
+    // Under QEMU, --continue on a function or address fires inside the
+    // recorder: no breakpoint to slow QEMU's page or stop the process.
+    if ((*session)->backend == "qemu" && trigger.continueAfter && created &&
+        !pending && (args->has("name") || args->has("address"))) {
+      llvm::Expected<std::vector<uint64_t>> entries =
+          armRecorderTrigger(target, **session, breakpoint, trigger.count);
+      if (!entries)
+        return failCommand(result, entries.takeError());
+      trigger.breakpoint = 0;
+      trigger.ownsBreakpoint = false;
+      trigger.recorderAddress = entries->front();
+      (*session)->triggers.push_back(trigger);
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << "magic-trace: the recorder takes a snapshot at each start of "
+         << trigger.description << " (" << llvm::format_hex(entries->front(), 0)
+         << (entries->size() > 1 ? " and more" : "") << ")";
+      if (trigger.count)
+        os << ", " << trigger.count << (trigger.count == 1 ? " hit" : " hits");
+      os << ", and the process runs on (no breakpoint) -> " << trigger.pattern
+         << "; the snapshots are listed at the next stop, exit or 'magic-trace "
+            "status'";
+      return succeed(result, text);
+    }
     (*session)->triggers.push_back(trigger);
     bool recordsRunning =
         (*session)->backend == "qemu" || (*session)->backend == "perf";

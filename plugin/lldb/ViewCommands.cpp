@@ -9,8 +9,6 @@
 #include "Commands.h"
 #include "Session.h"
 
-#include "magic_trace/Bundle.h"
-#include "magic_trace/PerfData.h"
 #include "magic_trace/TraceWriters.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -25,34 +23,11 @@ namespace {
 
 const OptionSpec saveOptions[] = {
     {'o', "output", true, "FILE", "Where to write (a directory for bundle)."},
-    {'F', "format", true, "fxt|json|folded|bundle|perf",
-     "Output format (default: from the suffix of FILE, .data is perf, "
-     "else fxt)."},
+    {'F', "format", true, "fxt|fxt.gz|json|json.gz|folded|text|bundle|perf",
+     "Output format (default: from the suffix of FILE as snapshot -o reads "
+     "it, .data is perf, else fxt)."},
     {'k', "snapshot", true, "K", "Which snapshot (default: the last)."},
 };
-
-/// LLDB reads a module's "file" relative to the bundle: copies made outside
-/// it (the vdso) move into DIR/modules/.
-llvm::Expected<Snapshot> withCopiesInside(const Snapshot &snapshot,
-                                          llvm::StringRef dir) {
-  Snapshot copy = snapshot;
-  for (Module &module : copy.modules) {
-    if (module.fileCopy.empty())
-      continue;
-    llvm::SmallString<256> target(dir);
-    llvm::sys::path::append(target, "modules");
-    if (std::error_code ec = llvm::sys::fs::create_directories(target))
-      return error("cannot create '%s': %s (check the path)", target.c_str(),
-                   ec.message().c_str());
-    std::string name = llvm::sys::path::filename(module.fileCopy).str();
-    llvm::sys::path::append(target, name);
-    if (std::error_code ec = llvm::sys::fs::copy_file(module.fileCopy, target))
-      return error("cannot copy '%s' into the bundle: %s",
-                   module.fileCopy.c_str(), ec.message().c_str());
-    module.fileCopy = "modules/" + name;
-  }
-  return copy;
-}
 
 class SaveCommand : public lldb::SBCommandPluginInterface {
 public:
@@ -74,56 +49,14 @@ public:
       number = *parsed;
     }
     llvm::Expected<SnapshotRecord *> record =
-        sessionFor(debugger).findSnapshot(number);
+        sessionFor(debugger).snapshots.find(number);
     if (!record)
       return failCommand(result, record.takeError());
-    std::string path = args->get("output", "");
-    std::string format = args->get("format", "");
-    if (format.empty()) {
-      llvm::StringRef p(path);
-      format = p.ends_with(".json")     ? "json"
-               : p.ends_with(".folded") ? "folded"
-               : p.ends_with(".data")   ? "perf"
-                                        : "fxt";
-    }
-    if (format == "perf") {
-      if (llvm::Error err = writePerfData((*record)->snapshot, path))
-        return failCommand(result, std::move(err));
-      return succeed(result, "magic-trace: snapshot " +
-                                 std::to_string((*record)->number) +
-                                 " saved as perf.data to " + path +
-                                 " (decode it with 'perf script -i " + path +
-                                 " --itrace=cr')");
-    }
-    if (format == "bundle") {
-      llvm::Expected<Snapshot> bundled =
-          withCopiesInside((*record)->snapshot, path);
-      if (!bundled)
-        return failCommand(result, bundled.takeError());
-      if (llvm::Error err = writeBundle(*bundled, path))
-        return failCommand(result, std::move(err));
-      // The stepper's record of what ran, as magic-trace-emulate writes it.
-      if (!(*record)->truth.empty())
-        if (llvm::Error err = writeGroundTruth((*record)->truth, path))
-          return failCommand(result, std::move(err));
-      return succeed(
-          result, "magic-trace: snapshot " + std::to_string((*record)->number) +
-                      " saved as an intel-pt trace bundle in " + path +
-                      " (load it with 'trace load " + path + "/trace.json')");
-    }
-    llvm::Expected<TraceFormat> parsed = parseTraceFormat(format);
-    if (!parsed || *parsed == TraceFormat::Text) {
-      if (!parsed)
-        llvm::consumeError(parsed.takeError());
-      return failCommand(result, error("unknown format '%s' (use fxt, json, "
-                                       "folded, bundle or perf)",
-                                       format.c_str()));
-    }
-    if (llvm::Error err = writeTrace((*record)->result, path, *parsed))
-      return failCommand(result, std::move(err));
-    return succeed(result, "magic-trace: snapshot " +
-                               std::to_string((*record)->number) +
-                               " saved as " + format + " to " + path);
+    llvm::Expected<std::string> saved = saveSnapshot(
+        **record, args->get("output", ""), args->get("format", ""));
+    if (!saved)
+      return failCommand(result, saved.takeError());
+    return succeed(result, *saved);
   }
 };
 
@@ -154,7 +87,7 @@ public:
       number = *parsed;
     }
     llvm::Expected<SnapshotRecord *> record =
-        sessionFor(debugger).findSnapshot(number);
+        sessionFor(debugger).snapshots.find(number);
     if (!record)
       return failCommand(result, record.takeError());
     TreeOptions options;
@@ -212,12 +145,14 @@ void registerViewCommands(lldb::SBCommand &root) {
   addCommand(
       root, "save", new SaveCommand(),
       "Write a snapshot again in another format: Fuchsia trace (fxt, opens "
-      "in ui.perfetto.dev), Chrome JSON, folded stacks, an LLDB intel-pt "
+      "in ui.perfetto.dev), Chrome JSON (either gzip-compressed with .gz), "
+      "folded stacks, the call tree as text, an LLDB intel-pt "
       "trace bundle ('trace load DIR/trace.json'), or a per-thread Intel PT "
       "perf.data ('perf script --itrace').\n\nExample:\n  (lldb) "
       "magic-trace save -o trace-dir --format bundle\n" +
           describeOptions(saveOptions),
-      "magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] "
+      "magic-trace save -o FILE [--format "
+      "fxt|fxt.gz|json|json.gz|folded|text|bundle|perf] "
       "[--snapshot K]");
   addCommand(
       root, "report", new ReportCommand(),

@@ -207,8 +207,9 @@ bool isHandler(const BlockInfo &block) { return handlerSignals(block) != 0; }
 
 /// Signals the CPU raises for the instruction it runs (SIGILL, SIGTRAP,
 /// SIGBUS, SIGFPE, SIGSEGV): delivered inside a block, not after it.
-constexpr uint64_t kFaultSignals =
-    (1u << 4) | (1u << 5) | (1u << 7) | (1u << 8) | (1u << 11);
+constexpr uint64_t kFaultSignals = signalBit(SIGILL) | signalBit(SIGTRAP) |
+                                   signalBit(SIGBUS) | signalBit(SIGFPE) |
+                                   signalBit(SIGSEGV);
 
 void onBlock(ThreadRecorder &thread, const BlockInfo &block) {
   if (thread.flags.deferring) {
@@ -363,6 +364,8 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
     stopRecording(*thread, block.start);
     return;
   }
+  if (block.isTrigger.load(std::memory_order_relaxed))
+    triggerHit(*thread, block);
   onBlock(*thread, block);
 }
 
@@ -518,7 +521,8 @@ void blockExecuted(unsigned int, void *userdata) {
   ThreadRecorder *thread = current;
   if (__builtin_expect(!thread, 0) ||
       slowReasons.load(std::memory_order_relaxed) || !thread->flags.ready() ||
-      block.isStop || handlerSignals(block))
+      block.isStop || handlerSignals(block) ||
+      block.isTrigger.load(std::memory_order_relaxed))
     return blockExecutedSlowly(block);
   uint64_t head = thread->head;
   if (__builtin_expect(head - thread->tail > thread->logMask, 0))

@@ -105,7 +105,7 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
     std::memcpy(&handler, reinterpret_cast<const void *>(a2), sizeof handler);
     if (handler > 1 && a1 < 65) {
       std::lock_guard<std::mutex> lock(rec.mutex);
-      uint64_t signals = rec.handlers[handler] |= uint64_t(1) << a1;
+      uint64_t signals = rec.handlers[handler] |= signalBit(a1);
       auto found = rec.blocks.find(handler);
       if (found != rec.blocks.end())
         for (const BlockInfo *block : found->second)
@@ -232,6 +232,8 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     block->fast = block->straight && block->valid && !block->lastIsRep &&
                   !block->lastCrossesPage;
     block->isStop = rec.stopAddress && block->start == rec.stopAddress;
+    block->isTrigger.store(isArmedTrigger(block->start),
+                           std::memory_order_relaxed);
     setSuccessors(*block);
     auto handler = rec.handlers.find(block->start);
     if (handler != rec.handlers.end())

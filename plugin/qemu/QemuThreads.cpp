@@ -311,8 +311,10 @@ void flusherLoop() {
       continue;
     }
     seen = request;
-    if (!recorder->has(SlowForked))
+    if (!recorder->has(SlowForked)) {
       flushStopped();
+      markTriggerBlocks();
+    }
     __atomic_store_n(&header.flushDone, request, __ATOMIC_RELEASE);
   }
 }

@@ -1,12 +1,13 @@
 //===- Recorder.h - The QEMU plugin's state, shared by its files -*- C++
 //-*-===//
 //
-// libmagic-trace-qemu.so in three files: QemuFlow.cpp turns executed blocks
+// libmagic-trace-qemu.so in four files: QemuFlow.cpp turns executed blocks
 // into packets (the hot path: the block callback and everything it calls),
 // QemuThreads.cpp owns each thread's life (registration, the end, the stop
 // flush, the maps file), QemuRecorder.cpp the plugin's entry, translation,
-// syscalls and options. This header holds what they share: the block and
-// thread records, the recorder, and the functions one file calls in another.
+// syscalls and options, QemuTriggers.cpp the snapshots it takes itself. This
+// header holds what they share: the block and thread records, the recorder, and
+// the functions one file calls in another.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PLUGIN_QEMU_RECORDER_H
@@ -51,6 +52,12 @@ struct InsnInfo {
   uint64_t target = 0; ///< Direct branch target, else 0.
 };
 
+/// Signal `number`'s bit in a signal set (bit n: signal n). Signal 64
+/// (SIGRTMAX) does not fit and has none.
+constexpr uint64_t signalBit(uint64_t number) {
+  return number < 64 ? uint64_t(1) << number : 0;
+}
+
 /// One translated block, made at translation and never freed (a block is
 /// translated again only after a flush; the total stays small).
 struct alignas(64) BlockInfo {
@@ -71,6 +78,9 @@ struct alignas(64) BlockInfo {
   /// fast path writes it with one stepRun.
   bool fast = false;
   bool isStop = false; ///< It starts at the stop point.
+  /// It starts at an armed recorder trigger (QemuTriggers.cpp): set at
+  /// translation, or by the flusher while the guest is stopped.
+  std::atomic<bool> isTrigger{false};
   bool anySuccessor = false;
   bool straight = true;   ///< Every instruction but the last is Other.
   bool valid = true;      ///< Every instruction classified.
@@ -194,6 +204,8 @@ struct Recorder {
   void clear(uint32_t reasons) { slowReasons.fetch_and(~reasons); }
   std::atomic<uint64_t> totalInsns{0};
   bool mapsWritten = false;
+  /// One recorder-trigger snapshot at a time (QemuTriggers.cpp).
+  std::mutex triggerMutex;
 
   /// Blocks come from chunks of this many, never freed: the ones a loop
   /// runs lie next to each other (fewer cache lines and pages to walk
@@ -256,6 +268,15 @@ void markLoss(ThreadRecorder &thread, uint64_t resume);
 void abandonDeferred(ThreadRecorder &thread);
 void onSyscall(ThreadRecorder &thread, int64_t number);
 void blockExecuted(unsigned int, void *userdata);
+// QemuThreads.cpp: the stop flush, also how a trigger ends a thread's trace.
+void flushToStop(ThreadRecorder &thread, uint64_t pc);
+// QemuTriggers.cpp: snapshots the recorder takes itself.
+/// Whether a block starting at `start` is an armed trigger (translation).
+bool isArmedTrigger(uint64_t start);
+/// Marks the blocks already translated at armed triggers (the flusher).
+void markTriggerBlocks();
+/// `block`, which starts at a trigger, is about to run on `thread`.
+void triggerHit(ThreadRecorder &thread, const BlockInfo &block);
 /// Writes every logged block of `thread` (ThreadRecorder::log): by the
 /// thread itself, or by another with the thread held stopped (the stop
 /// flush, the exit). Every slow path calls it first.

@@ -49,7 +49,9 @@ for name, path in corpora.items():
         config.available_features.add(name)
     else:
         lit_config.note("%s is absent: the tests that need it (REQUIRES: %s) "
-                        "are unsupported" % (path, name))
+                        "are unsupported (scripts/rebuild-corpora.py %s "
+                        "rebuilds it from its public sources)"
+                        % (path, name, name))
 
 # Features describing this machine's truth, for tests whose expectation
 # depends on the hardware (REQUIRES: intel-pt / no-intel-pt).
@@ -77,3 +79,17 @@ except (OSError, subprocess.TimeoutExpired):
 import shutil
 if shutil.which("qemu-x86_64") and "asan" not in config.available_features:
     config.available_features.add("qemu")
+# The GDB host (plugin/gdb): gdb 13 sourcing build/lib/magic-trace-gdb.py,
+# which imports the magic_trace_gdb module beside it. Not built in the ASan
+# build (gdb cannot load an instrumented module), nor without pybind11.
+gdb_script = os.path.join(config.mt_lib_dir, "magic-trace-gdb.py")
+gdb_module = [name for name in (os.listdir(config.mt_lib_dir)
+                                if os.path.isdir(config.mt_lib_dir) else [])
+              if name.startswith("magic_trace_gdb.") and name.endswith(".so")]
+if shutil.which("gdb") and os.path.exists(gdb_script) and gdb_module:
+    config.available_features.add("gdb")
+elif "asan" not in config.available_features:
+    lit_config.note("the GDB host is not built or gdb is missing: the tests "
+                    "that need it (REQUIRES: gdb) are unsupported")
+# -nx keeps a user's ~/.gdbinit out of the tests.
+config.substitutions.append(("%gdb", "gdb -nx -batch -x " + gdb_script))

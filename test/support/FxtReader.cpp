@@ -29,11 +29,87 @@ const FxtArg *FxtEvent::arg(llvm::StringRef argName) const {
 namespace {
 
 /// Bits [lo, hi] of a word, inclusive, as the spec's tables number them.
-uint64_t bits(uint64_t word, unsigned lo, unsigned hi) {
-  unsigned width = hi - lo + 1;
+struct BitRange {
+  unsigned lo, hi;
+};
+
+/// The value of `range` in `word`.
+uint64_t bits(uint64_t word, BitRange range) {
+  unsigned width = range.hi - range.lo + 1;
   uint64_t mask = width == 64 ? ~uint64_t(0) : (uint64_t(1) << width) - 1;
-  return (word >> lo) & mask;
+  return (word >> range.lo) & mask;
 }
+
+// The header fields this reader reads, one namespace per table of the spec
+// (reserved ranges included: they must be zero).
+
+/// "Record header": every record's first word.
+namespace record_header {
+constexpr BitRange Type{0, 3};
+constexpr BitRange SizeWords{4, 15};
+} // namespace record_header
+
+/// "Metadata record" and its kinds.
+namespace metadata {
+constexpr BitRange Type{16, 19};
+constexpr BitRange TraceInfoType{20, 23};      // Trace info metadata.
+constexpr BitRange ProviderNameLength{52, 59}; // Provider info metadata.
+} // namespace metadata
+
+/// "Initialization record".
+namespace initialization {
+constexpr BitRange Reserved{16, 63};
+} // namespace initialization
+
+/// "String record".
+namespace string_record {
+constexpr BitRange Index{16, 30};
+constexpr BitRange Reserved31{31, 31};
+constexpr BitRange Length{32, 46};
+constexpr BitRange Reserved47{47, 63};
+} // namespace string_record
+
+/// "Thread record".
+namespace thread_record {
+constexpr BitRange Index{16, 23};
+constexpr BitRange Reserved{24, 63};
+} // namespace thread_record
+
+/// "Event record".
+namespace event_record {
+constexpr BitRange Type{16, 19};
+constexpr BitRange ArgCount{20, 23};
+constexpr BitRange ThreadRef{24, 31};
+constexpr BitRange CategoryRef{32, 47};
+constexpr BitRange NameRef{48, 63};
+} // namespace event_record
+
+/// "Kernel object record".
+namespace kernel_object {
+constexpr BitRange ObjectType{16, 23};
+constexpr BitRange NameRef{24, 39};
+constexpr BitRange ArgCount{40, 43};
+constexpr BitRange Reserved{44, 63};
+} // namespace kernel_object
+
+/// "Argument header" and each argument type's use of bits 32-63.
+namespace argument {
+constexpr BitRange Type{0, 3};
+constexpr BitRange SizeWords{4, 15};
+constexpr BitRange NameRef{16, 31};
+constexpr BitRange Value32{32, 63}; // Int32, UInt32; reserved for others.
+constexpr BitRange StringValueRef{32, 47};
+constexpr BitRange StringReserved{48, 63};
+constexpr BitRange BoolValue{32, 32};
+constexpr BitRange BoolReserved{33, 63};
+} // namespace argument
+
+/// "String references": 0 empty; bit 15 set: inline, of the length in bits
+/// 0-14; else a string table index.
+namespace string_ref {
+constexpr BitRange InlineLength{0, 14};
+constexpr BitRange InlineFlag{15, 15};
+} // namespace string_ref
 
 /// One open duration on a thread: a complete event (end known) or a
 /// duration-begin event (end not yet seen).
@@ -65,7 +141,7 @@ public:
     while (pos < totalWords) {
       recordOffset = pos * 8;
       uint64_t header = word(pos);
-      uint64_t size = bits(header, 4, 15);
+      uint64_t size = bits(header, record_header::SizeWords);
       if (size == 0)
         return fail("record size is 0 words");
       if (pos + size > totalWords)
@@ -144,8 +220,8 @@ private:
       out.clear();
       return llvm::Error::success();
     }
-    if (ref & 0x8000)
-      return text(ref & 0x7fff, out, what);
+    if (bits(ref, string_ref::InlineFlag))
+      return text(bits(ref, string_ref::InlineLength), out, what);
     auto bound = strings.find(ref);
     if (bound == strings.end())
       return fail(llvm::formatv("{0} refers to string index {1}, which no "
@@ -155,14 +231,15 @@ private:
     return llvm::Error::success();
   }
 
-  llvm::Error reserved(uint64_t header, unsigned lo, unsigned hi) {
-    if (bits(header, lo, hi) != 0)
-      return fail(llvm::formatv("reserved bits {0}-{1} are not zero", lo, hi));
+  llvm::Error reserved(uint64_t header, BitRange range) {
+    if (bits(header, range) != 0)
+      return fail(llvm::formatv("reserved bits {0}-{1} are not zero", range.lo,
+                                range.hi));
     return llvm::Error::success();
   }
 
   llvm::Error readRecord(uint64_t header) {
-    switch (bits(header, 0, 3)) {
+    switch (bits(header, record_header::Type)) {
     case 0:
       return metadata(header);
     case 1:
@@ -178,20 +255,21 @@ private:
     default:
       return fail(llvm::formatv("record type {0} is not one a magic-trace "
                                 "file contains",
-                                bits(header, 0, 3)));
+                                bits(header, record_header::Type)));
     }
   }
 
   llvm::Error metadata(uint64_t header) {
-    uint64_t type = bits(header, 16, 19);
-    if (type == 4 && bits(header, 20, 23) == 0) {
+    uint64_t type = bits(header, metadata::Type);
+    if (type == 4 && bits(header, metadata::TraceInfoType) == 0) {
       if (header != MagicWord)
         return fail("malformed magic number record");
       return llvm::Error::success();
     }
     if (type == 1) { // Provider info: id 20-51, name length 52-59.
       std::string name;
-      return text(bits(header, 52, 59), name, "provider name");
+      return text(bits(header, metadata::ProviderNameLength), name,
+                  "provider name");
     }
     if (type == 2 || type == 3) // Provider section / event: header only.
       return llvm::Error::success();
@@ -199,7 +277,7 @@ private:
   }
 
   llvm::Error initialization(uint64_t header) {
-    if (llvm::Error err = reserved(header, 16, 63))
+    if (llvm::Error err = reserved(header, initialization::Reserved))
       return err;
     if (llvm::Error err = next(trace.ticksPerSecond, "ticks per second"))
       return err;
@@ -209,17 +287,17 @@ private:
   }
 
   llvm::Error stringRecord(uint64_t header) {
-    uint64_t index = bits(header, 16, 30);
-    uint64_t length = bits(header, 32, 46);
+    uint64_t index = bits(header, string_record::Index);
+    uint64_t length = bits(header, string_record::Length);
     if (index == 0)
       return fail("string record binds index 0, which is reserved");
     if (length > 32000)
       return fail(llvm::formatv("string of {0} bytes exceeds the 32000-byte "
                                 "limit",
                                 length));
-    if (llvm::Error err = reserved(header, 31, 31))
+    if (llvm::Error err = reserved(header, string_record::Reserved31))
       return err;
-    if (llvm::Error err = reserved(header, 47, 63))
+    if (llvm::Error err = reserved(header, string_record::Reserved47))
       return err;
     std::string value;
     if (llvm::Error err = text(length, value, "string data"))
@@ -231,10 +309,10 @@ private:
   }
 
   llvm::Error threadRecord(uint64_t header) {
-    uint64_t index = bits(header, 16, 23);
+    uint64_t index = bits(header, thread_record::Index);
     if (index == 0)
       return fail("thread record binds index 0, which means inline");
-    if (llvm::Error err = reserved(header, 24, 63))
+    if (llvm::Error err = reserved(header, thread_record::Reserved))
       return err;
     std::pair<uint64_t, uint64_t> thread;
     if (llvm::Error err = next(thread.first, "process koid"))
@@ -252,42 +330,43 @@ private:
       uint64_t header;
       if (llvm::Error err = next(header, "argument header"))
         return err;
-      uint64_t size = bits(header, 4, 15);
+      uint64_t size = bits(header, argument::SizeWords);
       if (size == 0 || argBegin + size > recordEnd)
         return fail(llvm::formatv("argument {0} has size {1} words, which does "
                                   "not fit the record",
                                   i, size));
       FxtArg arg;
-      arg.type = ArgType(bits(header, 0, 3));
-      if (llvm::Error err =
-              string(bits(header, 16, 31), arg.name, "argument name"))
+      arg.type = ArgType(bits(header, argument::Type));
+      if (llvm::Error err = string(bits(header, argument::NameRef), arg.name,
+                                   "argument name"))
         return err;
       if (arg.name.empty())
         return fail(llvm::formatv("argument {0} has an empty name", i));
       llvm::Error err = llvm::Error::success();
       switch (arg.type) {
       case ArgType::Null:
-        err = reserved(header, 32, 63);
+        err = reserved(header, argument::Value32);
         break;
       case ArgType::Int32:
       case ArgType::UInt32:
-        arg.value = bits(header, 32, 63);
+        arg.value = bits(header, argument::Value32);
         break;
       case ArgType::Int64:
       case ArgType::UInt64:
       case ArgType::Double:
       case ArgType::Pointer:
       case ArgType::Koid:
-        if (!(err = reserved(header, 32, 63)))
+        if (!(err = reserved(header, argument::Value32)))
           err = next(arg.value, "argument value");
         break;
       case ArgType::String:
-        if (!(err = reserved(header, 48, 63)))
-          err = string(bits(header, 32, 47), arg.text, "string argument");
+        if (!(err = reserved(header, argument::StringReserved)))
+          err = string(bits(header, argument::StringValueRef), arg.text,
+                       "string argument");
         break;
       case ArgType::Bool:
-        arg.value = bits(header, 32, 32);
-        err = reserved(header, 33, 63);
+        arg.value = bits(header, argument::BoolValue);
+        err = reserved(header, argument::BoolReserved);
         break;
       default:
         err = fail(llvm::formatv("argument {0} has unknown type {1}", i,
@@ -308,9 +387,9 @@ private:
     if (trace.ticksPerSecond == 0)
       return fail("event before the initialization record");
     FxtEvent event;
-    uint64_t type = bits(header, 16, 19);
-    unsigned argCount = bits(header, 20, 23);
-    uint64_t threadRef = bits(header, 24, 31);
+    uint64_t type = bits(header, event_record::Type);
+    unsigned argCount = bits(header, event_record::ArgCount);
+    uint64_t threadRef = bits(header, event_record::ThreadRef);
     if (type > 10)
       return fail(llvm::formatv("unknown event type {0}", type));
     event.type = EventType(type);
@@ -328,10 +407,11 @@ private:
                                   threadRef));
       std::tie(event.pid, event.tid) = *threadTable[threadRef];
     }
-    if (llvm::Error err =
-            string(bits(header, 32, 47), event.category, "category"))
+    if (llvm::Error err = string(bits(header, event_record::CategoryRef),
+                                 event.category, "category"))
       return err;
-    if (llvm::Error err = string(bits(header, 48, 63), event.name, "name"))
+    if (llvm::Error err =
+            string(bits(header, event_record::NameRef), event.name, "name"))
       return err;
     if (llvm::Error err = arguments(argCount, event.args))
       return err;
@@ -426,13 +506,14 @@ private:
 
   llvm::Error kernelObject(uint64_t header) {
     FxtKernelObject object;
-    object.objectType = bits(header, 16, 23);
-    unsigned argCount = bits(header, 40, 43);
-    if (llvm::Error err = reserved(header, 44, 63))
+    object.objectType = bits(header, kernel_object::ObjectType);
+    unsigned argCount = bits(header, kernel_object::ArgCount);
+    if (llvm::Error err = reserved(header, kernel_object::Reserved))
       return err;
     if (llvm::Error err = next(object.koid, "koid"))
       return err;
-    if (llvm::Error err = string(bits(header, 24, 39), object.name, "name"))
+    if (llvm::Error err =
+            string(bits(header, kernel_object::NameRef), object.name, "name"))
       return err;
     if (llvm::Error err = arguments(argCount, object.args))
       return err;

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Decoder.h"
 #include "magic_trace/InsnClassifier.h"
+#include "magic_trace/Libipt.h"
 
 #include <intel-pt.h>
 
@@ -404,6 +405,40 @@ TEST(Decoder, RandomBytesWithoutPsbAreOneMarkedError) {
   EXPECT_NE(decode.errors[0].message.find("no PSB"), std::string::npos);
   ASSERT_EQ(decode.items.size(), 1u);
   EXPECT_EQ(decode.items[0].kind, ItemKind::Error);
+}
+
+TEST(Decoder, LibiptErrorKeepsStatusOffsetAndIpAndSaysWhatToDo) {
+  llvm::Error error = llvm::make_error<LibiptError>(
+      -pte_nomem, "libipt could not allocate a block decoder",
+      "free some memory and try again", 0x40, 0x401000);
+  std::string text;
+  llvm::handleAllErrors(std::move(error), [&](const LibiptError &failure) {
+    EXPECT_EQ(failure.status(), -pte_nomem);
+    EXPECT_EQ(failure.offset(), 0x40u);
+    EXPECT_EQ(failure.ip(), 0x401000u);
+    text = failure.message();
+  });
+  EXPECT_EQ(text, "libipt could not allocate a block decoder: " +
+                      libiptStatusText(-pte_nomem) + ", status " +
+                      std::to_string(-pte_nomem) +
+                      " at trace offset 0x40, ip 0x401000 (free some memory "
+                      "and try again)");
+}
+
+TEST(Decoder, DecodeErrorItemsKeepTheLibiptStatus) {
+  Synthetic trace = makeTrace(400, 5);
+  std::vector<uint8_t> &bytes = trace.snapshot.threads[0].bytes;
+  std::mt19937 random(42);
+  for (size_t i = bytes.size() / 3; i < bytes.size() / 3 + 40; ++i)
+    bytes[i] = static_cast<uint8_t>(random());
+  auto result = decodeSnapshot(trace.snapshot, options(1));
+  ASSERT_TRUE(bool(result));
+  ASSERT_FALSE(result->threads[0].errors.empty());
+  for (const DecodeError &error : result->threads[0].errors) {
+    EXPECT_LT(error.code, 0);
+    EXPECT_EQ(error.message, libiptStatusText(error.code));
+    EXPECT_LT(error.offset, bytes.size());
+  }
 }
 
 TEST(Decoder, MissingModuleIsReportedAndDecodingGoesOn) {

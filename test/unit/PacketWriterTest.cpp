@@ -168,6 +168,96 @@ TEST(PacketWriterTest, ReturnElsewhereOrToCallNextGetsTip) {
   EXPECT_EQ(packets, (std::vector<pt_packet_type>{ppt_tip, ppt_tip}));
 }
 
+// The return rule (docs/decoder.md, "Return compression"): libipt pops its
+// return stack only on a compressed RET, Linux perf's decoder on every RET.
+// They part after an uncompressed RET that misses its CALL's next IP. The
+// writer then empties its stack, so every RET it compresses is the top of
+// both decoders' stacks: modelled here step by step under both rules.
+TEST(PacketWriterTest, CompressedReturnsDecodeTheSameUnderBothReturnRules) {
+  uint64_t a = codeBase + 0x100, b = codeBase + 0x200, c = codeBase + 0x300;
+  uint64_t d = codeBase + 0x400, e = codeBase + 0x500;
+  struct Step {
+    uint64_t ip;
+    uint8_t size;
+    BranchClass kind;
+    uint64_t target;
+  };
+  // main -> A -> B; B returns elsewhere in A (the miss); then, in the first
+  // case, a RET to the entry only libipt kept (push; ret) and A's RET to
+  // main; in the second, A's RET to main at once (the entry only perf
+  // kept). Then C and D -> E return normally.
+  const Step before[] = {
+      {codeBase, 5, BranchClass::DirectCall, a},
+      {a, 5, BranchClass::DirectCall, b},
+      {b, 1, BranchClass::Return, a + 0x40},
+  };
+  const Step toLibiptTop[] = {
+      {a + 0x40, 1, BranchClass::Return, a + 5},
+      {a + 5, 1, BranchClass::Return, codeBase + 5},
+  };
+  const Step toPerfTop[] = {
+      {a + 0x40, 1, BranchClass::Return, codeBase + 5},
+  };
+  const Step after[] = {
+      {codeBase + 5, 5, BranchClass::DirectCall, c},
+      {c, 1, BranchClass::Return, codeBase + 10},
+      {codeBase + 10, 5, BranchClass::DirectCall, d},
+      {d, 5, BranchClass::DirectCall, e},
+      {e, 1, BranchClass::Return, d + 5},
+      {d + 5, 1, BranchClass::Return, codeBase + 15},
+  };
+  for (llvm::ArrayRef<Step> middle :
+       {llvm::ArrayRef<Step>(toLibiptTop), llvm::ArrayRef<Step>(toPerfTop)}) {
+    std::vector<Step> steps(std::begin(before), std::end(before));
+    steps.insert(steps.end(), middle.begin(), middle.end());
+    steps.insert(steps.end(), std::begin(after), std::end(after));
+    auto writer = makeWriter(lowTimer());
+    ASSERT_OK(writer->enable(codeBase));
+    for (const Step &step : steps)
+      ASSERT_OK(writer->step(insn(step.ip, step.size, step.kind, step.target)));
+    ASSERT_OK(writer->disable(codeBase + 15));
+    // Only RETs make packets here: a taken TNT bit is a compressed RET, a
+    // TIP an uncompressed one, in program order (TNT flushes before a TIP).
+    std::vector<bool> compressed;
+    for (const Decoded &item : afterEnable(decodePackets(*writer))) {
+      if (item.packet.type == ppt_tnt_8 || item.packet.type == ppt_tnt_64) {
+        for (int bit = item.packet.payload.tnt.bit_size - 1; bit >= 0; --bit) {
+          ASSERT_TRUE((item.packet.payload.tnt.payload >> bit) & 1);
+          compressed.push_back(true);
+        }
+      } else if (item.packet.type == ppt_tip) {
+        compressed.push_back(false);
+      }
+    }
+    // The miss and every RET after it until new CALLs: TIPs.
+    std::vector<bool> expected(1 + middle.size(), false);
+    expected.insert(expected.end(), 3, true);
+    EXPECT_EQ(compressed, expected);
+    std::vector<uint64_t> libipt, perf; // Each rule's return stack.
+    size_t ret = 0;
+    for (const Step &step : steps) {
+      if (step.kind == BranchClass::DirectCall) {
+        libipt.push_back(step.ip + step.size);
+        perf.push_back(step.ip + step.size);
+        continue;
+      }
+      ASSERT_LT(ret, compressed.size());
+      if (compressed[ret++]) {
+        ASSERT_FALSE(libipt.empty() || perf.empty());
+        EXPECT_EQ(libipt.back(), step.target);
+        EXPECT_EQ(perf.back(), step.target);
+        libipt.pop_back();
+        perf.pop_back();
+      } else if (!perf.empty()) {
+        perf.pop_back(); // perf pops on every RET; libipt keeps its entry.
+      }
+    }
+    // The rules did part (the stacks differ), which is why the RETs after
+    // the miss had to be TIPs.
+    EXPECT_NE(libipt, perf);
+  }
+}
+
 TEST(PacketWriterTest, ReturnStackHoldsSixtyFourCalls) {
   auto writer = makeWriter(lowTimer());
   ASSERT_OK(writer->enable(codeBase));

@@ -312,3 +312,54 @@ TEST(PerCpuTrace, ASharedStreamWithoutAuxRecordsIsAnError) {
 }
 
 } // namespace
+
+// The per-CPU writer (magic-trace-perfdata --per-cpu) cuts threads at their
+// PSBs and moves their TSCs: what it cannot do that to is refused in one
+// line, naming the thread and what to record instead.
+TEST(PerfData, PerCpuWriterRefusesTracesItCannotCut) {
+  // PSB, TSC 3,000,000, PSBEND: the smallest trace it can lay out.
+  std::vector<uint8_t> psb;
+  for (int i = 0; i < 8; ++i)
+    psb.insert(psb.end(), {0x02, 0x82});
+  std::vector<uint8_t> good = psb;
+  good.insert(good.end(), {0x19, 0xc0, 0xc6, 0x2d, 0, 0, 0, 0, 0x02, 0x23});
+  Snapshot in;
+  in.pid = 5;
+  in.timing = PtTimingConfig{3, 30, 1, 120};
+  in.time = TimeConversion{0, 1, 0};
+  PerfDataWriteOptions options;
+  options.cpus = 2;
+  auto refused = [&](const Snapshot &snapshot) {
+    auto built = buildPerCpuPerfData(snapshot, options);
+    EXPECT_FALSE(bool(built));
+    return built ? std::string() : toString(built.takeError());
+  };
+
+  in.threads = {{5, good, false}, {6, good, false}};
+  auto built = buildPerCpuPerfData(in, options);
+  ASSERT_TRUE(bool(built)) << toString(built.takeError());
+  auto back = parsePerfData(*built);
+  ASSERT_TRUE(bool(back)) << toString(back.takeError());
+  EXPECT_EQ(back->threads.size(), 2u);
+
+  in.threads = {{5, good, true}};
+  EXPECT_EQ(refused(in), "thread 5: its ring wrapped; --per-cpu needs a whole "
+                         "trace (record with a bigger --buffer-size)");
+  std::vector<uint8_t> late = {0, 0};
+  late.insert(late.end(), good.begin(), good.end());
+  in.threads = {{6, late, false}};
+  EXPECT_EQ(refused(in), "thread 6: its trace does not start with a PSB");
+  std::vector<uint8_t> untimed = psb;
+  untimed.insert(untimed.end(), {0x02, 0x23});
+  in.threads = {{7, untimed, false}};
+  EXPECT_NE(refused(in).find("thread 7: the PSB+ at offset 0 has no PSBEND or "
+                             "no TSC"),
+            std::string::npos);
+  in.threads = {{5, good, false}};
+  in.timing.cpuid15Ebx = 0;
+  EXPECT_NE(refused(in).find("needs the recording's TSC:CTC ratio"),
+            std::string::npos);
+  in.timing.cpuid15Ebx = 120;
+  options.cpus = 0;
+  EXPECT_EQ(refused(in), "--per-cpu takes 1 to 1024 CPUs");
+}

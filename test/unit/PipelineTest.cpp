@@ -92,16 +92,17 @@ TEST(PipelineTest, WritesEveryFormat) {
   ASSERT_TRUE(bool(result)) << llvm::toString(result.takeError());
   llvm::SmallString<128> dir;
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("pipeline-test", dir));
-  for (const char *name : {"fxt", "json", "folded", "text"}) {
-    llvm::Expected<TraceFormat> format = parseTraceFormat(name);
-    ASSERT_TRUE(bool(format));
+  for (const OutputFormat &format : outputFormats()) {
+    std::string name = format.name.str();
     llvm::SmallString<128> path(dir);
-    llvm::sys::path::append(path, std::string("out.") + name);
-    ASSERT_FALSE(bool(writeTrace(*result, path, *format))) << name;
+    llvm::sys::path::append(path, "out" + format.suffix);
+    ASSERT_FALSE(bool(writeTrace(result->model, path, format))) << name;
     auto buffer = llvm::MemoryBuffer::getFile(path);
     ASSERT_TRUE(bool(buffer));
     EXPECT_GT((*buffer)->getBufferSize(), 0u) << name;
-    if (std::string(name) == "folded")
+    if (format.gzip) // RFC 1952's magic bytes.
+      EXPECT_TRUE((*buffer)->getBuffer().starts_with("\x1f\x8b")) << name;
+    if (name == "folded")
       EXPECT_NE((*buffer)->getBuffer().find("fib(int);fib(int)"),
                 llvm::StringRef::npos);
     llvm::sys::fs::remove(path);
@@ -110,13 +111,15 @@ TEST(PipelineTest, WritesEveryFormat) {
 }
 
 TEST(PipelineTest, BadFormatAndUnwritablePath) {
-  llvm::Expected<TraceFormat> bad = parseTraceFormat("svg");
+  llvm::Expected<OutputFormat> bad = outputFormatNamed("svg");
   ASSERT_FALSE(bool(bad));
   EXPECT_EQ(llvm::toString(bad.takeError()),
-            "unknown trace format 'svg' (use fxt, json, folded or text)");
+            "unknown output format 'svg' (use fxt, fxt.gz, json, json.gz, "
+            "folded or text)");
+  llvm::Expected<OutputFormat> fxt = outputFormatNamed("fxt");
+  ASSERT_TRUE(bool(fxt));
   PipelineResult empty;
-  llvm::Error error =
-      writeTrace(empty, "/nonexistent-dir/x.fxt", TraceFormat::Fxt);
+  llvm::Error error = writeTrace(empty.model, "/nonexistent-dir/x.fxt", *fxt);
   ASSERT_TRUE(bool(error));
   EXPECT_NE(llvm::toString(std::move(error)).find("cannot write"),
             std::string::npos);

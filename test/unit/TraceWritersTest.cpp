@@ -341,7 +341,7 @@ TEST(WriteTraceFile, PicksTheFormatBySuffix) {
   TempDir dir;
   TraceModel model = smallModel();
   for (const char *name :
-       {"t.fxt", "t.fxt.gz", "t.json", "t.folded", "t.txt"}) {
+       {"t.fxt", "t.fxt.gz", "t.json", "t.json.gz", "t.folded", "t.txt"}) {
     if (llvm::StringRef(name).ends_with(".gz") && !fxtGzipAvailable())
       continue;
     std::string path = dir.path + "/" + name;
@@ -353,6 +353,11 @@ TEST(WriteTraceFile, PicksTheFormatBySuffix) {
                          bytes.size());
     if (llvm::StringRef(name).ends_with(".fxt")) {
       EXPECT_TRUE(bool(fxt_test::readFxt(bytes))) << name;
+    } else if (llvm::StringRef(name).ends_with(".json.gz")) {
+      auto plain = fxt_test::gunzip(bytes);
+      ASSERT_TRUE(bool(plain)) << toString(plain.takeError());
+      EXPECT_TRUE(bool(llvm::json::parse(llvm::StringRef(
+          reinterpret_cast<const char *>(plain->data()), plain->size()))));
     } else if (llvm::StringRef(name).ends_with(".gz")) {
       auto plain = fxt_test::gunzip(bytes);
       ASSERT_TRUE(bool(plain)) << toString(plain.takeError());

@@ -144,9 +144,10 @@ llvm::Expected<std::vector<uint64_t>>
 expandInstructions(const Snapshot &snapshot, const ThreadDecode &decode,
                    const DecodeOptions &options);
 
-/// Benchmark baseline: the bare libipt block-decoder loop (sync, next, drain
-/// events, resync on error) over one thread's bytes with the same image, no
-/// output. Returns the instructions it saw.
+/// Benchmark baseline: the decoder's own libipt loop (sync at each PSB,
+/// drain events, next block, resync on error) over one thread's bytes with
+/// the same image, but with no output: no items, no classification, no
+/// time. Returns the instructions it saw.
 llvm::Expected<uint64_t> rawBlockDecodeLoop(const Snapshot &snapshot,
                                             size_t threadIndex,
                                             const DecodeOptions &options);

@@ -35,6 +35,10 @@ struct PerfDataWriteOptions {
   /// bytes; for tests of a reader's de-duplication.
   unsigned snapshotPieces = 1;
   uint64_t snapshotOverlap = 0;
+  /// More than 0: a per-CPU recording, as `perf record` writes by default,
+  /// of the threads laid onto this many virtual CPUs (PerCpuLayout.h):
+  /// one AUX area per CPU, SWITCH_CPU_WIDE, AUX and ITRACE_START records.
+  unsigned cpus = 0;
 };
 
 /// The bytes of a perf.data for `snapshot`: one intel_pt attr, AUXTRACE_INFO
@@ -45,8 +49,15 @@ struct PerfDataWriteOptions {
 std::vector<uint8_t> buildPerfData(const Snapshot &snapshot,
                                    const PerfDataWriteOptions &options = {});
 
-/// Writes buildPerfData's bytes to `path`.
-/// Errors: the file cannot be created or written.
+/// A per-CPU perf.data for `snapshot` (options.cpus > 0). Errors: a thread
+/// whose trace cannot be cut at its PSBs (wrapped, lossy, untimed).
+llvm::Expected<std::vector<uint8_t>>
+buildPerCpuPerfData(const Snapshot &snapshot,
+                    const PerfDataWriteOptions &options);
+
+/// Writes buildPerfData's (or, with options.cpus, buildPerCpuPerfData's)
+/// bytes to `path`.
+/// Errors: the file cannot be created or written; buildPerCpuPerfData's.
 llvm::Error writePerfData(const Snapshot &snapshot, llvm::StringRef path,
                           const PerfDataWriteOptions &options = {});
 

@@ -73,17 +73,6 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
                                            const PipelineOptions &options,
                                            SymbolCache *cache = nullptr);
 
-enum class TraceFormat { Fxt, ChromeJson, Folded, Text };
-
-/// Parses "fxt", "json", "folded", "text". Errors name the accepted values.
-llvm::Expected<TraceFormat> parseTraceFormat(llvm::StringRef name);
-
-/// Writes the model in `format` to `path` (`fxt` for TraceFormat::Fxt).
-/// Errors: the file cannot be written, or the model violates its
-/// invariants.
-llvm::Error writeTrace(const PipelineResult &result, llvm::StringRef path,
-                       TraceFormat format, const FxtOptions &fxt = {});
-
 /// The summary as JSON: {"threads": [{tid, spanNs, instructions, calls,
 /// errors, triggered}], "moduleProblems": [...]}.
 llvm::json::Value summaryJson(const PipelineResult &result);

@@ -88,6 +88,10 @@ llvm::Expected<PlacedElf>
 placeElfByMappings(llvm::StringRef path,
                    const std::vector<LoadedSegment> &mappings);
 
+/// ELF `path` at load bias `bias` (the dynamic linker's l_addr): its PT_LOAD
+/// segments and load address. Errors: the file is not a readable ELF.
+llvm::Expected<PlacedElf> placeElfAtBias(llvm::StringRef path, uint64_t bias);
+
 } // namespace magic_trace
 
 #endif

@@ -39,6 +39,10 @@ constexpr char kQemuRingMagic[8] = {'M', 'T', 'Q', 'E', 'M', 'U', 'R', '1'};
 constexpr uint32_t kQemuRingMaxThreads = 1024;
 /// The ring file's first page (aux data starts here).
 constexpr uint64_t kQemuRingPage = 4096;
+/// Recorder triggers a header holds (QemuRingHeader::triggers).
+constexpr uint32_t kQemuMaxTriggers = 16;
+/// QemuTrigger::remaining of a trigger that takes a snapshot at every hit.
+constexpr uint32_t kQemuTriggerEvery = UINT32_MAX;
 
 enum class QemuThreadState : uint32_t {
   Unused = 0,
@@ -53,6 +57,14 @@ struct QemuThreadSlot {
   uint32_t busy = 0;  ///< 1 while the writer may touch its ring.
   uint64_t instructions = 0;
   uint64_t lostInstructions = 0;
+};
+
+/// A snapshot the recorder takes itself when a block starts at `address`
+/// (docs/qemu.md, "Triggers in the recorder"): no debugger breakpoint.
+struct QemuTrigger {
+  uint64_t address;   ///< A block's start: a function's entry.
+  uint32_t remaining; ///< Snapshots still to take (kQemuTriggerEvery: all).
+  uint32_t hits;      ///< Snapshots taken.
 };
 
 /// DIR/header. Fields are written by the plugin; `paused` by a reader.
@@ -87,6 +99,14 @@ struct QemuRingHeader {
   uint32_t flushRequest;
   uint32_t flushDone;
   uint64_t stopPc[kQemuRingMaxThreads];
+  /// Recorder triggers: a host fills triggers[triggerCount] and then
+  /// increments triggerCount (armQemuTrigger). At each hit the plugin ends
+  /// the hitting thread's trace there, copies every ring into the bundle
+  /// DIR/snap-<N>/ (N = ++triggerSnapshots, stored once the bundle is
+  /// complete) and resumes the thread.
+  uint32_t triggerCount;
+  uint32_t triggerSnapshots;
+  QemuTrigger triggers[kQemuMaxTriggers];
 };
 
 // scripts/bench-qemu.sh reads these offsets directly (no C++ in a shell
@@ -136,6 +156,25 @@ llvm::Error
 flushQemuRings(llvm::StringRef dir,
                const std::vector<std::pair<uint64_t, uint64_t>> &stops,
                std::chrono::milliseconds deadline);
+
+/// Arms a recorder trigger at `address` (a block's start, e.g. a function's
+/// entry; blocks already translated there are marked through the stop
+/// flush, so every guest thread must be stopped by a debugger) for `count`
+/// snapshots (kQemuTriggerEvery: every hit). Errors (one line): no header,
+/// the table full, the plugin not answering within `deadline`.
+llvm::Error armQemuTrigger(llvm::StringRef dir, uint64_t address,
+                           uint32_t count, std::chrono::milliseconds deadline);
+
+/// How many snapshots the recorder's triggers have written (complete
+/// bundles DIR/snap-1 ... DIR/snap-N); 0 without a header.
+uint32_t qemuTriggerSnapshots(llvm::StringRef dir);
+
+/// DIR/snap-<number>: the bundle of the recorder's snapshot `number`.
+std::string qemuTriggerSnapshotDir(llvm::StringRef dir, uint32_t number);
+
+/// The trigger address a recorder snapshot was taken at (its bundle's
+/// `trigger` file), 0 when unknown.
+uint64_t qemuTriggerSnapshotAddress(llvm::StringRef snapshotDir);
 
 /// The magic-trace plugin's options (KEY=VALUE, in order) in the command
 /// line of the process thread `tid` belongs to, when that process is QEMU

@@ -40,7 +40,7 @@ enum class ExecMode : uint8_t { Bits64 = 0, Bits32 = 1, Bits16 = 2 };
 const char *execModeName(ExecMode mode);
 
 enum class ItemKind : uint8_t {
-  Block,    ///< Instructions [ip .. lastIp], insnCount of them.
+  Block,    ///< Instructions [ip .. lastIp], `detail` of them.
   Enable,   ///< Tracing (re)starts at ip (TIP.PGE).
   Disable,  ///< Tracing stops (TIP.PGD); ip is where it will resume, or 0.
   Overflow, ///< The CPU lost packets (OVF); tracing resumes at ip.

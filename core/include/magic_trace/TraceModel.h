@@ -87,7 +87,8 @@ struct Frame {
   uint32_t parent = NoParent;
   SiteId site : 29; ///< Index into the thread's SiteTable.
   /// The call happened before the segment's first instruction: the frame was
-  /// created by a return into it, or by anchoring to the stop context.
+  /// running at that instruction, or was created by a return into it or by
+  /// anchoring to the stop context.
   bool inferred : 1;
   /// Anchoring matched this frame to the debugger's stack at the stop.
   bool anchored : 1;

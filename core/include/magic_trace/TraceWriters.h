@@ -8,8 +8,10 @@
 #ifndef MAGIC_TRACE_TRACEWRITERS_H
 #define MAGIC_TRACE_TRACEWRITERS_H
 
+#include "magic_trace/FxtWriter.h"
 #include "magic_trace/TraceModel.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -66,10 +68,41 @@ llvm::Expected<uint64_t> parseDuration(llvm::StringRef text);
 /// "850ns", "12.345us", "1.234ms", "2.000s".
 std::string formatDuration(uint64_t ns);
 
-/// Writes `model` to `path` in the format its suffix names: .fxt, .fxt.gz,
-/// .json, .folded, .txt (the text tree). Errors: unknown suffix, the file
-/// cannot be written, the model violates its invariants.
-llvm::Error writeTraceFile(const TraceModel &model, llvm::StringRef path);
+/// One output format: the name hosts accept for it (`save --format`), the
+/// file suffix that names it, its writer, and whether the file is
+/// gzip-compressed. Every trace file is written through this table
+/// (outputFormats(); docs/formats.md lists the formats).
+struct OutputFormat {
+  llvm::StringRef name;   ///< "fxt", "fxt.gz", "json", "json.gz", ...
+  llvm::StringRef suffix; ///< ".fxt", ".fxt.gz", ".json", ".json.gz", ...
+  /// Writes a model validateModel passed; `fxt` matters to FXT only.
+  llvm::Error (*write)(const TraceModel &model, llvm::raw_ostream &os,
+                       const FxtOptions &fxt, bool gzip);
+  bool gzip;
+};
+
+/// Every output format: .fxt, .fxt.gz, .json, .json.gz, .folded, .txt (the
+/// text tree).
+llvm::ArrayRef<OutputFormat> outputFormats();
+
+/// The format called `name`. Errors: no such name (the message lists them).
+llvm::Expected<OutputFormat> outputFormatNamed(llvm::StringRef name);
+
+/// The format `path`'s suffix names (the longest that matches). Errors: no
+/// format has its suffix (the message lists the suffixes).
+llvm::Expected<OutputFormat> outputFormatOf(llvm::StringRef path);
+
+/// Writes `model` to `path` in `format` (`fxt`: the FXT options but gzip,
+/// which the format decides). The model is validated once, before the file
+/// is created. Errors: the model violates its invariants, the file cannot
+/// be written, gzip wanted but this LLVM has no zlib.
+llvm::Error writeTrace(const TraceModel &model, llvm::StringRef path,
+                       const OutputFormat &format, const FxtOptions &fxt = {});
+
+/// writeTrace in the format `path`'s suffix names. Errors: those of
+/// outputFormatOf and writeTrace.
+llvm::Error writeTraceFile(const TraceModel &model, llvm::StringRef path,
+                           const FxtOptions &fxt = {});
 
 } // namespace magic_trace
 

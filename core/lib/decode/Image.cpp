@@ -1,5 +1,6 @@
 //===- Image.cpp - Module list -> libipt image ----------------------------===//
 #include "Image.h"
+#include "LibiptError.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Object/ELFObjectFile.h"
@@ -11,8 +12,6 @@
 using namespace llvm;
 
 namespace magic_trace {
-
-std::string ptErrorText(int status) { return pt_errstr(pt_errcode(status)); }
 
 namespace {
 
@@ -113,7 +112,7 @@ PtImage::build(const std::vector<Module> &modules, ReadMemoryFn readMemory,
   result->image.reset(pt_image_alloc("snapshot"));
   pt_image_section_cache *cache = sharedSectionCache();
   if (!result->image || !cache)
-    return createStringError("libipt could not allocate an image");
+    return decode_detail::allocationFailed("an image");
   result->readMemory = std::move(readMemory);
 
   for (const Module &module : modules) {
@@ -149,11 +148,17 @@ PtImage::build(const std::vector<Module> &modules, ReadMemoryFn readMemory,
     for (const FileSection &section : sections) {
       int isid = pt_iscache_add_file(cache, file.c_str(), section.fileOffset,
                                      section.size, section.address);
-      if (isid < 0 ||
-          pt_image_add_cached(result->image.get(), cache, isid, nullptr) < 0) {
+      int added = isid < 0 ? isid
+                           : pt_image_add_cached(result->image.get(), cache,
+                                                 isid, nullptr);
+      if (added < 0) {
+        // The status of the call that failed (the section id when adding
+        // it to the image did is no status).
         status.problem = file + ": libipt rejected a section at 0x" +
-                         utohexstr(section.address) + " (" + ptErrorText(isid) +
-                         ")";
+                         utohexstr(section.address) + " (" +
+                         libiptStatusText(added) +
+                         "; its code is decoded only through the memory "
+                         "callback)";
         continue;
       }
       ++status.sections;
@@ -182,9 +187,9 @@ static int readMemoryCallback(uint8_t *buffer, size_t size,
 Expected<PtImageHandle> PtImage::copy() const {
   PtImageHandle copy(pt_image_alloc("decode-thread"));
   if (!copy)
-    return createStringError("libipt could not allocate an image");
-  if (pt_image_copy(copy.get(), image.get()) < 0)
-    return createStringError("libipt could not copy the image");
+    return decode_detail::allocationFailed("an image");
+  if (int status = pt_image_copy(copy.get(), image.get()); status < 0)
+    return decode_detail::libiptBug(status, "libipt could not copy the image");
   if (readMemory)
     pt_image_set_callback(copy.get(), readMemoryCallback,
                           const_cast<ReadMemoryFn *>(&readMemory));

@@ -53,9 +53,6 @@ private:
   std::vector<MappedSection> mapped;
 };
 
-/// libipt's status code as text ("decoder out of sync" etc).
-std::string ptErrorText(int status);
-
 } // namespace magic_trace
 
 #endif

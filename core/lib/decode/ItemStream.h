@@ -1,10 +1,11 @@
 //===- ItemStream.h - A thread's decoded pieces, finished in order -*- C++
 //-*-===//
 //
-// The decoder's second concept, apart from libipt (BlockDecoder.cpp is the
-// one decode file that includes intel-pt.h): a decode run's Piece, and the
+// The decoder's second concept, apart from libipt (this file includes no
+// libipt header; Image.h, PsbTable.h, CpuErrata.cpp, LibiptError.cpp,
+// StartQuirk.cpp and Version.cpp do): a decode run's Piece, and the
 // ItemStream that joins pieces in order, converts their times and hands the
-// items to an ItemSink in batches. Used only by BlockDecoder.cpp.
+// items to an ItemSink in batches. Used by PieceDecoder and PsbParallel.cpp.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_DECODE_ITEMSTREAM_H
@@ -26,9 +27,16 @@
 
 namespace magic_trace::decode_detail {
 
+/// Inside the decoder, until ItemStream times it, an item's `timeNs` field
+/// holds the raw TSC of the last timing packet libipt read (0 = unknown, 56
+/// bits until ItemStream widens it), not nanoseconds. These two name that
+/// use, so that no decoder line reads a TSC as nanoseconds.
+inline uint64_t rawTsc(const TraceItem &item) { return item.timeNs; }
+inline void setRawTsc(TraceItem &item, uint64_t tsc) { item.timeNs = tsc; }
+
 /// What one run of the decode loop produced. Error items' detail indexes
-/// `errors`; Block items carry the raw TSC (0 = unknown) in timeNs until
-/// finishTimes() converts them.
+/// `errors`; items carry their raw TSC (rawTsc()) until ItemStream converts
+/// them.
 struct Piece {
   std::vector<TraceItem> items;
   std::vector<DecodeError> errors;
@@ -125,12 +133,12 @@ private:
   }
 
   __attribute__((always_inline)) void timeRun(TraceItem item) {
-    if (item.timeNs)
-      item.timeNs = time.fullTsc(item.timeNs); // A 56-bit TSC packet.
-    if (!run.empty() && run.front().timeNs != item.timeNs)
-      endRun(item.timeNs);
+    if (rawTsc(item))
+      setRawTsc(item, time.fullTsc(rawTsc(item))); // A 56-bit TSC packet.
+    if (!run.empty() && rawTsc(run.front()) != rawTsc(item))
+      endRun(rawTsc(item));
     // Without a sample, the time comes from the instruction count.
-    if (item.timeNs == 0) {
+    if (rawTsc(item) == 0) {
       untimed(item);
       return;
     }
@@ -146,7 +154,7 @@ private:
   void endRun(uint64_t nextTsc) {
     if (run.empty())
       return;
-    uint64_t tsc = run.front().timeNs;
+    uint64_t tsc = rawTsc(run.front());
     bool between = nextTsc > tsc;
     uint64_t span = between ? nextTsc - tsc : 0;
     uint64_t startNs = time.tscToNs(tsc);

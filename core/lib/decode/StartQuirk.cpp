@@ -1,18 +1,14 @@
 //===- StartQuirk.cpp - A PGE/PGD pair in which nothing ran ---------------===//
 #include "StartQuirk.h"
 
+#include "PacketIp.h"
+
 #include <intel-pt.h>
 
 #include <memory>
 
 namespace magic_trace::decode_detail {
 namespace {
-
-struct PacketDecoderDeleter {
-  void operator()(pt_packet_decoder *decoder) const {
-    pt_pkt_free_decoder(decoder);
-  }
-};
 
 /// Packets that neither execute nor move the IP: between the pair and the
 /// second PGE only these may come (Intel SDM vol. 3C, "Packet Definitions":
@@ -35,33 +31,6 @@ bool isNeutral(pt_packet_type type) {
   }
 }
 
-/// The IP an IP packet names, given the last IP (SDM "IP Compression").
-/// False when the packet carries none.
-bool resolveIp(const pt_packet_ip &packet, uint64_t &lastIp, uint64_t *ip) {
-  switch (packet.ipc) {
-  case pt_ipc_suppressed:
-    return false;
-  case pt_ipc_update_16:
-    lastIp = (lastIp & ~uint64_t(0xffff)) | (packet.ip & 0xffff);
-    break;
-  case pt_ipc_update_32:
-    lastIp = (lastIp & ~uint64_t(0xffffffff)) | (packet.ip & 0xffffffff);
-    break;
-  case pt_ipc_update_48:
-    lastIp =
-        (lastIp & ~uint64_t(0xffffffffffff)) | (packet.ip & 0xffffffffffff);
-    break;
-  case pt_ipc_sext_48:
-    lastIp = uint64_t(int64_t(packet.ip << 16) >> 16);
-    break;
-  case pt_ipc_full:
-    lastIp = packet.ip;
-    break;
-  }
-  *ip = lastIp;
-  return true;
-}
-
 } // namespace
 
 std::vector<uint8_t> padEmptyEnablePairs(llvm::ArrayRef<uint8_t> bytes,
@@ -72,8 +41,7 @@ std::vector<uint8_t> padEmptyEnablePairs(llvm::ArrayRef<uint8_t> bytes,
   pt_config_init(&config);
   config.begin = const_cast<uint8_t *>(bytes.data());
   config.end = const_cast<uint8_t *>(bytes.data() + bytes.size());
-  std::unique_ptr<pt_packet_decoder, PacketDecoderDeleter> decoder(
-      pt_pkt_alloc_decoder(&config));
+  PacketDecoderPtr decoder(pt_pkt_alloc_decoder(&config));
   if (!decoder)
     return {};
   std::vector<uint8_t> padded;
@@ -98,7 +66,7 @@ std::vector<uint8_t> padEmptyEnablePairs(llvm::ArrayRef<uint8_t> bytes,
       bool hasIp = false;
       if (packet.type == ppt_tip || packet.type == ppt_tip_pge ||
           packet.type == ppt_tip_pgd || packet.type == ppt_fup)
-        hasIp = resolveIp(packet.payload.ip, lastIp, &ip);
+        hasIp = resolvePacketIp(packet.payload.ip, lastIp, &ip);
       if (packet.type == ppt_tip_pge && hasIp) {
         if (state == 2 && ip == pgeIp) {
           if (padded.empty())

@@ -26,6 +26,85 @@
 namespace magic_trace {
 namespace {
 
+/// Bits [lo, hi] of a 64-bit word, both inclusive, as the spec's tables
+/// number them.
+struct BitRange {
+  unsigned lo, hi;
+};
+
+/// `value` placed in `range` of a word (bits of `value` past the range's
+/// width are dropped; every caller's value fits).
+constexpr uint64_t field(uint64_t value, BitRange range) {
+  unsigned width = range.hi - range.lo + 1;
+  uint64_t mask = width == 64 ? ~uint64_t(0) : (uint64_t(1) << width) - 1;
+  return (value & mask) << range.lo;
+}
+
+// Header fields, one namespace per table of the spec.
+
+/// "Record header": every record's first word.
+namespace record_header {
+constexpr BitRange Type{0, 3};
+constexpr BitRange SizeWords{4, 15};
+} // namespace record_header
+
+/// "Metadata record", "Trace info metadata", "Magic number record".
+namespace metadata {
+constexpr BitRange Type{16, 19};
+constexpr BitRange TraceInfoType{20, 23};
+constexpr BitRange Magic{24, 55};
+} // namespace metadata
+
+/// "String record".
+namespace string_record {
+constexpr BitRange Index{16, 30};
+constexpr BitRange Length{32, 46};
+} // namespace string_record
+
+/// "Thread record".
+namespace thread_record {
+constexpr BitRange Index{16, 23};
+} // namespace thread_record
+
+/// "Event record".
+namespace event_record {
+constexpr BitRange Type{16, 19};
+constexpr BitRange ArgCount{20, 23};
+constexpr BitRange ThreadRef{24, 31};
+constexpr BitRange CategoryRef{32, 47};
+constexpr BitRange NameRef{48, 63};
+} // namespace event_record
+
+/// "Kernel object record".
+namespace kernel_object {
+constexpr BitRange ObjectType{16, 23};
+constexpr BitRange NameRef{24, 39};
+constexpr BitRange ArgCount{40, 43};
+} // namespace kernel_object
+
+/// "Argument header" and the value fields of the argument types we write.
+namespace argument {
+constexpr BitRange Type{0, 3};
+constexpr BitRange SizeWords{4, 15};
+constexpr BitRange NameRef{16, 31};
+constexpr BitRange UInt32Value{32, 63};
+constexpr BitRange BoolValue{32, 32};
+constexpr BitRange StringValueRef{32, 47};
+} // namespace argument
+
+/// "String references": inline when bit 15 is set, of the length in bits
+/// 0-14.
+namespace string_ref {
+constexpr BitRange InlineLength{0, 14};
+constexpr BitRange InlineFlag{15, 15};
+} // namespace string_ref
+
+/// A record's header word: its type and size, the fields of its own table.
+constexpr uint64_t recordHeader(uint64_t type, uint64_t sizeWords) {
+  return field(type, record_header::Type) |
+         field(sizeWords, record_header::SizeWords);
+}
+
 // Record types ("Record types" table).
 constexpr uint64_t MetadataRecord = 0;
 constexpr uint64_t InitializationRecord = 1;
@@ -53,10 +132,6 @@ constexpr uint64_t BoolArg = 9;
 // Zircon object types of kernel object records.
 constexpr uint64_t ProcessObject = 1;
 constexpr uint64_t ThreadObject = 2;
-
-/// A string reference whose bit 15 is set holds an inline string of the
-/// length in bits 0-14.
-constexpr uint16_t InlineStringFlag = 0x8000;
 
 constexpr uint64_t TicksPerSecond = 1000000000; // Model times are ns.
 
@@ -176,13 +251,15 @@ public:
   }
 
   void magicNumber() {
-    sink.word(MetadataRecord | uint64_t(1) << 4 | TraceInfoMetadata << 16 |
-              MagicNumberTraceInfo << 20 | FxtMagic << 24);
+    sink.word(recordHeader(MetadataRecord, 1) |
+              field(TraceInfoMetadata, metadata::Type) |
+              field(MagicNumberTraceInfo, metadata::TraceInfoType) |
+              field(FxtMagic, metadata::Magic));
     sink.endRecord();
   }
 
   void initialization(uint64_t ticksPerSecond) {
-    sink.word(InitializationRecord | uint64_t(2) << 4);
+    sink.word(recordHeader(InitializationRecord, 2));
     sink.word(ticksPerSecond);
     sink.endRecord();
   }
@@ -224,11 +301,14 @@ public:
       storage = truncateUtf8(text, fxt::MaxInlineStringLength);
       text = storage;
     }
-    return {uint16_t(InlineStringFlag | text.size()), text};
+    return {uint16_t(field(1, string_ref::InlineFlag) |
+                     field(text.size(), string_ref::InlineLength)),
+            text};
   }
 
   void threadRecord(uint8_t slot, uint64_t pid, uint64_t tid) {
-    sink.word(ThreadRecord | uint64_t(3) << 4 | uint64_t(slot) << 16);
+    sink.word(recordHeader(ThreadRecord, 3) |
+              field(slot, thread_record::Index));
     sink.word(pid);
     sink.word(tid);
     sink.endRecord();
@@ -237,8 +317,10 @@ public:
   void kernelObject(uint64_t objectType, uint64_t koid, StrRef name,
                     llvm::ArrayRef<Arg> args) {
     size_t words = 2 + name.words() + argWords(args);
-    sink.word(KernelObjectRecord | uint64_t(words) << 4 | objectType << 16 |
-              uint64_t(name.ref) << 24 | uint64_t(args.size()) << 40);
+    sink.word(recordHeader(KernelObjectRecord, words) |
+              field(objectType, kernel_object::ObjectType) |
+              field(name.ref, kernel_object::NameRef) |
+              field(args.size(), kernel_object::ArgCount));
     sink.word(koid);
     if (!name.inlineText.empty())
       sink.text(name.inlineText);
@@ -285,9 +367,12 @@ public:
     bool complete = eventType == DurationCompleteEvent;
     size_t words = 2 + category.words() + name.words() + argWords(args) +
                    (complete ? 1 : 0);
-    sink.word(EventRecord | uint64_t(words) << 4 | eventType << 16 |
-              uint64_t(args.size()) << 20 | uint64_t(threadSlot) << 24 |
-              uint64_t(category.ref) << 32 | uint64_t(name.ref) << 48);
+    sink.word(recordHeader(EventRecord, words) |
+              field(eventType, event_record::Type) |
+              field(args.size(), event_record::ArgCount) |
+              field(threadSlot, event_record::ThreadRef) |
+              field(category.ref, event_record::CategoryRef) |
+              field(name.ref, event_record::NameRef));
     sink.word(timestamp);
     if (!category.inlineText.empty())
       sink.text(category.inlineText);
@@ -311,8 +396,9 @@ private:
       storage = truncateUtf8(text, fxt::MaxStringLength);
       text = storage;
     }
-    sink.word(StringRecord | uint64_t(1 + paddedWords(text.size())) << 4 |
-              uint64_t(slot) << 16 | uint64_t(text.size()) << 32);
+    sink.word(recordHeader(StringRecord, 1 + paddedWords(text.size())) |
+              field(slot, string_record::Index) |
+              field(text.size(), string_record::Length));
     sink.text(text);
     sink.endRecord();
   }
@@ -326,12 +412,15 @@ private:
 
   void writeArgs(llvm::ArrayRef<Arg> args) {
     for (const Arg &arg : args) {
-      uint64_t header =
-          arg.type | uint64_t(arg.words()) << 4 | uint64_t(arg.name.ref) << 16;
-      if (arg.type == UInt32Arg || arg.type == BoolArg)
-        header |= (arg.value & 0xffffffff) << 32;
+      uint64_t header = field(arg.type, argument::Type) |
+                        field(arg.words(), argument::SizeWords) |
+                        field(arg.name.ref, argument::NameRef);
+      if (arg.type == UInt32Arg)
+        header |= field(arg.value, argument::UInt32Value);
+      if (arg.type == BoolArg)
+        header |= field(arg.value, argument::BoolValue);
       if (arg.type == StringArg)
-        header |= uint64_t(arg.text.ref) << 32;
+        header |= field(arg.text.ref, argument::StringValueRef);
       sink.word(header);
       if (!arg.name.inlineText.empty())
         sink.text(arg.name.inlineText);

@@ -13,6 +13,7 @@
 #include "magic_trace/PerfData.h"
 #include "magic_trace/Pipeline.h"
 #include "magic_trace/Symbolizer.h"
+#include "magic_trace/TraceWriters.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Format.h"
@@ -48,8 +49,9 @@ const char *const kUsage =
     "                  none (no errata)\n"
     "  -o FILE         run the whole pipeline (decode, symbolize, model) and\n"
     "                  write the trace to FILE, in the format its extension\n"
-    "                  names: .fxt (Perfetto), .json (Chrome), .folded, .txt\n"
-    "                  (call tree); prints only the summary\n"
+    "                  names: .fxt (Perfetto), .json (Chrome), either with\n"
+    "                  .gz, .folded, .txt (call tree); prints only the "
+    "summary\n"
     "  --slice-args A  what each .fxt slice carries: compact (default; kind\n"
     "                  as category, one 'site' argument, 32 bytes a slice)\n"
     "                  or full (address, file, line, inlined; 64 bytes)\n";
@@ -180,25 +182,11 @@ std::string errataText(const CpuIdentity &cpu) {
   return names.empty() ? "none" : join(names, ",");
 }
 
-/// The format -o FILE's extension names.
-Expected<TraceFormat> formatOf(StringRef path) {
-  StringRef extension = sys::path::extension(path);
-  if (extension == ".fxt")
-    return TraceFormat::Fxt;
-  if (extension == ".json")
-    return TraceFormat::ChromeJson;
-  if (extension == ".folded")
-    return TraceFormat::Folded;
-  if (extension == ".txt")
-    return TraceFormat::Text;
-  return createStringError("cannot tell the format of '" + path.str() +
-                           "' (name it .fxt, .json, .folded or .txt)");
-}
-
 /// -o FILE: the whole pipeline, then the file and a one-line summary.
 int writeOutput(const Args &args, const Snapshot &snapshot,
                 const DecodeOptions &decodeOptions) {
-  Expected<TraceFormat> format = formatOf(args.output);
+  // The format first: a name no format has fails before the work.
+  Expected<OutputFormat> format = outputFormatOf(args.output);
   if (!format)
     return fail(toString(format.takeError()));
   PipelineOptions options;
@@ -209,7 +197,7 @@ int writeOutput(const Args &args, const Snapshot &snapshot,
     return fail(toString(result.takeError()));
   for (const std::string &problem : result->moduleProblems)
     WithColor::warning(errs(), "magic-trace-decode") << problem << "\n";
-  if (Error error = writeTrace(*result, args.output, *format, args.fxt))
+  if (Error error = writeTrace(result->model, args.output, *format, args.fxt))
     return fail(toString(std::move(error)));
   double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started)

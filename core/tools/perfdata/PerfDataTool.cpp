@@ -13,6 +13,9 @@
 //       --snapshots writes each thread as N snapshot-mode buffers, each
 //       overlapping the one before by OVERLAP bytes, as `perf record
 //       --snapshot` signalled N times writes them (for reader tests).
+//       --per-cpu N writes a per-CPU recording, perf record's default: the
+//       threads cut at their PSBs and scheduled onto N virtual CPUs, with
+//       context-switch, AUX and ITRACE_START records (PerCpuLayout.h).
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
@@ -32,7 +35,7 @@ namespace {
 
 const char *const kUsage =
     "usage: magic-trace-perfdata PERF_DATA|BUNDLE [--sideband] [--records] "
-    "[--symfs DIR] [-o PERF_DATA [--snapshots N:OVERLAP]]\n";
+    "[--symfs DIR] [-o PERF_DATA [--snapshots N:OVERLAP | --per-cpu N]]\n";
 
 int fail(const Twine &message) {
   WithColor::error(errs(), "magic-trace-perfdata") << message << "\n";
@@ -99,6 +102,10 @@ int main(int argc, char **argv) {
           overlap.getAsInteger(10, writeOptions.snapshotOverlap) ||
           writeOptions.snapshotPieces == 0)
         return fail("--snapshots takes N:OVERLAP, e.g. 3:4096");
+    } else if (args[i] == "--per-cpu" && i + 1 < args.size()) {
+      if (args[++i].getAsInteger(10, writeOptions.cpus) ||
+          writeOptions.cpus == 0)
+        return fail("--per-cpu takes a number of CPUs, e.g. 4");
     } else if (args[i] == "--sideband")
       options.requireTrace = false;
     else if (args[i] == "--records")

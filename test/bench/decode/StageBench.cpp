@@ -28,6 +28,7 @@
 #include "magic_trace/ModelBuilder.h"
 #include "magic_trace/Pipeline.h"
 #include "magic_trace/Symbolizer.h"
+#include "magic_trace/TraceWriters.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -149,7 +150,10 @@ int main(int argc, char **argv) {
         Expected<PipelineResult> result = runPipeline(*snapshot, pipeline);
         if (!result)
           return result.takeError();
-        return writeTrace(*result, output, TraceFormat::Fxt);
+        Expected<OutputFormat> fxt = outputFormatNamed("fxt");
+        if (!fxt)
+          return fxt.takeError();
+        return writeTrace(result->model, output, *fxt);
       });
     // As each snapshot after the first in a debugger session: the symbol
     // cache holds what earlier snapshots read (the best run is a warm one).
@@ -162,7 +166,10 @@ int main(int argc, char **argv) {
             runPipeline(*snapshot, pipeline, &cache);
         if (!result)
           return result.takeError();
-        return writeTrace(*result, output, TraceFormat::Fxt);
+        Expected<OutputFormat> fxt = outputFormatNamed("fxt");
+        if (!fxt)
+          return fxt.takeError();
+        return writeTrace(result->model, output, *fxt);
       });
     if (error)
       return fail(toString(std::move(error)));

@@ -10,10 +10,17 @@
 // FINISHED_ROUND. Non-perf records end in the sample_id_all trailer that
 // sample_type IP|TID|TIME|IDENTIFIER implies: pid, tid, time, identifier.
 //
+// A per-CPU file (buildPerCpuPerfData) is laid out as `perf record` without
+// --per-thread lays it out: sample_type adds CPU (the trailer: pid, tid,
+// time, cpu, reserved, identifier), the COMM and MMAP2 records, then
+// PerCpuLayout's SWITCH_CPU_WIDE, ITRACE_START and AUX records in time order,
+// and one AUXTRACE record per CPU.
+//
 //===----------------------------------------------------------------------===//
 #include "magic_trace/PerfData.h"
 
 #include "ModuleLookup.h"
+#include "PerCpuLayout.h"
 #include "PerfDataFormat.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -81,11 +88,20 @@ void finishRecord(ByteWriter &out, size_t start) {
   out.patch16(start + 6, uint16_t(out.size() - start));
 }
 
-/// The sample_id_all trailer for sample_type IP|TID|TIME|IDENTIFIER.
-void sampleId(ByteWriter &out, uint32_t pid, uint32_t tid, uint64_t time) {
+/// No CPU in the sample_id trailer: a per-thread file.
+constexpr uint32_t kNoCpu = UINT32_MAX;
+
+/// The sample_id_all trailer for sample_type IP|TID|TIME|IDENTIFIER, plus
+/// CPU in a per-CPU file.
+void sampleId(ByteWriter &out, uint32_t pid, uint32_t tid, uint64_t time,
+              uint32_t cpu) {
   out.u32(pid);
   out.u32(tid);
   out.u64(time);
+  if (cpu != kNoCpu) {
+    out.u32(cpu);
+    out.u32(0);
+  }
   out.u64(kEventId);
 }
 
@@ -109,12 +125,17 @@ void writeAttr(ByteWriter &out, const Snapshot &snapshot,
   out.patch32(start + kAttrSizeOffset, kAttrSize);
   out.patch64(start + kAttrConfigOffset, ptConfig(snapshot, options));
   out.patch64(start + kAttrSamplePeriodOffset, 1);
-  out.patch64(start + kAttrSampleTypeOffset,
-              kSampleIp | kSampleTid | kSampleTime | kSampleIdentifier);
-  out.patch64(start + kAttrFlagsOffset, kFlagDisabled | kFlagExcludeKernel |
-                                            kFlagExcludeHv | kFlagMmap |
-                                            kFlagComm | kFlagEnableOnExec |
-                                            kFlagSampleIdAll | kFlagMmap2);
+  uint64_t sampleType =
+      kSampleIp | kSampleTid | kSampleTime | kSampleIdentifier;
+  uint64_t flags = kFlagDisabled | kFlagExcludeKernel | kFlagExcludeHv |
+                   kFlagMmap | kFlagComm | kFlagEnableOnExec |
+                   kFlagSampleIdAll | kFlagMmap2;
+  if (options.cpus) {
+    sampleType |= kSampleCpu;
+    flags |= kFlagContextSwitch;
+  }
+  out.patch64(start + kAttrSampleTypeOffset, sampleType);
+  out.patch64(start + kAttrFlagsOffset, flags);
 }
 
 void writeAuxtraceInfo(ByteWriter &out, const Snapshot &snapshot,
@@ -138,6 +159,9 @@ void writeAuxtraceInfo(ByteWriter &out, const Snapshot &snapshot,
   priv[kPtMaxNonTurboRatio] = snapshot.timing.nomFreq;
   priv[kPtFilterStrLen] = 0;
   priv[kPtSnapshotMode] = options.snapshotPieces > 1;
+  // perf's values: 3 is a CPU-wide switch event (SWITCH_CPU_WIDE records).
+  priv[kPtHaveSchedSwitch] = options.cpus ? 3 : 0;
+  priv[kPtPerCpuMmaps] = options.cpus > 0;
   for (uint64_t word : priv)
     out.u64(word);
   out.u64(0); // cap_event_trace (perf 5.19+): no event trace
@@ -145,12 +169,12 @@ void writeAuxtraceInfo(ByteWriter &out, const Snapshot &snapshot,
 }
 
 void writeComm(ByteWriter &out, uint32_t pid, uint32_t tid, StringRef name,
-               uint64_t time) {
+               uint64_t time, uint32_t cpu) {
   size_t start = beginRecord(out, kRecordComm, 0);
   out.u32(pid);
   out.u32(tid);
   out.paddedString(name.take_front(15), 8); // TASK_COMM_LEN is 16
-  sampleId(out, pid, tid, time);
+  sampleId(out, pid, tid, time, cpu);
   finishRecord(out, start);
 }
 
@@ -166,7 +190,7 @@ StringRef mmapFileName(const Module &module) {
 }
 
 void writeMmap2(ByteWriter &out, uint32_t pid, const Module &module,
-                const LoadedSegment &segment, uint64_t time) {
+                const LoadedSegment &segment, uint64_t time, uint32_t cpu) {
   size_t start = beginRecord(out, kRecordMmap2, kMiscUser);
   out.u32(pid);
   out.u32(pid);
@@ -177,7 +201,7 @@ void writeMmap2(ByteWriter &out, uint32_t pid, const Module &module,
   out.u32(kProtReadExec);
   out.u32(kMapPrivate);
   out.paddedString(mmapFileName(module), 8);
-  sampleId(out, pid, pid, time);
+  sampleId(out, pid, pid, time, cpu);
   finishRecord(out, start);
 }
 
@@ -188,7 +212,7 @@ struct AuxtraceEntry {
 
 /// One AUXTRACE record and its PT, zero-padded to 8 bytes (zeros are PAD
 /// packets) as perf record pads it.
-AuxtraceEntry writeAuxtrace(ByteWriter &out, const ThreadTrace &thread,
+AuxtraceEntry writeAuxtrace(ByteWriter &out, uint32_t tid, uint32_t cpu,
                             ArrayRef<uint8_t> bytes, uint64_t offset,
                             uint64_t reference, uint32_t idx) {
   AuxtraceEntry entry;
@@ -199,8 +223,8 @@ AuxtraceEntry writeAuxtrace(ByteWriter &out, const ThreadTrace &thread,
   out.u64(offset);    // offset in the AUX area
   out.u64(reference); // perf needs it non-zero
   out.u32(idx);
-  out.u32(uint32_t(thread.tid));
-  out.u32(UINT32_MAX); // cpu: -1, a per-thread buffer
+  out.u32(tid);
+  out.u32(cpu); // -1: a per-thread buffer
   out.u32(0);
   finishRecord(out, start);
   out.raw(bytes);
@@ -279,11 +303,10 @@ void writeFeatures(ByteWriter &out, const Snapshot &snapshot,
   }
 }
 
-} // namespace
-
-std::vector<uint8_t> buildPerfData(const Snapshot &snapshot,
-                                   const PerfDataWriteOptions &options) {
-  ByteWriter out;
+/// The file header, the attr and its id; returns where the data section
+/// starts.
+size_t beginFile(ByteWriter &out, const Snapshot &snapshot,
+                 const PerfDataWriteOptions &options) {
   out.u64(kMagic);
   out.u64(kFileHeaderSize);
   out.u64(kAttrSize + 16); // perf_file_attr: attr and its ids section
@@ -299,19 +322,65 @@ std::vector<uint8_t> buildPerfData(const Snapshot &snapshot,
   out.patch64(idsSection + 8, 8);
   out.patch64(24, attrs);
   out.patch64(32, kAttrSize + 16);
+  return out.size();
+}
 
-  size_t data = out.size();
+/// FINISHED_ROUND ends the data section at `data`; the features follow.
+void endFile(ByteWriter &out, size_t data, const Snapshot &snapshot,
+             const std::vector<AuxtraceEntry> &index) {
+  size_t round = beginRecord(out, kRecordFinishedRound, 0);
+  finishRecord(out, round);
+  out.patch64(40, data);
+  out.patch64(48, out.size() - data);
+  writeFeatures(out, snapshot, index);
+}
+
+void writeSwitch(ByteWriter &out, uint32_t pid, const LaneRecord &record) {
+  bool leaving = record.kind == LaneRecord::SwitchOut;
+  size_t start = beginRecord(out, kRecordSwitchCpuWide,
+                             leaving ? kMiscSwitchOut : uint16_t(0));
+  // The idle task is pid 0; every other task is the recorded process's.
+  out.u32(record.otherTid ? pid : 0);
+  out.u32(record.otherTid);
+  sampleId(out, record.tid ? pid : 0, record.tid, record.time, record.cpu);
+  finishRecord(out, start);
+}
+
+void writeItraceStart(ByteWriter &out, uint32_t pid, const LaneRecord &record) {
+  size_t start = beginRecord(out, kRecordItraceStart, 0);
+  out.u32(pid);
+  out.u32(record.tid);
+  sampleId(out, pid, record.tid, record.time, record.cpu);
+  finishRecord(out, start);
+}
+
+void writeAux(ByteWriter &out, uint32_t pid, const LaneRecord &record) {
+  size_t start = beginRecord(out, kRecordAux, 0);
+  out.u64(record.offset);
+  out.u64(record.size);
+  out.u64(0); // flags: nothing truncated, overwritten or lost
+  sampleId(out, pid, record.tid, record.time, record.cpu);
+  finishRecord(out, start);
+}
+
+} // namespace
+
+std::vector<uint8_t> buildPerfData(const Snapshot &snapshot,
+                                   const PerfDataWriteOptions &options) {
+  ByteWriter out;
+  size_t data = beginFile(out, snapshot, options);
   // Sideband times: no later than the first PT timestamp, which converts to
   // at least time_zero.
   uint64_t time = snapshot.time.timeZero;
   uint32_t pid = uint32_t(snapshot.pid);
   writeAuxtraceInfo(out, snapshot, options);
   for (const ThreadTrace &thread : snapshot.threads)
-    writeComm(out, pid, uint32_t(thread.tid), snapshot.processName, time);
+    writeComm(out, pid, uint32_t(thread.tid), snapshot.processName, time,
+              kNoCpu);
   for (const Module &module : snapshot.modules)
     for (const LoadedSegment &segment : module.segments)
       if (segment.executable)
-        writeMmap2(out, pid, module, segment, time);
+        writeMmap2(out, pid, module, segment, time, kNoCpu);
   std::vector<AuxtraceEntry> index;
   uint64_t reference = 0;
   for (size_t i = 0; i < snapshot.threads.size(); ++i) {
@@ -337,7 +406,7 @@ std::vector<uint8_t> buildPerfData(const Snapshot &snapshot,
                         std::begin(psb), std::end(psb));
         end = at - bytes.begin();
       }
-      index.push_back(writeAuxtrace(out, thread,
+      index.push_back(writeAuxtrace(out, uint32_t(thread.tid), kNoCpu,
                                     bytes.slice(begin, end - begin), begin,
                                     ++reference, uint32_t(i)));
       if (end == bytes.size() || end <= overlap)
@@ -345,18 +414,62 @@ std::vector<uint8_t> buildPerfData(const Snapshot &snapshot,
       begin = end - overlap;
     }
   }
-  size_t round = beginRecord(out, kRecordFinishedRound, 0);
-  finishRecord(out, round);
-  out.patch64(40, data);
-  out.patch64(48, out.size() - data);
+  endFile(out, data, snapshot, index);
+  return std::move(out.bytes);
+}
 
-  writeFeatures(out, snapshot, index);
+Expected<std::vector<uint8_t>>
+buildPerCpuPerfData(const Snapshot &snapshot,
+                    const PerfDataWriteOptions &options) {
+  Expected<PerCpuLayout> layout = layOutPerCpu(snapshot, options.cpus);
+  if (!layout)
+    return layout.takeError();
+  ByteWriter out;
+  size_t data = beginFile(out, snapshot, options);
+  uint64_t time = snapshot.time.timeZero;
+  uint32_t pid = uint32_t(snapshot.pid);
+  writeAuxtraceInfo(out, snapshot, options);
+  for (const ThreadTrace &thread : snapshot.threads)
+    writeComm(out, pid, uint32_t(thread.tid), snapshot.processName, time, 0);
+  for (const Module &module : snapshot.modules)
+    for (const LoadedSegment &segment : module.segments)
+      if (segment.executable)
+        writeMmap2(out, pid, module, segment, time, 0);
+  for (const LaneRecord &record : layout->records) {
+    switch (record.kind) {
+    case LaneRecord::SwitchOut:
+    case LaneRecord::SwitchIn:
+      writeSwitch(out, pid, record);
+      break;
+    case LaneRecord::ItraceStart:
+      writeItraceStart(out, pid, record);
+      break;
+    case LaneRecord::Aux:
+      writeAux(out, pid, record);
+      break;
+    }
+  }
+  std::vector<AuxtraceEntry> index;
+  for (uint32_t cpu = 0; cpu < layout->cpus.size(); ++cpu)
+    if (!layout->cpus[cpu].empty())
+      index.push_back(
+          writeAuxtrace(out, pid, cpu, layout->cpus[cpu], 0, cpu + 1, cpu));
+  endFile(out, data, snapshot, index);
   return std::move(out.bytes);
 }
 
 Error writePerfData(const Snapshot &snapshot, StringRef path,
                     const PerfDataWriteOptions &options) {
-  std::vector<uint8_t> bytes = buildPerfData(snapshot, options);
+  std::vector<uint8_t> bytes;
+  if (options.cpus) {
+    Expected<std::vector<uint8_t>> built =
+        buildPerCpuPerfData(snapshot, options);
+    if (!built)
+      return built.takeError();
+    bytes = std::move(*built);
+  } else {
+    bytes = buildPerfData(snapshot, options);
+  }
   std::error_code ec;
   raw_fd_ostream os(path, ec);
   if (!ec) {

@@ -50,6 +50,7 @@ constexpr uint64_t kFlagComm = 1ULL << 9;
 constexpr uint64_t kFlagEnableOnExec = 1ULL << 12;
 constexpr uint64_t kFlagSampleIdAll = 1ULL << 18;
 constexpr uint64_t kFlagMmap2 = 1ULL << 23;
+constexpr uint64_t kFlagContextSwitch = 1ULL << 26;
 
 // Record types (perf_event_header.type).
 constexpr uint32_t kRecordMmap = 1;
@@ -68,6 +69,8 @@ constexpr uint32_t kRecordAuxtrace = 71;
 
 constexpr uint64_t kEventHeaderSize = 8; ///< type u32, misc u16, size u16.
 constexpr uint16_t kMiscUser = 2;
+/// A PERF_RECORD_SWITCH* record of a task leaving the CPU.
+constexpr uint16_t kMiscSwitchOut = 1 << 13;
 /// MMAP2 carries a build-id (size byte, 3 reserved, 20 bytes) in place of
 /// maj/min/ino/ino_generation.
 constexpr uint16_t kMiscMmapBuildId = 1 << 14;

@@ -278,20 +278,34 @@ placeElfByMappings(StringRef path, const std::vector<LoadedSegment> &mappings) {
     return createStringError("no mapping of '%s' shows one of its executable "
                              "segments (is it the file that was mapped?)",
                              path.str().c_str());
+  return placeElfAtBias(path, *bias);
+}
+
+Expected<PlacedElf> placeElfAtBias(StringRef path, uint64_t bias) {
+  auto binary = openElf(path);
+  if (!binary)
+    return binary.takeError();
+  auto *elf = dyn_cast<ELF64LEObjectFile>(binary->getBinary());
+  if (!elf)
+    return createStringError("'%s' is not a 64-bit little-endian ELF file",
+                             path.str().c_str());
+  auto headers = elf->getELFFile().program_headers();
+  if (!headers)
+    return headers.takeError();
   PlacedElf placed;
-  placed.bias = *bias;
+  placed.bias = bias;
   bool first = true;
   for (const auto &header : *headers) {
     if (header.p_type != ELF::PT_LOAD)
       continue;
     if (first)
-      placed.loadAddress = *bias + header.p_vaddr - header.p_offset;
+      placed.loadAddress = bias + header.p_vaddr - header.p_offset;
     first = false;
     if (header.p_memsz == 0)
       continue;
     LoadedSegment segment;
     uint64_t pageOffset = header.p_vaddr & 4095;
-    segment.address = *bias + header.p_vaddr - pageOffset;
+    segment.address = bias + header.p_vaddr - pageOffset;
     segment.fileOffset = header.p_offset - pageOffset;
     segment.size = header.p_memsz + pageOffset;
     segment.executable = (header.p_flags & ELF::PF_X) != 0;

@@ -217,6 +217,55 @@ flushQemuRings(llvm::StringRef dir,
   return llvm::Error::success();
 }
 
+llvm::Error armQemuTrigger(llvm::StringRef dir, uint64_t address,
+                           uint32_t count, std::chrono::milliseconds deadline) {
+  llvm::Expected<FileMapping> headerMap = openHeader(dir);
+  if (!headerMap)
+    return headerMap.takeError();
+  QemuRingHeader &header = headerMap->header();
+  uint32_t used = __atomic_load_n(&header.triggerCount, __ATOMIC_ACQUIRE);
+  for (uint32_t i = 0; i < used; ++i)
+    if (header.triggers[i].address == address) {
+      __atomic_store_n(&header.triggers[i].remaining, count, __ATOMIC_RELEASE);
+      return flushQemuRings(dir, {}, deadline);
+    }
+  if (used >= kQemuMaxTriggers)
+    return llvm::createStringError(
+        llvm::formatv("the QEMU recorder holds at most {0} triggers (delete "
+                      "one first)",
+                      kQemuMaxTriggers)
+            .str());
+  header.triggers[used].address = address;
+  header.triggers[used].hits = 0;
+  __atomic_store_n(&header.triggers[used].remaining, count, __ATOMIC_RELEASE);
+  __atomic_store_n(&header.triggerCount, used + 1, __ATOMIC_RELEASE);
+  // The flusher marks the blocks already translated at `address`.
+  return flushQemuRings(dir, {}, deadline);
+}
+
+uint32_t qemuTriggerSnapshots(llvm::StringRef dir) {
+  llvm::Expected<FileMapping> headerMap = openHeader(dir);
+  if (!headerMap) {
+    llvm::consumeError(headerMap.takeError());
+    return 0;
+  }
+  return __atomic_load_n(&headerMap->header().triggerSnapshots,
+                         __ATOMIC_ACQUIRE);
+}
+
+std::string qemuTriggerSnapshotDir(llvm::StringRef dir, uint32_t number) {
+  return joinPath(dir, "snap-" + std::to_string(number));
+}
+
+uint64_t qemuTriggerSnapshotAddress(llvm::StringRef snapshotDir) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
+      llvm::MemoryBuffer::getFile(joinPath(snapshotDir, "trigger"));
+  uint64_t address = 0;
+  if (!text || (*text)->getBuffer().trim().getAsInteger(0, address))
+    return 0;
+  return address;
+}
+
 llvm::Expected<QemuRingStatus> readQemuRingStatus(llvm::StringRef dir) {
   llvm::Expected<FileMapping> headerMap = openHeader(dir);
   if (!headerMap)

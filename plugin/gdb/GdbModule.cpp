@@ -1,0 +1,344 @@
+//===- GdbModule.cpp - magic_trace_gdb: the core, for GDB's Python --------===//
+//
+// The Python extension module magic-trace-gdb.py imports (pybind11, built for
+// the Python GDB embeds). GDB's side — commands, breakpoints, threads,
+// registers, the module list from the dynamic linker's r_map — is Python;
+// everything from the recorder's rings to the written trace is the core's,
+// as in the LLDB plugin: readQemuRings/flushQemuRings, runPipeline, the
+// writers, the bundle and perf.data writers. Errors reach Python as
+// RuntimeError with the core's one-line message.
+//
+//===----------------------------------------------------------------------===//
+#include "magic_trace/Bundle.h"
+#include "magic_trace/GroundTruth.h"
+#include "magic_trace/Libipt.h"
+#include "magic_trace/PerfData.h"
+#include "magic_trace/Pipeline.h"
+#include "magic_trace/ProcessModules.h"
+#include "magic_trace/QemuRings.h"
+#include "magic_trace/SnapshotLog.h"
+#include "magic_trace/TraceWriters.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace py = pybind11;
+using namespace magic_trace;
+
+namespace {
+
+[[noreturn]] void raise(llvm::Error error) {
+  throw std::runtime_error(llvm::toString(std::move(error)));
+}
+
+template <typename T> T take(llvm::Expected<T> value) {
+  if (!value)
+    raise(value.takeError());
+  return std::move(*value);
+}
+
+/// A module as GDB's Python finds it in the dynamic linker's r_map: the
+/// file and its load bias (l_addr).
+using LinkMapEntry = std::pair<std::string, uint64_t>;
+
+/// A thread at the stop: tid, physical frames innermost first (PC, then
+/// return addresses), their function names, whether it hit the trigger.
+using StopFrames =
+    std::tuple<uint64_t, std::vector<uint64_t>, std::vector<std::string>, bool>;
+
+/// The recording of one `magic-trace run` under GDB: the recorder's ring
+/// directory and the snapshots taken from it.
+class GdbSession {
+public:
+  GdbSession(std::string ringDir, bool keepTruth)
+      : ringDir(std::move(ringDir)), keepTruth(keepTruth) {}
+
+  /// Takes a snapshot. `pcs` (tid, PC) are every stopped thread's, for the
+  /// stop flush; `alive` false reads the rings as they are (the process
+  /// exited). Returns {number, line, tid, calls, errors, instructions,
+  /// notes}.
+  py::dict snapshot(const std::vector<std::pair<uint64_t, uint64_t>> &pcs,
+                    bool alive, const std::vector<LinkMapEntry> &linkMap,
+                    const std::vector<StopFrames> &stops,
+                    const std::string &reason, const std::string &path,
+                    const std::string &processName) {
+    auto record = std::make_unique<SnapshotRecord>();
+    record->reason = reason;
+    std::vector<std::string> notes;
+    {
+      py::gil_scoped_release release;
+      if (alive) {
+        // With ground truth the recorder also writes every instruction so
+        // far (8 bytes each): a test's wait, not a user's.
+        std::chrono::milliseconds deadline(keepTruth ? 120000 : 2000);
+        if (llvm::Error error = flushQemuRings(ringDir, pcs, deadline))
+          raise(std::move(error));
+      }
+      QemuRecording recording = take(readQemuRings(ringDir, keepTruth));
+      Snapshot &snapshot = record->snapshot;
+      snapshot = std::move(recording.snapshot);
+      snapshot.processName = processName;
+      if (alive) {
+        lastModules = modulesOf(linkMap, notes);
+        lastStops.clear();
+        for (const auto &[tid, frames, names, triggered] : stops) {
+          ThreadStop stop;
+          stop.tid = tid;
+          stop.frames = frames;
+          stop.functionNames = names;
+          stop.triggered = triggered;
+          lastStops.push_back(std::move(stop));
+        }
+      }
+      if (!lastModules.empty())
+        snapshot.modules = lastModules;
+      snapshot.stop = alive ? lastStops : std::vector<ThreadStop>{};
+      // Only threads with trace; their truth stays parallel.
+      std::vector<ThreadTrace> traced;
+      for (size_t i = 0; i < snapshot.threads.size(); ++i) {
+        if (snapshot.threads[i].bytes.empty())
+          continue;
+        if (i < recording.truth.size())
+          record->truth.push_back(std::move(recording.truth[i]));
+        traced.push_back(std::move(snapshot.threads[i]));
+      }
+      snapshot.threads = std::move(traced);
+      if (snapshot.threads.empty())
+        raise(llvm::createStringError(
+            "nothing recorded yet (continue the process first)"));
+      record->result =
+          take(runPipeline(snapshot, PipelineOptions{}, symbols.get()));
+      if (!path.empty()) {
+        if (llvm::Error error = writeTraceFile(record->result.model, path))
+          raise(std::move(error));
+        record->path = path;
+      }
+    }
+    SnapshotRecord &added = log.add(std::move(record));
+    py::dict result;
+    result["number"] = added.number;
+    result["line"] = snapshotLine(added);
+    result["notes"] = notes;
+    if (const ThreadSummary *thread = added.result.mainThread()) {
+      result["tid"] = thread->tid;
+      result["calls"] = thread->calls;
+      result["errors"] = thread->errors;
+      result["instructions"] = thread->instructions;
+    }
+    return result;
+  }
+
+  /// The modules (r_map) and process name the recorder's own snapshots
+  /// are read with: they carry no module list.
+  py::list setModules(const std::vector<LinkMapEntry> &linkMap,
+                      const std::string &processName) {
+    std::vector<std::string> notes;
+    lastModules = modulesOf(linkMap, notes);
+    this->processName = processName;
+    py::list result;
+    for (const std::string &note : notes)
+      result.append(note);
+    return result;
+  }
+
+  /// Arms a recorder trigger (QemuRings.h) at `address` for `count`
+  /// snapshots (0: every hit), whose files follow `pattern` (%N).
+  void armTrigger(uint64_t address, uint32_t count,
+                  const std::string &pattern) {
+    py::gil_scoped_release release;
+    if (llvm::Error error = armQemuTrigger(
+            ringDir, address, count ? count : kQemuTriggerEvery,
+            std::chrono::milliseconds(keepTruth ? 120000 : 2000)))
+      raise(std::move(error));
+    patterns[address] = pattern;
+  }
+
+  /// Decodes the snapshots the recorder's triggers took since the last
+  /// call (bundles DIR/snap-N); returns their lines.
+  std::vector<std::string> collectTriggered() {
+    py::gil_scoped_release release;
+    std::vector<std::string> lines;
+    uint32_t taken = qemuTriggerSnapshots(ringDir);
+    for (; collected < taken; ++collected) {
+      std::string dir = qemuTriggerSnapshotDir(ringDir, collected + 1);
+      auto record = std::make_unique<SnapshotRecord>();
+      llvm::Expected<Snapshot> loaded = loadBundle(dir);
+      if (!loaded) {
+        lines.push_back("error: magic-trace: recorder snapshot " + dir + ": " +
+                        llvm::toString(loaded.takeError()));
+        continue;
+      }
+      record->snapshot = std::move(*loaded);
+      record->snapshot.modules = lastModules;
+      record->snapshot.processName = processName;
+      uint64_t address = qemuTriggerSnapshotAddress(dir);
+      record->reason = llvm::formatv("recorder trigger {0:x}", address).str();
+      llvm::Expected<PipelineResult> result =
+          runPipeline(record->snapshot, PipelineOptions{}, symbols.get());
+      if (!result) {
+        lines.push_back("error: magic-trace: " +
+                        llvm::toString(result.takeError()));
+        continue;
+      }
+      record->result = std::move(*result);
+      auto pattern = patterns.find(address);
+      std::string path = expandPattern(
+          pattern == patterns.end() ? "magic-trace-%N.fxt" : pattern->second,
+          log.next());
+      if (llvm::Error error = writeTraceFile(record->result.model, path)) {
+        lines.push_back("error: magic-trace: " +
+                        llvm::toString(std::move(error)));
+        path.clear();
+      }
+      record->path = path;
+      lines.push_back(snapshotLine(log.add(std::move(record))));
+    }
+    return lines;
+  }
+
+  /// The call tree, as the LLDB plugin's `magic-trace report` prints it.
+  std::string report(unsigned number, const std::string &last, unsigned depth,
+                     int64_t tid) {
+    SnapshotRecord &record = *take(log.find(number));
+    TreeOptions options;
+    if (!last.empty())
+      options.lastNs = take(parseDuration(last));
+    options.maxDepth = depth;
+    if (tid < 0)
+      return renderTree(record.result.model, options);
+    // Render only that thread: move the others aside and back.
+    TraceModel &model = record.result.model;
+    std::vector<ThreadModel> all = std::move(model.threads);
+    model.threads.clear();
+    std::vector<ThreadModel> kept;
+    for (ThreadModel &thread : all)
+      (int64_t(thread.tid) == tid ? model.threads : kept)
+          .push_back(std::move(thread));
+    bool found = !model.threads.empty();
+    std::string tree = found ? renderTree(model, options) : "";
+    for (ThreadModel &thread : kept)
+      model.threads.push_back(std::move(thread));
+    std::sort(model.threads.begin(), model.threads.end(),
+              [](const ThreadModel &a, const ThreadModel &b) {
+                return a.tid < b.tid;
+              });
+    if (!found)
+      raise(llvm::createStringError(
+          "snapshot %u has no thread %lld (see 'magic-trace status')",
+          record.number, (long long)tid));
+    return tree;
+  }
+
+  /// Writes snapshot `number` again; returns the line to print.
+  std::string save(unsigned number, const std::string &path,
+                   const std::string &format) {
+    SnapshotRecord &record = *take(log.find(number));
+    return take(saveSnapshot(record, path, format));
+  }
+
+  /// Recorded instructions so far and the recorder's note, without pausing.
+  py::dict status() {
+    QemuRingStatus status = take(readQemuRingStatus(ringDir));
+    py::dict result;
+    result["instructions"] = status.instructions;
+    result["threads"] = status.threads.size();
+    result["recording"] = status.recording;
+    result["stopped"] = status.stopped;
+    result["note"] = status.note;
+    result["snapshots"] = log.size();
+    return result;
+  }
+
+private:
+  std::string ringDir;
+  bool keepTruth;
+  SnapshotLog log;
+  /// What the last stop showed; a snapshot after the process exited uses
+  /// them (its modules are gone, its stacks are the last ones seen).
+  std::vector<Module> lastModules;
+  std::vector<ThreadStop> lastStops;
+  std::string processName;
+  /// Symbol tables and DWARF read by earlier snapshots, for the next.
+  std::unique_ptr<SymbolCache> symbols = std::make_unique<SymbolCache>();
+  /// Recorder triggers: output pattern by address; snapshots decoded.
+  std::map<uint64_t, std::string> patterns;
+  uint32_t collected = 0;
+
+  /// Modules from r_map: a file at its bias. A name that is not a file (the
+  /// vdso, which QEMU 7.2 does not map for x86-64 guests) is a note.
+  static std::vector<Module> modulesOf(const std::vector<LinkMapEntry> &entries,
+                                       std::vector<std::string> &notes) {
+    std::vector<Module> modules;
+    for (const auto &[path, bias] : entries) {
+      if (path.empty())
+        continue;
+      if (!llvm::sys::fs::is_regular_file(path)) {
+        notes.push_back("no file for module '" + path +
+                        "': its code is not symbolized");
+        continue;
+      }
+      llvm::Expected<PlacedElf> placed = placeElfAtBias(path, bias);
+      if (!placed) {
+        notes.push_back(llvm::toString(placed.takeError()));
+        continue;
+      }
+      Module module;
+      module.path = path;
+      module.buildId = readBuildId(path);
+      module.loadAddress = placed->loadAddress;
+      module.segments = std::move(placed->segments);
+      modules.push_back(std::move(module));
+    }
+    return modules;
+  }
+};
+
+} // namespace
+
+PYBIND11_MODULE(magic_trace_gdb, m) {
+  m.doc() = "magic-trace's core for GDB (plugin/gdb/magic-trace-gdb.py)";
+  m.def("libipt_version", &libiptVersion);
+  m.def(
+      "find_symbol",
+      [](const std::string &path, const std::string &name) {
+        return take(findElfSymbol(path, name));
+      },
+      "The link-time address of a symbol in an ELF file.");
+  m.def(
+      "check_program",
+      [](const std::string &path) {
+        if (llvm::Error error = checkX86_64Elf(path))
+          raise(std::move(error));
+      },
+      "Raises unless the file is an x86-64 ELF program.");
+  py::class_<GdbSession>(m, "Session")
+      .def(py::init<std::string, bool>(), py::arg("ring_dir"),
+           py::arg("keep_truth"))
+      .def("snapshot", &GdbSession::snapshot, py::arg("pcs"), py::arg("alive"),
+           py::arg("link_map"), py::arg("stops"), py::arg("reason"),
+           py::arg("path"), py::arg("process_name"))
+      .def("report", &GdbSession::report, py::arg("number") = 0,
+           py::arg("last") = "", py::arg("depth") = 0, py::arg("tid") = -1)
+      .def("save", &GdbSession::save, py::arg("number"), py::arg("path"),
+           py::arg("format") = "")
+      .def("status", &GdbSession::status)
+      .def("set_modules", &GdbSession::setModules, py::arg("link_map"),
+           py::arg("process_name"))
+      .def("arm_trigger", &GdbSession::armTrigger, py::arg("address"),
+           py::arg("count"), py::arg("pattern"))
+      .def("collect_triggered", &GdbSession::collectTriggered);
+}

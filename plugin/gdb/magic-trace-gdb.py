@@ -1,0 +1,692 @@
+# magic-trace for GDB: `(gdb) source build/lib/magic-trace-gdb.py` (or
+# `gdb -x`). GDB's side of the host — commands, breakpoints, threads and
+# their stacks, the module list from the dynamic linker's r_map — is here;
+# the recorder's rings, decode, symbols, model and writers are the core's,
+# through the magic_trace_gdb extension module beside this file
+# (plugin/gdb/GdbModule.cpp). docs/gdb.md.
+#
+# The recorder is magic-trace's QEMU plugin: `magic-trace run` starts the
+# program under qemu-x86_64 with it and connects to QEMU's gdbstub.
+import atexit
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import gdb
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+try:
+    import magic_trace_gdb as core
+
+    IMPORT_ERROR = None
+except ImportError as error:  # doctor says why; every command fails in one line
+    core = None
+    IMPORT_ERROR = str(error)
+
+SIZES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+TIMERS = ("low", "normal", "high")
+SHORT_OPTIONS = {"o": "output", "c": "count", "k": "snapshot", "F": "format",
+                 "d": "depth", "t": "thread", "l": "last"}
+# Every wait has a deadline.
+SOCKET_DEADLINE_S = 10.0
+TDESC_DEADLINE_S = 30
+
+
+def fail(message):
+    raise gdb.GdbError("magic-trace: " + message)
+
+
+def need_core():
+    if core is None:
+        fail("the magic_trace_gdb module did not load (%s): build it "
+             "(scripts/build.sh) and source build/lib/magic-trace-gdb.py"
+             % IMPORT_ERROR)
+
+
+def parse_size(text):
+    value = text.strip().lower().rstrip("ib")
+    scale = 1
+    if value and value[-1] in SIZES:
+        scale = SIZES[value[-1]]
+        value = value[:-1]
+    try:
+        size = int(value, 0) * scale
+    except ValueError:
+        fail("bad size '%s' (e.g. 4M, 65536)" % text)
+    if size < 4096 or size & (size - 1):
+        fail("--snapshot-size must be a power of two of at least 4096, "
+             "got %s" % text)
+    return size
+
+
+class Options:
+    """`magic-trace CMD` options: --name VALUE, --flag, and positionals
+    (everything after `--` is positional)."""
+
+    def __init__(self, argument, values, flags, command):
+        self.values = {}
+        self.flags = set()
+        self.positional = []
+        words = shlex.split(argument)
+        i = 0
+        while i < len(words):
+            word = words[i]
+            if word == "--":
+                self.positional += words[i + 1:]
+                break
+            if word.startswith("--"):
+                short = word[2:]
+            elif word.startswith("-"):
+                short = SHORT_OPTIONS.get(word[1:], word[1:])
+            else:
+                short = word
+            if word.startswith("-") and short in values:
+                if i + 1 >= len(words):
+                    fail("%s needs a value (see 'help magic-trace %s')"
+                         % (word, command))
+                self.values[short] = words[i + 1]
+                i += 2
+                continue
+            if word.startswith("-") and short in flags:
+                self.flags.add(short)
+                i += 1
+                continue
+            if word.startswith("-"):
+                fail("unknown option '%s' (see 'help magic-trace %s')"
+                     % (word, command))
+            self.positional.append(word)
+            i += 1
+
+    def get(self, name, default=None):
+        return self.values.get(name, default)
+
+    def number(self, name, default):
+        if name not in self.values:
+            return default
+        try:
+            value = int(self.values[name], 0)
+        except ValueError:
+            value = -1
+        if value < 0:
+            fail("--%s takes a number, got '%s'" % (name, self.values[name]))
+        return value
+
+
+class State:
+    session = None  # core.Session of the current `run`
+    qemu = None  # the QEMU process
+    ring_dir = None
+    program = None
+    keep_truth = False
+    exited = None  # exit code once the process exited
+    triggers = {}  # breakpoint number -> Trigger
+
+
+state = State()
+
+
+def cleanup():
+    if state.qemu is not None and state.qemu.poll() is None:
+        state.qemu.kill()
+        try:
+            state.qemu.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+    if state.ring_dir:
+        shutil.rmtree(state.ring_dir, ignore_errors=True)
+
+
+atexit.register(cleanup)
+
+
+def find_qemu():
+    qemu = os.environ.get("MT_QEMU") or shutil.which("qemu-x86_64")
+    if not qemu:
+        fail("qemu-x86_64 is not installed: install Debian's qemu-user "
+             "package (apt-get install qemu-user)")
+    return qemu
+
+
+def find_recorder():
+    plugin = os.environ.get("MT_QEMU_PLUGIN") or os.path.join(
+        HERE, "libmagic-trace-qemu.so")
+    if not os.path.exists(plugin):
+        fail("%s is missing (build it: scripts/build.sh builds it beside "
+             "this file)" % plugin)
+    return plugin
+
+
+def wait_for_socket(path, process, deadline):
+    end = time.monotonic() + deadline
+    while not os.path.exists(path):
+        if process.poll() is not None:
+            fail("qemu-x86_64 exited (status %d) before it listened for "
+                 "GDB (see its message above)" % process.returncode)
+        if time.monotonic() > end:
+            fail("qemu-x86_64 did not listen for GDB within %g s"
+                 % deadline)
+        time.sleep(0.02)
+
+
+def target_description(qemu, program):
+    """QEMU's x86-64 target description, as its gdbstub sends it, with
+    osabi GNU/Linux and orig_rax (GDB's amd64 Linux ABI needs both) so that
+    GDB follows the dynamic linker (shared libraries, dlopen). Asked once
+    per QEMU binary, of a QEMU that runs nothing, by a batch GDB; kept in
+    the temporary directory."""
+    info = os.stat(qemu)
+    key = hashlib.sha1(("%s:%d:%d" % (qemu, info.st_size, info.st_mtime_ns))
+                       .encode()).hexdigest()[:16]
+    path = os.path.join(tempfile.gettempdir(),
+                        "magic-trace-gdb-tdesc-%s.xml" % key)
+    if os.path.exists(path):
+        return path
+    scratch = tempfile.mkdtemp(prefix="magic-trace-tdesc-")
+    sock = os.path.join(scratch, "sock")
+    process = subprocess.Popen([qemu, "-g", sock, program],
+                               stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        wait_for_socket(sock, process, SOCKET_DEADLINE_S)
+        dump = subprocess.run(
+            ["gdb", "-nx", "-batch", "-ex", "target remote " + sock,
+             "-ex", "maint print xml-tdesc"],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True,
+            timeout=TDESC_DEADLINE_S).stdout
+    except subprocess.TimeoutExpired:
+        fail("asking qemu-x86_64 for its target description took over %d s"
+             % TDESC_DEADLINE_S)
+    finally:
+        process.kill()
+        process.wait(timeout=5)
+        shutil.rmtree(scratch, ignore_errors=True)
+    begin, end = dump.find("<?xml"), dump.find("</target>")
+    if begin < 0 or end < 0 or "</architecture>" not in dump:
+        fail("qemu-x86_64's gdbstub gave no target description (check "
+             "that it is QEMU 7.2 or later)")
+    xml = dump[begin:end]
+    registers = xml.count("<reg ")
+    xml = xml.replace("</architecture>",
+                      "</architecture>\n  <osabi>GNU/Linux</osabi>", 1)
+    xml += ('  <feature name="org.gnu.gdb.i386.linux">\n'
+            '    <reg name="orig_rax" bitsize="64" type="int" regnum="%d"/>\n'
+            '  </feature>\n</target>\n' % registers)
+    with open(path + ".tmp", "w") as out:
+        out.write(xml)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def read_u64(inferior, address):
+    return int.from_bytes(bytes(inferior.read_memory(address, 8)), "little")
+
+
+def read_string(inferior, address, limit=4096):
+    data = b""
+    while len(data) < limit:
+        try:
+            chunk = bytes(inferior.read_memory(address + len(data), 64))
+        except gdb.MemoryError:
+            break
+        if b"\0" in chunk:
+            return (data + chunk[:chunk.index(b"\0")]).decode(errors="replace")
+        data += chunk
+    return data.decode(errors="replace")
+
+
+def link_map():
+    """(path, load bias) of every module, from the dynamic linker's r_map
+    (GDB 13's Python gives no load address per objfile). The program is
+    the entry with an empty name; a static program has no r_map."""
+    inferior = gdb.selected_inferior()
+    entries = []
+    try:
+        r_debug = int(gdb.parse_and_eval("(long)&_r_debug"))
+        entry = read_u64(inferior, r_debug + 8)  # r_map
+        seen = 0
+        while entry and seen < 4096:
+            bias = read_u64(inferior, entry)  # l_addr
+            name = read_string(inferior, read_u64(inferior, entry + 8))
+            entries.append((name or state.program, bias))
+            entry = read_u64(inferior, entry + 24)  # l_next
+            seen += 1
+    except (gdb.error, gdb.MemoryError):
+        entries = []
+    if not any(path == state.program for path, _ in entries):
+        entries.insert(0, (state.program, 0))
+    return entries
+
+
+def thread_stacks(triggered_tid):
+    """Every thread's PC (for the recorder's stop flush) and its physical
+    frames: PC, then return addresses, with their function names. Inlined
+    frames share their physical frame's PC and tail-call frames have no
+    return address on the stack, so neither is listed (the symbolizer and
+    the trace show them)."""
+    selected = gdb.selected_thread()
+    try:
+        frame = gdb.selected_frame()
+    except gdb.error:
+        frame = None
+    pcs, stops = [], []
+    for thread in gdb.selected_inferior().threads():
+        tid = thread.ptid[1]
+        thread.switch()
+        current = gdb.newest_frame()
+        pcs.append((tid, current.pc()))
+        frames, names = [], []
+        while current is not None and len(frames) < 4096:
+            if current.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME):
+                if current.pc() == 0:
+                    break
+                frames.append(current.pc())
+                names.append(current.name() or "")
+            try:
+                current = current.older()
+            except gdb.error:
+                break
+        stops.append((tid, frames, names, tid == triggered_tid))
+    if selected is not None and selected.is_valid():
+        selected.switch()
+        if frame is not None and frame.is_valid():
+            frame.select()
+    return pcs, stops
+
+
+def take_snapshot(reason, path, triggered_tid=0):
+    need_core()
+    if state.session is None:
+        fail("nothing is being recorded (start with 'magic-trace run')")
+    alive = state.exited is None and gdb.selected_inferior().pid != 0
+    pcs, stops = thread_stacks(triggered_tid) if alive else ([], [])
+    try:
+        result = state.session.snapshot(
+            pcs, alive, link_map() if alive else [], stops, reason, path,
+            os.path.basename(state.program or ""))
+    except RuntimeError as error:
+        fail(str(error))
+    print(result["line"])
+    for note in result["notes"]:
+        print("magic-trace: note: " + note)
+    return result
+
+
+def arm_in_recorder(options):
+    """--continue: a trigger inside the QEMU recorder, not a breakpoint
+    (a breakpoint that resumes itself crashes GDB 13 in a multi-threaded
+    QEMU guest, and a breakpoint slows QEMU on its whole page). It fires
+    where a block starts: a function's entry or *ADDRESS."""
+    location = options.positional[0]
+    try:
+        if location.startswith("*"):
+            address = int(gdb.parse_and_eval(location[1:]))
+        else:
+            address = int(gdb.parse_and_eval("(long)&" + location))
+    except gdb.error:
+        fail("--continue needs a function that is loaded, or *ADDRESS "
+             "('%s' is neither; without --continue a breakpoint waits "
+             "for its library)" % location)
+    pattern = options.get("output", "magic-trace-%N.fxt")
+    count = options.number("count", 0)
+    try:
+        for note in state.session.set_modules(
+                link_map(), os.path.basename(state.program or "")):
+            print("magic-trace: note: " + note)
+        state.session.arm_trigger(address, count, pattern)
+    except RuntimeError as error:
+        fail(str(error))
+    print("magic-trace: the recorder takes a snapshot each time %s "
+          "(0x%x) starts%s, and the program runs on (no breakpoint) -> %s"
+          % (location, address, ", %d times" % count if count else "",
+             pattern))
+
+
+class Trigger:
+    def __init__(self, breakpoint, pattern, count):
+        self.breakpoint = breakpoint
+        self.pattern = pattern
+        self.count = count
+        self.hits = 0
+
+
+class TriggerBreakpoint(gdb.Breakpoint):
+    """A snapshot-on breakpoint. It always stops the process: the snapshot
+    is taken by the stop event, where every thread is stopped and may be
+    read (stop() must not switch threads or resume)."""
+
+    def stop(self):
+        return True
+
+
+def collect_triggered():
+    """Decodes and prints the snapshots the recorder's own triggers took
+    since the last look (snapshot-on --continue)."""
+    if state.session is None:
+        return
+    try:
+        lines = state.session.collect_triggered()
+    except RuntimeError as error:
+        lines = ["error: magic-trace: " + str(error)]
+    for line in lines:
+        print(line)
+
+
+def on_stop(event):
+    if state.session is not None and state.exited is None:
+        try:
+            state.session.set_modules(link_map(),
+                                      os.path.basename(state.program or ""))
+        except (gdb.error, RuntimeError):
+            pass
+    collect_triggered()
+    if not isinstance(event, gdb.BreakpointEvent):
+        return
+    for breakpoint in event.breakpoints:
+        trigger = state.triggers.get(breakpoint.number)
+        if trigger is None or (trigger.count and trigger.hits >= trigger.count):
+            continue
+        trigger.hits += 1
+        number = len_snapshots() + 1
+        path = trigger.pattern.replace("%N", str(number))
+        tid = gdb.selected_thread().ptid[1]
+        try:
+            take_snapshot("breakpoint %d" % breakpoint.number, path, tid)
+        except gdb.GdbError as error:
+            print("error: %s (snapshot at breakpoint %d)"
+                  % (error, breakpoint.number))
+        if trigger.count and trigger.hits >= trigger.count:
+            breakpoint.enabled = False
+
+
+def on_exit(event):
+    state.exited = getattr(event, "exit_code", 0)
+    collect_triggered()
+
+
+def len_snapshots():
+    if state.session is None:
+        return 0
+    return state.session.status()["snapshots"]
+
+
+gdb.events.stop.connect(on_stop)
+gdb.events.exited.connect(on_exit)
+
+
+class MagicTrace(gdb.Command):
+    """magic-trace: record the program under QEMU with magic-trace's Intel PT
+recorder and snapshot the last moments before a breakpoint, for Perfetto
+(ui.perfetto.dev) and in the terminal.
+
+  (gdb) file PROGRAM
+  (gdb) magic-trace run --start main
+  (gdb) magic-trace snapshot-on stop_here
+  (gdb) continue
+  (gdb) magic-trace report --last 20us"""
+
+    def __init__(self):
+        super().__init__("magic-trace", gdb.COMMAND_USER, prefix=True)
+
+
+class RunCommand(gdb.Command):
+    """Start the loaded program under qemu-x86_64 with magic-trace's recorder.
+
+magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
+                [--timer-resolution low|normal|high] [--ground-truth] [-- ARGS]
+
+--start FUNCTION: record from this function of the program (default: the
+  first instruction) and stop there.
+--snapshot-size: PT ring per thread, a power of two (default 4M).
+--timer-resolution: timing packets, as magic-trace's option (default normal).
+--ground-truth: also keep every executed address (for tests)."""
+
+    def __init__(self):
+        super().__init__("magic-trace run", gdb.COMMAND_RUNNING)
+
+    def invoke(self, argument, from_tty):
+        need_core()
+        options = Options(argument, {"start", "snapshot-size",
+                                     "timer-resolution"},
+                          {"ground-truth"}, "run")
+        program = gdb.current_progspace().filename
+        if not program:
+            fail("no program: load one with 'file PROGRAM' first")
+        if state.qemu is not None and state.qemu.poll() is None:
+            fail("the program already runs under QEMU (kill it first)")
+        try:
+            core.check_program(program)
+        except RuntimeError as error:
+            fail(str(error))
+        size = parse_size(options.get("snapshot-size", "4M"))
+        timer = options.get("timer-resolution", "normal")
+        if timer not in TIMERS:
+            fail("--timer-resolution takes low, normal or high, got '%s'"
+                 % timer)
+        start = options.get("start")
+        start_address = ""
+        if start:
+            try:
+                start_address = "0x%x" % core.find_symbol(program, start)
+            except RuntimeError:
+                fail("--start %s matches no function of %s (check the "
+                     "spelling)" % (start, os.path.basename(program)))
+        qemu = find_qemu()
+        recorder = find_recorder()
+        tdesc = target_description(qemu, program)
+        cleanup()
+        state.ring_dir = tempfile.mkdtemp(prefix="magic-trace-qemu-")
+        arguments = "%s,dir=%s,size=%d,timer=%s,start=%s" % (
+            recorder, state.ring_dir, size, timer, start_address)
+        if timer == "high":
+            arguments += ",noretcomp=on"
+        keep_truth = "ground-truth" in options.flags
+        if keep_truth:
+            arguments += ",ground-truth=on"
+        sock = os.path.join(state.ring_dir, "gdb.sock")
+        state.qemu = subprocess.Popen(
+            [qemu, "-plugin", arguments, "-g", sock, program] +
+            options.positional, stdin=subprocess.DEVNULL)
+        wait_for_socket(sock, state.qemu, SOCKET_DEADLINE_S)
+        state.program = program
+        state.keep_truth = keep_truth
+        state.exited = None
+        state.triggers = {}
+        state.session = core.Session(state.ring_dir, keep_truth)
+        gdb.execute("set sysroot /", to_string=True)
+        gdb.execute("set tdesc filename " + tdesc, to_string=True)
+        gdb.execute("target remote " + sock, to_string=True)
+        line = ("magic-trace: launched %s under %s with the magic-trace "
+                "recorder (rings in %s)" % (os.path.basename(program), qemu,
+                                           state.ring_dir))
+        if start:
+            gdb.execute("tbreak " + start, to_string=True)
+            gdb.execute("continue", to_string=True)
+            line += ", stopped at %s (recording from there)" % start
+        else:
+            line += ", stopped at its first instruction (recording)"
+        print(line)
+        print("magic-trace: recording process %d with backend qemu, %d KiB "
+              "per thread, timer %s, threads all"
+              % (state.qemu.pid, size // 1024, timer))
+
+
+class SnapshotOnCommand(gdb.Command):
+    """Take a snapshot every time a breakpoint is hit.
+
+magic-trace snapshot-on LOCATION [-o PATTERN] [--count N] [--continue]
+
+LOCATION: as GDB's 'break' takes it (FUNCTION, FILE:LINE, *ADDRESS).
+-o PATTERN: output file; %N is the snapshot number (default
+  magic-trace-%N.fxt).
+--count N: stop triggering after N hits (default: every hit).
+Without --continue the process stops at each hit ('continue' resumes it).
+--continue: the QEMU recorder itself snapshots at each hit of FUNCTION's
+  entry (or *ADDRESS) and the program runs on; the snapshots are decoded
+  and listed at the next stop or exit."""
+
+    def __init__(self):
+        super().__init__("magic-trace snapshot-on", gdb.COMMAND_BREAKPOINTS)
+
+    def invoke(self, argument, from_tty):
+        need_core()
+        options = Options(argument, {"output", "count"}, {"continue"},
+                          "snapshot-on")
+        if len(options.positional) != 1:
+            fail("snapshot-on takes one location, e.g. 'magic-trace "
+                 "snapshot-on handle_order'")
+        if state.session is None:
+            fail("nothing is being recorded (start with 'magic-trace run')")
+        if "continue" in options.flags:
+            return arm_in_recorder(options)
+        breakpoint = TriggerBreakpoint(options.positional[0])
+        pattern = options.get("output", "magic-trace-%N.fxt")
+        state.triggers[breakpoint.number] = Trigger(
+            breakpoint, pattern, options.number("count", 0))
+        print("magic-trace: breakpoint %d takes a snapshot at each hit -> %s"
+              % (breakpoint.number, pattern))
+
+
+class ContinueCommand(gdb.Command):
+    """Resume the program (GDB's 'continue'); the recorder records while it
+runs and snapshot-on breakpoints take their snapshots when hit."""
+
+    def __init__(self):
+        super().__init__("magic-trace continue", gdb.COMMAND_RUNNING)
+
+    def invoke(self, argument, from_tty):
+        if state.session is None:
+            fail("nothing is being recorded (start with 'magic-trace run')")
+        gdb.execute("continue " + argument, from_tty)
+
+
+class SnapshotCommand(gdb.Command):
+    """Take a snapshot now (the process must be stopped, or have exited).
+
+magic-trace snapshot [-o FILE]"""
+
+    def __init__(self):
+        super().__init__("magic-trace snapshot", gdb.COMMAND_DATA)
+
+    def invoke(self, argument, from_tty):
+        options = Options(argument, {"output"}, set(), "snapshot")
+        take_snapshot("command", options.get("output", ""))
+
+
+class ReportCommand(gdb.Command):
+    """Print a snapshot's call tree: total and self time per frame.
+
+magic-trace report [--last DURATION] [--thread TID] [--depth N] [--snapshot K]"""
+
+    def __init__(self):
+        super().__init__("magic-trace report", gdb.COMMAND_DATA)
+
+    def invoke(self, argument, from_tty):
+        need_core()
+        options = Options(argument, {"last", "thread", "depth", "snapshot"},
+                          set(), "report")
+        collect_triggered()
+        if state.session is None:
+            fail("no snapshot yet (take one with 'magic-trace snapshot' or "
+                 "'magic-trace snapshot-on')")
+        try:
+            text = state.session.report(
+                options.number("snapshot", 0), options.get("last", ""),
+                options.number("depth", 0), options.number("thread", -1))
+        except RuntimeError as error:
+            fail(str(error))
+        gdb.write(text)
+
+
+class SaveCommand(gdb.Command):
+    """Write a snapshot again.
+
+magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] [--snapshot K]"""
+
+    def __init__(self):
+        super().__init__("magic-trace save", gdb.COMMAND_DATA)
+
+    def invoke(self, argument, from_tty):
+        need_core()
+        options = Options(argument, {"output", "format", "snapshot"}, set(),
+                          "save")
+        collect_triggered()
+        if "output" not in options.values:
+            fail("save needs -o FILE (see 'help magic-trace save')")
+        if state.session is None:
+            fail("no snapshot yet (take one with 'magic-trace snapshot')")
+        try:
+            print(state.session.save(options.number("snapshot", 0),
+                                     options.get("output"),
+                                     options.get("format", "")))
+        except RuntimeError as error:
+            fail(str(error))
+
+
+class StatusCommand(gdb.Command):
+    """What is being recorded: instructions, threads, snapshots."""
+
+    def __init__(self):
+        super().__init__("magic-trace status", gdb.COMMAND_STATUS)
+
+    def invoke(self, argument, from_tty):
+        need_core()
+        if state.session is None:
+            print("magic-trace: not recording (start with 'magic-trace run')")
+            return
+        collect_triggered()
+        try:
+            status = state.session.status()
+        except RuntimeError as error:
+            fail(str(error))
+        print("magic-trace: backend qemu, %d instructions recorded in %d "
+              "threads, %d snapshots%s" % (
+                  status["instructions"], status["threads"],
+                  status["snapshots"],
+                  ", process exited" if state.exited is not None else ""))
+        if status["note"]:
+            print("magic-trace: " + status["note"])
+
+
+class DoctorCommand(gdb.Command):
+    """What magic-trace can record here, and what is missing."""
+
+    def __init__(self):
+        super().__init__("magic-trace doctor", gdb.COMMAND_SUPPORT)
+
+    def invoke(self, argument, from_tty):
+        print("magic-trace doctor (GDB %s, Python %d.%d)"
+              % (gdb.VERSION, sys.version_info[0], sys.version_info[1]))
+        if core is None:
+            print("  core module: missing (%s)" % IMPORT_ERROR)
+        else:
+            print("  core module: %s (libipt %s)"
+                  % (core.__file__, core.libipt_version()))
+        qemu = os.environ.get("MT_QEMU") or shutil.which("qemu-x86_64")
+        print("  qemu recorder: %s" % (
+            "qemu-x86_64 at %s, 'magic-trace run' records" % qemu if qemu
+            else "qemu-x86_64 missing (apt-get install qemu-user)"))
+        plugin = os.path.join(HERE, "libmagic-trace-qemu.so")
+        print("  recorder plugin: %s" % (plugin if os.path.exists(plugin)
+                                         else "missing (" + plugin + ")"))
+        print("  intel_pt: %s" % (
+            "present (the perf backend is not in the GDB host yet)"
+            if os.path.exists("/sys/bus/event_source/devices/intel_pt")
+            else "absent (no Intel PT on this machine; use 'magic-trace run')"))
+
+
+MagicTrace()
+RunCommand()
+SnapshotOnCommand()
+ContinueCommand()
+SnapshotCommand()
+ReportCommand()
+SaveCommand()
+StatusCommand()
+DoctorCommand()

@@ -1,0 +1,163 @@
+//===- QemuTriggers.cpp - Snapshots the recorder takes itself -------------===//
+//
+// A debugger breakpoint costs QEMU 7.2 dearly: code in the same page runs
+// one instruction per block (check_for_breakpoints), and each hit stops and
+// resumes the whole process. A recorder trigger needs neither: a host arms
+// it in the header (armQemuTrigger, QemuRings.h) and the block that starts
+// at its address takes the slow path. There the hitting thread ends its
+// trace at the address as the stop flush does (TIP.PGD), every ring is
+// copied with the writers paused, the copy is written as the bundle
+// DIR/snap-<N>/ (the hitting thread marked triggered), and the thread's
+// block then resumes its trace with TIP.PGE. docs/qemu.md, "Triggers in
+// the recorder".
+//
+//===----------------------------------------------------------------------===//
+#include "Recorder.h"
+
+#include "magic_trace/Bundle.h"
+#include "magic_trace/RingBuffer.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+namespace magic_trace::qemu_plugin {
+namespace {
+
+/// The header's armed entry for `address`, or null.
+QemuTrigger *armedTrigger(QemuRingHeader &header, uint64_t address) {
+  uint32_t count =
+      std::min(__atomic_load_n(&header.triggerCount, __ATOMIC_ACQUIRE),
+               kQemuMaxTriggers);
+  for (uint32_t i = 0; i < count; ++i)
+    if (header.triggers[i].address == address &&
+        __atomic_load_n(&header.triggers[i].remaining, __ATOMIC_ACQUIRE))
+      return &header.triggers[i];
+  return nullptr;
+}
+
+/// Takes one of `trigger`'s remaining snapshots; false when none is left.
+bool claim(QemuTrigger &trigger) {
+  uint32_t remaining = __atomic_load_n(&trigger.remaining, __ATOMIC_ACQUIRE);
+  while (remaining) {
+    uint32_t next = remaining == kQemuTriggerEvery ? remaining : remaining - 1;
+    if (__atomic_compare_exchange_n(&trigger.remaining, &remaining, next, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return true;
+  }
+  return false;
+}
+
+/// Every thread's ring, copied while no writer is inside one, as the
+/// Snapshot a bundle holds.
+Snapshot copyRings(const ThreadRecorder &hitter) {
+  Recorder &rec = *recorder;
+  QemuRingHeader &header = *rec.header;
+  Snapshot snapshot;
+  snapshot.pid = header.pid;
+  snapshot.cpu.vendor =
+      std::string(header.vendor, strnlen(header.vendor, sizeof(header.vendor)));
+  snapshot.cpu.family = header.family;
+  snapshot.cpu.model = header.model;
+  snapshot.cpu.stepping = header.stepping;
+  snapshot.time.timeZero = header.timeZero;
+  snapshot.time.timeMult = header.timeMult;
+  snapshot.time.timeShift = uint16_t(header.timeShift);
+  snapshot.timing.mtcFreq = uint8_t(header.mtcFreq);
+  snapshot.timing.nomFreq = uint8_t(header.nomFreq);
+  snapshot.timing.cpuid15Eax = header.cpuid15Eax;
+  snapshot.timing.cpuid15Ebx = header.cpuid15Ebx;
+  std::vector<ThreadRecorder *> threads;
+  {
+    std::lock_guard<std::mutex> lock(rec.mutex);
+    threads = rec.threads;
+  }
+  uint32_t slots =
+      std::min(__atomic_load_n(&header.threadCount, __ATOMIC_ACQUIRE),
+               kQemuRingMaxThreads);
+  llvm::Error paused = pauseRingWriters(
+      &header.paused, slots, [&](size_t i) { return &header.threads[i].busy; },
+      std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  if (paused)
+    setNote("a recorder trigger's copy may end in a torn packet: " +
+            llvm::toString(std::move(paused)));
+  for (const ThreadRecorder *thread : threads) {
+    ThreadTrace trace;
+    trace.tid = thread->tid;
+    trace.bytes = thread->writer->buffer().snapshot();
+    trace.wrapped = thread->writer->buffer().wrapped();
+    if (!trace.bytes.empty())
+      snapshot.threads.push_back(std::move(trace));
+  }
+  __atomic_store_n(&header.paused, 0u, __ATOMIC_SEQ_CST);
+  // The thread that hit the trigger; no stack (the recorder unwinds none):
+  // the model's final stack comes from the trace alone.
+  ThreadStop stop;
+  stop.tid = hitter.tid;
+  stop.triggered = true;
+  snapshot.stop.push_back(std::move(stop));
+  return snapshot;
+}
+
+} // namespace
+
+bool isArmedTrigger(uint64_t start) {
+  return recorder->header && armedTrigger(*recorder->header, start);
+}
+
+void markTriggerBlocks() {
+  Recorder &rec = *recorder;
+  QemuRingHeader &header = *rec.header;
+  uint32_t count =
+      std::min(__atomic_load_n(&header.triggerCount, __ATOMIC_ACQUIRE),
+               kQemuMaxTriggers);
+  std::lock_guard<std::mutex> lock(rec.mutex);
+  for (uint32_t i = 0; i < count; ++i) {
+    bool armed =
+        __atomic_load_n(&header.triggers[i].remaining, __ATOMIC_ACQUIRE) != 0;
+    auto found = rec.blocks.find(header.triggers[i].address);
+    if (found == rec.blocks.end())
+      continue;
+    for (const BlockInfo *block : found->second)
+      const_cast<BlockInfo *>(block)->isTrigger.store(
+          armed, std::memory_order_relaxed);
+  }
+}
+
+void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
+  Recorder &rec = *recorder;
+  QemuTrigger *trigger = armedTrigger(*rec.header, block.start);
+  if (!trigger || !thread.flags.enabled || thread.flags.failed ||
+      thread.flags.deferring || !claim(*trigger)) {
+    // Spent: later hits of this block go the fast way again.
+    if (!trigger || !__atomic_load_n(&trigger->remaining, __ATOMIC_ACQUIRE))
+      const_cast<BlockInfo &>(block).isTrigger.store(false,
+                                                     std::memory_order_relaxed);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(rec.triggerMutex);
+  // The trace ends where the trigger's block starts; onBlock resumes it.
+  flushToStop(thread, block.start);
+  Snapshot snapshot = copyRings(thread);
+  uint32_t number =
+      __atomic_load_n(&rec.header->triggerSnapshots, __ATOMIC_ACQUIRE) + 1;
+  llvm::SmallString<256> dir(rec.options.dir);
+  llvm::sys::path::append(dir, "snap-" + std::to_string(number));
+  if (llvm::Error error = writeBundle(snapshot, dir)) {
+    setNote("a recorder trigger's snapshot was not written: " +
+            llvm::toString(std::move(error)));
+    return;
+  }
+  // Which trigger it was, for the host's output pattern.
+  std::error_code ec;
+  llvm::raw_fd_ostream which((dir + "/trigger").str(), ec);
+  if (!ec)
+    which << llvm::format_hex(block.start, 0) << "\n";
+  __atomic_add_fetch(&trigger->hits, 1u, __ATOMIC_RELEASE);
+  __atomic_store_n(&rec.header->triggerSnapshots, number, __ATOMIC_RELEASE);
+}
+
+} // namespace magic_trace::qemu_plugin
