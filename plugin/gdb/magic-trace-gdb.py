@@ -218,9 +218,13 @@ def target_description(qemu, program):
     xml += ('  <feature name="org.gnu.gdb.i386.linux">\n'
             '    <reg name="orig_rax" bitsize="64" type="int" regnum="%d"/>\n'
             '  </feature>\n</target>\n' % registers)
-    with open(path + ".tmp", "w") as out:
+    # Sessions that start together each write their own file, and the
+    # rename makes the shared one appear whole.
+    handle, scratch_path = tempfile.mkstemp(dir=os.path.dirname(path),
+                                            suffix=".xml")
+    with os.fdopen(handle, "w") as out:
         out.write(xml)
-    os.replace(path + ".tmp", path)
+    os.replace(scratch_path, path)
     return path
 
 
