@@ -174,6 +174,23 @@ def wait_for_socket(path, process, deadline):
         time.sleep(0.02)
 
 
+def connect(sock, process):
+    """`target remote SOCK`, again while QEMU has bound its socket but not
+    yet listens (the connection is refused then, and QEMU still waits)."""
+    end = time.monotonic() + SOCKET_DEADLINE_S
+    while True:
+        try:
+            gdb.execute("target remote " + sock, to_string=True)
+            return
+        except gdb.error as error:
+            if "refused" not in str(error) or time.monotonic() > end:
+                fail("cannot connect to qemu-x86_64's gdbstub: %s" % error)
+            if process.poll() is not None:
+                fail("qemu-x86_64 exited (status %d) before GDB connected"
+                     % process.returncode)
+            time.sleep(0.05)
+
+
 def target_description(qemu, program):
     """QEMU's x86-64 target description, as its gdbstub sends it, with
     osabi GNU/Linux and orig_rax (GDB's amd64 Linux ABI needs both) so that
@@ -195,11 +212,18 @@ def target_description(qemu, program):
                                stderr=subprocess.DEVNULL)
     try:
         wait_for_socket(sock, process, SOCKET_DEADLINE_S)
-        dump = subprocess.run(
-            ["gdb", "-nx", "-batch", "-ex", "target remote " + sock,
-             "-ex", "maint print xml-tdesc"],
-            stdin=subprocess.DEVNULL, capture_output=True, text=True,
-            timeout=TDESC_DEADLINE_S).stdout
+        # The socket file exists from bind(); until QEMU listens a connect
+        # is refused, and the batch GDB is tried again.
+        end = time.monotonic() + SOCKET_DEADLINE_S
+        while True:
+            dump = subprocess.run(
+                ["gdb", "-nx", "-batch", "-ex", "target remote " + sock,
+                 "-ex", "maint print xml-tdesc"],
+                stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                timeout=TDESC_DEADLINE_S).stdout
+            if "<?xml" in dump or time.monotonic() > end:
+                break
+            time.sleep(0.1)
     except subprocess.TimeoutExpired:
         fail("asking qemu-x86_64 for its target description took over %d s"
              % TDESC_DEADLINE_S)
@@ -505,7 +529,7 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
         state.session = core.Session(state.ring_dir, keep_truth)
         gdb.execute("set sysroot /", to_string=True)
         gdb.execute("set tdesc filename " + tdesc, to_string=True)
-        gdb.execute("target remote " + sock, to_string=True)
+        connect(sock, state.qemu)
         line = ("magic-trace: launched %s under %s with the magic-trace "
                 "recorder (rings in %s)" % (os.path.basename(program), qemu,
                                            state.ring_dir))
