@@ -191,3 +191,44 @@ TEST(MachineFactsTest, NoPmuMeansOnlyEmulate) {
 }
 
 } // namespace
+
+// The Intel VM of issue 39 (GenuineIntel 6/167, no intel_pt PMU exposed)
+// and an AMD machine: the perf backend cannot record on either, so every
+// line of doctor that mentions the CPU or the PMU must send the user to
+// the same place. The vendor changes the wording of the cpu line only.
+TEST(MachineFactsTest, NoPmuGivesTheSameAdviceOnIntelAndAmd) {
+  auto textFor = [](const std::string &cpuinfo) {
+    FakeRoot fake;
+    fake.write("proc/cpuinfo", cpuinfo);
+    fake.write("proc/sys/kernel/perf_event_paranoid", "2\n");
+    MachineFacts facts = probeMachine(ProbeOptions{
+        fake.root + "/proc", fake.root + "/sys", 1000u, std::nullopt});
+    // The machine's QEMU must not decide the test.
+    facts.qemuPath = "/usr/bin/qemu-x86_64";
+    return renderFactsText(facts);
+  };
+  std::string intel = textFor("vendor_id\t: GenuineIntel\ncpu family\t: 6\n"
+                              "model\t\t: 167\nstepping\t: 1\n");
+  std::string amd = textFor("vendor_id\t: AuthenticAMD\ncpu family\t: 25\n"
+                            "model\t\t: 17\nstepping\t: 1\n");
+  for (const std::string &text : {intel, amd}) {
+    llvm::StringRef cpu = llvm::StringRef(text).split('\n').first;
+    EXPECT_TRUE(cpu.contains("'magic-trace run' (the QEMU recorder)"))
+        << cpu.str();
+    EXPECT_FALSE(cpu.contains("possible")) << cpu.str();
+    EXPECT_NE(text.find("the perf backend cannot record here"),
+              std::string::npos);
+  }
+  // Every other line but libipt's errata (which are by CPU model) agrees
+  // word for word.
+  auto withoutCpuLines = [](llvm::StringRef text) {
+    std::string kept;
+    llvm::SmallVector<llvm::StringRef, 16> lines;
+    text.split(lines, '\n');
+    for (llvm::StringRef line : lines)
+      if (!line.starts_with("cpu:") && !line.starts_with("libipt:"))
+        kept += line.str() + "\n";
+    return kept;
+  };
+  EXPECT_EQ(withoutCpuLines(intel), withoutCpuLines(amd));
+}

@@ -130,18 +130,24 @@ std::vector<BackendVerdict> judgeBackends(const MachineFacts &facts) {
   return {perf, qemu, emulate};
 }
 
-std::string cpuLine(const CpuIdentity &cpu, bool haveQemu) {
+/// The CPU and what records on it. What decides is the intel_pt PMU, not the
+/// vendor: an Intel CPU in a VM that hides the PMU records no more than an
+/// AMD one, so every machine without it gets the same advice.
+std::string cpuLine(const CpuIdentity &cpu, bool havePmu, bool haveQemu) {
   std::string line;
   llvm::raw_string_ostream os(line);
   os << "cpu: " << cpu.vendor << " family " << cpu.family << " model "
      << cpu.model << " stepping " << cpu.stepping;
-  if (cpu.vendor == "GenuineIntel")
-    os << " (Intel: Intel PT possible if the PMU is exposed)";
-  else
-    os << (haveQemu ? " (not Intel: no Intel PT; 'magic-trace run' (the QEMU "
-                      "recorder) and the emulate backend record here)"
-                    : " (not Intel: no Intel PT; only the emulate backend "
-                      "records here)");
+  if (havePmu) {
+    os << " (the intel_pt PMU is present: the perf backend can record here)";
+    return line;
+  }
+  os << (cpu.vendor == "GenuineIntel"
+             ? " (Intel, but no intel_pt PMU is exposed here: "
+             : " (not Intel: no Intel PT; ");
+  os << (haveQemu ? "'magic-trace run' (the QEMU recorder) and the emulate "
+                    "backend record here)"
+                  : "only the emulate backend records here)");
   return line;
 }
 
@@ -247,7 +253,8 @@ MachineFacts probeMachine(const ProbeOptions &options) {
 std::string renderFactsText(const MachineFacts &facts) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  os << cpuLine(facts.cpu, !facts.qemuPath.empty()) << "\n";
+  os << cpuLine(facts.cpu, facts.intelPt.present, !facts.qemuPath.empty())
+     << "\n";
   os << pmuLine(facts.intelPt) << "\n";
   os << paranoidLine(facts) << "\n";
   os << ptraceLine(facts.ptraceScope) << "\n";
