@@ -65,8 +65,10 @@ __attribute__((noinline)) void flushCount(ThreadRecorder &thread) {
   thread.uncounted = 0;
   __atomic_add_fetch(&thread.slot->instructions, count, __ATOMIC_RELAXED);
   uint64_t total = recorder->totalInsns.fetch_add(count) + count;
-  if (recorder->options.maxInsns && total >= recorder->options.maxInsns)
+  if (recorder->options.maxInsns && total >= recorder->options.maxInsns) {
+    noteStopReason(QemuStopReason::MaxInsns);
     recorder->set(SlowStopping);
+  }
 }
 
 /// Counting goes through shared words only every `countBatch` instructions
@@ -360,6 +362,8 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
     thread->flags.running = true;
   }
   if (rec.has(SlowStopping) || block.isStop) {
+    if (block.isStop)
+      noteStopReason(QemuStopReason::StopPoint);
     rec.set(SlowStopping);
     stopRecording(*thread, block.start);
     return;

@@ -133,6 +133,7 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
     // that are running end themselves at their next block; they get a
     // tenth of a second (exec then ends them anyway).
     setNote("the program called execve: the recording ends there");
+    noteStopReason(QemuStopReason::Exec);
     rec.set(SlowStopping);
     stopRecording(*thread, 0);
     waitForRunningThreads(std::chrono::milliseconds(100));

@@ -49,6 +49,13 @@ void setNote(const std::string &text) {
                sizeof(recorder->header->note) - 1);
 }
 
+void noteStopReason(QemuStopReason reason) {
+  uint32_t none = uint32_t(QemuStopReason::None);
+  __atomic_compare_exchange_n(&recorder->header->stopReason, &none,
+                              uint32_t(reason), false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+}
+
 /// QEMU prints qemu_plugin_outs only under -d plugin: warnings go to
 /// stderr (the guest's too) and into the header for the reader.
 void warn(const std::string &text) {

@@ -284,6 +284,9 @@ void drainLog(ThreadRecorder &thread);
 
 // QemuThreads.cpp: threads, the stop flush, the maps file.
 void setNote(const std::string &text);
+/// Records why recording stops (QemuRingHeader::stopReason), unless a
+/// reason is recorded already: the first stop reached is the one.
+void noteStopReason(QemuStopReason reason);
 void warn(const std::string &text);
 std::string joinPath(llvm::StringRef dir, const llvm::Twine &name);
 void *mapSharedFile(const std::string &path, uint64_t size);

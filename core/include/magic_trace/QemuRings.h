@@ -51,6 +51,17 @@ enum class QemuThreadState : uint32_t {
   Done = 3,      ///< Exited or stopped: its ring and ground truth are final.
 };
 
+/// Why the recorder stopped (QemuRingHeader::stopReason): set once, by the
+/// first thread to reach a stop, before `stopped`. A reader that finds the
+/// process gone reads how the recording ended here, not from whether it
+/// won a race with the program's exit.
+enum class QemuStopReason : uint32_t {
+  None = 0,      ///< Not stopped: recording ran until the program ended.
+  StopPoint = 1, ///< A block started at the stop point (stop=).
+  MaxInsns = 2,  ///< The instruction limit (max-insns=) was reached.
+  Exec = 3,      ///< The program called execve.
+};
+
 struct QemuThreadSlot {
   uint64_t tid = 0;
   uint32_t state = 0; ///< QemuThreadState.
@@ -86,9 +97,9 @@ struct QemuRingHeader {
   uint32_t paused;
   uint32_t recording; ///< 1 from the start point until the stop point.
   uint64_t pauseTimeouts;
-  uint32_t stopped; ///< The stop point or instruction limit was reached.
-  uint32_t reserved1;
-  char note[256]; ///< One line from the plugin for the user (e.g. a loss).
+  uint32_t stopped;    ///< The stop point or instruction limit was reached.
+  uint32_t stopReason; ///< QemuStopReason, set before `stopped`.
+  char note[256];      ///< One line from the plugin for the user (e.g. a loss).
   QemuThreadSlot threads[kQemuRingMaxThreads];
   /// The stop flush (docs/qemu.md, "Snapshots from a debugger"): while a
   /// debugger holds every guest thread stopped, a reader stores each
@@ -123,6 +134,7 @@ struct QemuRecording {
   uint64_t instructions = 0;
   uint64_t lostInstructions = 0;
   uint64_t pauseTimeouts = 0;
+  QemuStopReason stopReason = QemuStopReason::None;
   std::string note;
 };
 
@@ -142,6 +154,7 @@ struct QemuRingStatus {
   uint64_t instructions = 0; ///< Recorded so far, every thread.
   bool recording = false;
   bool stopped = false;
+  QemuStopReason stopReason = QemuStopReason::None;
   std::vector<QemuThreadSlot> threads;
   std::string note;
 };

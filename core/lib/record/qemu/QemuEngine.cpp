@@ -225,11 +225,20 @@ emulateUnderQemu(const EmulateOptions &options,
                       WTERMSIG(status), strsignal(WTERMSIG(status)))
             .str();
   result.tracedSeconds = seconds;
-  result.end =
-      killed ? (options.maxInsns && result.instructions >= options.maxInsns
-                    ? EmulateEnd::MaxInsns
-                    : EmulateEnd::StopHit)
-             : EmulateEnd::Exited;
+  // How the recording ended is the recorder's word, not whether our kill
+  // came before the program's own exit (a program that exits right after
+  // its stop point often wins that race).
+  switch (recording->stopReason) {
+  case QemuStopReason::StopPoint:
+    result.end = EmulateEnd::StopHit;
+    break;
+  case QemuStopReason::MaxInsns:
+    result.end = EmulateEnd::MaxInsns;
+    break;
+  default:
+    result.end = EmulateEnd::Exited;
+    break;
+  }
   result.exitStatus =
       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;

@@ -276,6 +276,8 @@ llvm::Expected<QemuRingStatus> readQemuRingStatus(llvm::StringRef dir) {
   status.ringSize = header.ringSize;
   status.recording = __atomic_load_n(&header.recording, __ATOMIC_ACQUIRE);
   status.stopped = __atomic_load_n(&header.stopped, __ATOMIC_ACQUIRE);
+  status.stopReason =
+      QemuStopReason(__atomic_load_n(&header.stopReason, __ATOMIC_ACQUIRE));
   status.note =
       std::string(header.note, strnlen(header.note, sizeof(header.note)));
   uint32_t count =
@@ -383,6 +385,8 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
   }
   __atomic_store_n(&header.paused, 0u, __ATOMIC_SEQ_CST);
   recording.pauseTimeouts = header.pauseTimeouts + (quiet ? 0 : 1);
+  recording.stopReason =
+      QemuStopReason(__atomic_load_n(&header.stopReason, __ATOMIC_ACQUIRE));
   if (failure)
     return std::move(failure);
 
