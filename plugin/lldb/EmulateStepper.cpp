@@ -46,12 +46,12 @@ std::string stopDescription(lldb::SBThread &thread) {
   return length ? std::string(buffer) : std::string("stopped");
 }
 
-/// Load address -> breakpoint id of every enabled user breakpoint location
-/// (not the stepper's own, `skip`).
-std::map<uint64_t, lldb::break_id_t>
+/// Load address -> the ids of every enabled user breakpoint with a location
+/// there, in id order (not the stepper's own, `skip`).
+std::map<uint64_t, std::vector<lldb::break_id_t>>
 breakpointAddresses(lldb::SBTarget &target,
                     const std::map<uint64_t, lldb::break_id_t> &skip) {
-  std::map<uint64_t, lldb::break_id_t> addresses;
+  std::map<uint64_t, std::vector<lldb::break_id_t>> addresses;
   for (uint32_t i = 0, n = target.GetNumBreakpoints(); i < n; ++i) {
     lldb::SBBreakpoint breakpoint = target.GetBreakpointAtIndex(i);
     if (!breakpoint.IsEnabled() ||
@@ -64,8 +64,11 @@ breakpointAddresses(lldb::SBTarget &target,
       if (!location.IsEnabled())
         continue;
       lldb::addr_t address = location.GetLoadAddress();
-      if (address != LLDB_INVALID_ADDRESS)
-        addresses.emplace(address, breakpoint.GetID());
+      if (address == LLDB_INVALID_ADDRESS)
+        continue;
+      std::vector<lldb::break_id_t> &ids = addresses[address];
+      if (ids.empty() || ids.back() != breakpoint.GetID())
+        ids.push_back(breakpoint.GetID());
     }
   }
   return addresses;
@@ -91,7 +94,7 @@ struct Stepper {
   lldb::SBTarget target;
   lldb::SBProcess process;
   StepDeadline deadline;
-  std::map<uint64_t, lldb::break_id_t> breakpoints;
+  std::map<uint64_t, std::vector<lldb::break_id_t>> breakpoints;
   /// The stepper's own breakpoints, by address, where a clone or fork
   /// returns (the instruction after the syscall). A new thread starts there
   /// and stops at once, so it is traced from its first instruction instead
@@ -362,7 +365,7 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
     outcome.kind = StepOutcome::Breakpoint;
     outcome.tid = tid;
     outcome.pc = next;
-    outcome.breakpoint = hit->second;
+    outcome.breakpoints = hit->second;
     return Result::Stop;
   }
   return Result::Progress;
@@ -431,10 +434,10 @@ bool refreshTurns(Stepper &stepper, const std::vector<uint64_t> &tids,
     outcome.kind = StepOutcome::Breakpoint;
     outcome.tid = tid;
     outcome.pc = hit->first;
-    outcome.breakpoint = hit->second;
+    outcome.breakpoints = hit->second;
     outcome.notes.push_back(
         "thread " + std::to_string(tid) + " is new and reached breakpoint " +
-        std::to_string(hit->second) +
+        std::to_string(hit->second.front()) +
         " before the stepper took it over, so it has no trace (a new thread "
         "runs untraced until LLDB stops it)");
     return true;

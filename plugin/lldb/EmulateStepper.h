@@ -33,7 +33,10 @@ struct StepOutcome {
   enum Kind { Breakpoint, Exited, Exec, Interrupted, Stopped } kind = Stopped;
   uint64_t tid = 0; ///< The thread that stopped (Breakpoint, Stopped, Exec).
   uint64_t pc = 0;
-  lldb::break_id_t breakpoint = 0; ///< Breakpoint: which one.
+  /// Breakpoint: every enabled breakpoint with a location at `pc`, in id
+  /// order (a user's breakpoint and a trigger may share an address; each
+  /// gets its hit).
+  std::vector<lldb::break_id_t> breakpoints;
   int exitStatus = 0;
   std::string description; ///< Stopped: LLDB's stop description.
   /// Things the user should know about the run, one line each ("thread T

@@ -7,6 +7,8 @@
 #include "lldb/API/SBTarget.h"
 #include "lldb/API/SBThread.h"
 
+#include "llvm/ADT/STLExtras.h"
+
 namespace magic_trace::plugin {
 llvm::Error startPerf(Session &session, lldb::SBProcess &process,
                       TimerResolution timer, uint64_t bufferSize,
@@ -72,9 +74,15 @@ llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
   outcome.pc = thread.GetFrameAtIndex(0).GetPC();
   if (thread.GetStopReason() == lldb::eStopReasonBreakpoint &&
       thread.GetStopReasonDataCount() > 0) {
+    // The stop reason's data are (breakpoint id, location id) pairs, one
+    // per breakpoint with a location here.
     outcome.kind = StepOutcome::Breakpoint;
-    outcome.breakpoint =
-        static_cast<lldb::break_id_t>(thread.GetStopReasonDataAtIndex(0));
+    for (size_t i = 0; i + 1 < thread.GetStopReasonDataCount(); i += 2) {
+      auto id =
+          static_cast<lldb::break_id_t>(thread.GetStopReasonDataAtIndex(i));
+      if (!llvm::is_contained(outcome.breakpoints, id))
+        outcome.breakpoints.push_back(id);
+    }
     return outcome;
   }
   char description[256] = {0};

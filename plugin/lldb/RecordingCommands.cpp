@@ -26,6 +26,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <optional>
 
 namespace magic_trace::plugin {
 namespace {
@@ -455,29 +456,40 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
     if (json)
       for (SnapshotRecord *record : session.triggered)
         os << jsonText(snapshotJson(*record)) << "\n";
-    if (outcome->kind == StepOutcome::Breakpoint && (session.perf || qemu)) {
-      os << "magic-trace: thread " << outcome->tid << " stopped at breakpoint "
-         << outcome->breakpoint << " at " << llvm::format_hex(outcome->pc, 0)
-         << "\n";
-      break;
-    }
     if (outcome->kind == StepOutcome::Breakpoint) {
-      Trigger *trigger = session.findTrigger(outcome->breakpoint);
-      if (!trigger || !trigger->active()) {
-        os << "magic-trace: thread " << outcome->tid
-           << " stopped at breakpoint " << outcome->breakpoint << " at "
-           << llvm::format_hex(outcome->pc, 0) << "\n";
-        break;
+      // A user's breakpoint and triggers may share the address: each
+      // trigger there takes its snapshot, and the process stays stopped
+      // when any breakpoint there is not a trigger that continues. The qemu
+      // and perf backends' triggers fired in their breakpoint callbacks,
+      // and LLDB stopped only because one of the breakpoints said so.
+      bool recordsRunning = session.perf || qemu;
+      bool stop = recordsRunning;
+      std::optional<lldb::break_id_t> shown;
+      for (lldb::break_id_t id : outcome->breakpoints) {
+        Trigger *trigger = session.findTrigger(id);
+        if (!trigger || !trigger->active()) {
+          stop = true;
+          shown = shown.value_or(id);
+          continue;
+        }
+        stop |= !trigger->continueAfter;
+        if (recordsRunning)
+          continue;
+        llvm::Expected<SnapshotRecord *> record =
+            fireTrigger(debugger, session, *trigger, outcome->tid);
+        if (!record)
+          return record.takeError();
+        os << snapshotLine(**record) << "\n";
+        if (json)
+          os << jsonText(snapshotJson(**record)) << "\n";
       }
-      llvm::Expected<SnapshotRecord *> record =
-          fireTrigger(debugger, session, *trigger, outcome->tid);
-      if (!record)
-        return record.takeError();
-      os << snapshotLine(**record) << "\n";
-      if (json)
-        os << jsonText(snapshotJson(**record)) << "\n";
-      if (trigger->continueAfter)
+      if (!stop)
         continue;
+      if (!shown && !outcome->breakpoints.empty())
+        shown = outcome->breakpoints.front();
+      os << "magic-trace: thread " << outcome->tid << " stopped at breakpoint "
+         << shown.value_or(0) << " at " << llvm::format_hex(outcome->pc, 0)
+         << "\n";
       break;
     }
     if (outcome->kind == StepOutcome::Exited) {

@@ -129,9 +129,11 @@ public:
       trigger.description = "breakpoint " + std::to_string(id);
     }
     // A function or line of a library not loaded yet (a process stopped at
-    // its first instruction has none): pending, as LLDB's own breakpoints.
+    // its first instruction has none), or a user's breakpoint that waits for
+    // one: pending, as LLDB's own breakpoints. An address is not a name
+    // that a library can bring.
     bool pending = breakpoint.IsValid() && breakpoint.GetNumLocations() == 0 &&
-                   created && !args->has("address");
+                   !args->has("address");
     if (!breakpoint.IsValid() ||
         (breakpoint.GetNumLocations() == 0 && !pending)) {
       if (breakpoint.IsValid() && created)
