@@ -59,6 +59,10 @@ public:
     log.calls.push_back("disable " + llvm::utohexstr(ip));
     return llvm::Error::success();
   }
+  llvm::Expected<uint64_t> sync() override {
+    log.calls.push_back("sync");
+    return 0;
+  }
   const RingBuffer &buffer() const override { return ring; }
   TimeConversion timeConversion() const override { return {}; }
   uint64_t instructions() const override { return log.steps.size(); }

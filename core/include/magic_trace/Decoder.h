@@ -1,8 +1,9 @@
 //===- Decoder.h - Intel PT -> per-thread control flow ----------*- C++ -*-===//
 //
 // Decodes every thread of a Snapshot with libipt's block decoder into the
-// compact TraceItems stream. The module list becomes one libipt image through
-// a shared image section cache; memory no file backs is read through a
+// compact TraceItems stream. The module list (and, over time, the code
+// history's files) becomes libipt images through a shared image section
+// cache; code outside files is read from the code history, else through a
 // caller-provided callback. Buffers are split at PSB packets and the pieces
 // decoded on a thread pool; the stitched result is identical to a serial
 // decode (docs/decoder.md explains why). Decode errors never fail the call:
@@ -81,7 +82,9 @@ std::vector<std::string> cpuErrata(const CpuIdentity &cpu);
 /// "intel" or "GenuineIntel" ("intel/6/158/9").
 llvm::Expected<CpuIdentity> parseCpu(llvm::StringRef text);
 
-class PtImage;
+namespace decode_detail {
+class ImageTimeline;
+}
 
 /// One snapshot's decoder: the CPU checked and the image built once, then
 /// each thread decoded into an ItemSink as it goes (decodeSnapshot collects
@@ -121,7 +124,8 @@ private:
 
   const Snapshot &snapshot;
   DecodeOptions options;
-  std::unique_ptr<PtImage> image;
+  /// The code of each moment of the trace (its modules and code history).
+  std::unique_ptr<decode_detail::ImageTimeline> timeline;
   std::vector<ModuleImageStatus> moduleStatus;
   std::vector<size_t> selectedThreads;
   /// Per thread: its bytes with empty PGE/PGD pairs padded out
@@ -137,9 +141,10 @@ llvm::Expected<DecodeResult> decodeSnapshot(const Snapshot &snapshot,
                                             const DecodeOptions &options);
 
 /// Addresses of every instruction of `decode`'s blocks, in execution order,
-/// read through the same image. Blocks are runs of sequential instructions,
-/// so this walks each one by instruction length. For comparing with ground
-/// truth; slow compared to decoding.
+/// read through the same images (the code of each Image item's seq). Blocks
+/// are runs of sequential instructions, so this walks each one by
+/// instruction length. For comparing with ground truth; slow compared to
+/// decoding.
 llvm::Expected<std::vector<uint64_t>>
 expandInstructions(const Snapshot &snapshot, const ThreadDecode &decode,
                    const DecodeOptions &options);

@@ -173,6 +173,13 @@ public:
   virtual llvm::Error interrupt(uint64_t ip) = 0;
   /// The snapshot point: FUP(nextIp) + TIP.PGD, and pending TNT flushed.
   virtual llvm::Error disable(uint64_t nextIp) = 0;
+  /// A PSB+ now, before the next instruction (FUP at it), as the periodic
+  /// ones; with tracing disabled, the next enable() writes one. For a
+  /// recorder that marks where the code changed (CodeHistory.h): a decoder
+  /// resyncs there, so no stretch between two PSBs runs two versions of the
+  /// code. Returns the byte offset (RingBuffer::written) where the PSB+
+  /// begins, or where the next one will.
+  virtual llvm::Expected<uint64_t> sync() = 0;
 
   virtual const RingBuffer &buffer() const = 0;
   virtual TimeConversion timeConversion() const = 0;

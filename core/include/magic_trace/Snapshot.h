@@ -1,15 +1,17 @@
 //===- Snapshot.h - What a recorder hands to the pipeline -------*- C++ -*-===//
 //
 // One snapshot: per-thread PT bytes (oldest first), CPU identity, TSC -> ns
-// conversion, the module list with every loaded segment, and the stop context
-// (each thread's stack at the stop, from the debugger's unwinder). Every
-// backend (perf, emulate, bundle) produces this; decode, symbolize and the
-// model consume it. It holds no libipt or LLDB types.
+// conversion, the module list with every loaded segment, the code history
+// (CodeHistory.h: what changed while the trace was written), and the stop
+// context (each thread's stack at the stop, from the debugger's unwinder).
+// Every backend (perf, emulate, bundle) produces this; decode, symbolize and
+// the model consume it. It holds no libipt or LLDB types.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_SNAPSHOT_H
 #define MAGIC_TRACE_SNAPSHOT_H
 
+#include "magic_trace/CodeHistory.h"
 #include "magic_trace/CpuIdentity.h"
 #include "magic_trace/PtTiming.h"
 
@@ -54,34 +56,14 @@ struct TimeConversion {
   }
 };
 
-/// One mapping of a module's file into the process.
-struct LoadedSegment {
-  uint64_t address = 0;    ///< Runtime start address.
-  uint64_t size = 0;       ///< Bytes mapped.
-  uint64_t fileOffset = 0; ///< Offset in the file of the first mapped byte.
-  bool executable = false;
-};
-
-/// A loaded module as the debugger (or a bundle) knows it.
-struct Module {
-  std::string path;     ///< Path at run time ("systemPath" in LLDB bundles).
-  std::string fileCopy; ///< A copy to read instead of `path`; empty if none.
-  std::string
-      buildId; ///< Lower-case hex GNU build-id / LLDB UUID; may be empty.
-  uint64_t loadAddress = 0; ///< Lowest mapped address (file offset 0).
-  std::vector<LoadedSegment> segments; ///< Empty: derive from the ELF headers.
-
-  /// The file to open: the copy when there is one.
-  const std::string &fileToRead() const {
-    return fileCopy.empty() ? path : fileCopy;
-  }
-};
-
 /// Raw PT of one thread, linearized oldest -> newest.
 struct ThreadTrace {
   uint64_t tid = 0;
   std::vector<uint8_t> bytes;
   bool wrapped = false; ///< The ring buffer overwrote older data.
+  /// Where the thread's code changed (CodeHistory.h), by PSB offset into
+  /// `bytes`, ascending; the first may be at 0 for the code it started with.
+  std::vector<ImageMark> imageMarks = {};
 };
 
 /// A thread's stack at the stop, innermost first: frames[0] is the PC, the
@@ -100,7 +82,11 @@ struct Snapshot {
   TimeConversion time;
   /// MTC/CYC clock facts for the decoder's pt_config; zero when unknown.
   PtTimingConfig timing;
+  /// The modules at the stop (the debugger's list, a bundle's).
   std::vector<Module> modules;
+  /// How the code changed while the trace was written; empty when the
+  /// recorder logs no changes (then `modules` is all the decoder has).
+  CodeHistory code;
   std::vector<ThreadTrace> threads;
   std::vector<ThreadStop> stop;
 };

@@ -45,6 +45,9 @@ enum class ItemKind : uint8_t {
   Disable,  ///< Tracing stops (TIP.PGD); ip is where it will resume, or 0.
   Overflow, ///< The CPU lost packets (OVF); tracing resumes at ip.
   Error,    ///< Decoding failed; see ThreadDecode::errors[detail].
+  /// From here on the code is that of the code history's changes up to seq
+  /// `ip` (CodeHistory.h); only in snapshots with a history.
+  Image,
 };
 
 /// 32 bytes. Times are nanoseconds (TimeConversion applied), monotonic per

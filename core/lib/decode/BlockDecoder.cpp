@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Image.h"
+#include "ImageTimeline.h"
 #include "PieceDecoder.h"
 #include "PsbTable.h"
 #include "StartQuirk.h"
@@ -54,11 +55,11 @@ SnapshotDecoder::create(const Snapshot &snapshot,
     return std::move(error);
   std::unique_ptr<SnapshotDecoder> decoder(
       new SnapshotDecoder(snapshot, options));
-  auto image = PtImage::build(snapshot.modules, options.readMemory,
-                              decoder->moduleStatus);
-  if (!image)
-    return image.takeError();
-  decoder->image = std::move(*image);
+  auto timeline = decode_detail::ImageTimeline::build(
+      snapshot, options.readMemory, decoder->moduleStatus);
+  if (!timeline)
+    return timeline.takeError();
+  decoder->timeline = std::move(*timeline);
   decoder->quirkFree.resize(snapshot.threads.size());
   for (size_t i = 0; i < snapshot.threads.size(); ++i)
     if (!options.onlyTid || snapshot.threads[i].tid == options.onlyTid) {
@@ -116,15 +117,35 @@ Expected<std::vector<uint64_t>>
 expandInstructions(const Snapshot &snapshot, const ThreadDecode &decode,
                    const DecodeOptions &options) {
   std::vector<ModuleImageStatus> ignored;
-  auto image = PtImage::build(snapshot.modules, options.readMemory, ignored);
+  auto timeline = decode_detail::ImageTimeline::build(
+      snapshot, options.readMemory, ignored);
+  if (!timeline)
+    return timeline.takeError();
+  // The code of the items' seq (Image items), and one size cache per
+  // execution mode over the decoder's classifiers, cleared when the seq
+  // changes.
+  uint64_t seq = 0;
+  Expected<const PtImage *> image = (*timeline)->imageAt(seq);
   if (!image)
     return image.takeError();
-  // One size cache per execution mode, over the decoder's classifiers.
+  ReadMemoryFn reader;
+  if ((*timeline)->versioned())
+    reader = [&](uint64_t address, uint8_t *buffer, size_t size) {
+      return (*timeline)->read(address, seq, buffer, size);
+    };
   decode_detail::ModeClassifiers classifiers;
   DenseMap<uint64_t, uint8_t> sizes[3];
   std::vector<uint64_t> addresses;
   addresses.reserve(decode.instructions);
   for (const TraceItem &item : decode.items) {
+    if (item.kind == ItemKind::Image && item.ip != seq) {
+      seq = item.ip;
+      image = (*timeline)->imageAt(seq);
+      if (!image)
+        return image.takeError();
+      for (auto &cache : sizes)
+        cache.clear();
+    }
     if (item.kind != ItemKind::Block)
       continue;
     size_t mode = size_t(item.mode);
@@ -140,7 +161,8 @@ expandInstructions(const Snapshot &snapshot, const ThreadDecode &decode,
         if (!classifier)
           return classifier.takeError();
         uint8_t bytes[16] = {};
-        size_t got = (*image)->read(ip, 0, bytes, 15);
+        size_t got =
+            (*image)->read(ip, 0, bytes, 15, reader ? &reader : nullptr);
         auto insn = (*classifier)->classify(ArrayRef<uint8_t>(bytes, got), ip);
         if (!insn)
           return insn.takeError();
@@ -159,18 +181,20 @@ Expected<uint64_t> rawBlockDecodeLoop(const Snapshot &snapshot,
     return createStringError("no thread at index " +
                              std::to_string(threadIndex));
   std::vector<ModuleImageStatus> ignored;
-  auto image = PtImage::build(snapshot.modules, options.readMemory, ignored);
-  if (!image)
-    return image.takeError();
-  pt_config config = decode_detail::makeConfig(
-      snapshot.threads[threadIndex].bytes, snapshot.cpu, snapshot.timing);
+  auto timeline = decode_detail::ImageTimeline::build(
+      snapshot, options.readMemory, ignored);
+  if (!timeline)
+    return timeline.takeError();
+  const ThreadTrace &trace = snapshot.threads[threadIndex];
+  pt_config config =
+      decode_detail::makeConfig(trace.bytes, snapshot.cpu, snapshot.timing);
   decode_detail::PsbTable table = decode_detail::findPsbs(config);
   if (table.offsets.empty())
     return 0;
   decode_detail::PieceDecoder::Options countOnly;
   countOnly.countOnly = true;
-  auto decoder =
-      decode_detail::PieceDecoder::create(config, **image, table, countOnly);
+  auto decoder = decode_detail::PieceDecoder::create(config, **timeline, trace,
+                                                     table, countOnly);
   if (!decoder)
     return decoder.takeError();
   (*decoder)->decodeFrom(0, table.offsets.size());

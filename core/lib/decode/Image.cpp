@@ -105,70 +105,107 @@ Expected<ElfFacts> readElfFacts(StringRef path, uint64_t loadAddress) {
 
 } // namespace
 
+std::vector<CachedSection> cacheModuleSections(const Module &module,
+                                               ModuleImageStatus &status) {
+  std::vector<CachedSection> cached;
+  status.path = module.path;
+  const std::string &file = module.fileToRead();
+  auto facts = readElfFacts(file, module.loadAddress);
+  if (!facts) {
+    status.problem = file + ": " + toString(facts.takeError()) +
+                     " (its code is decoded only through the memory "
+                     "callback)";
+    return cached;
+  }
+  if (!module.buildId.empty() && !facts->buildId.empty() &&
+      !StringRef(module.buildId).starts_with_insensitive(facts->buildId) &&
+      !StringRef(facts->buildId).starts_with_insensitive(module.buildId)) {
+    status.problem = file + ": build-id " + facts->buildId +
+                     " differs from the module's " + module.buildId +
+                     " (point the module at the matching file)";
+    return cached;
+  }
+  std::vector<FileSection> sections;
+  if (module.segments.empty()) {
+    sections = facts->segments;
+  } else {
+    for (const LoadedSegment &segment : module.segments)
+      if (segment.executable)
+        sections.push_back({segment.fileOffset, segment.size, segment.address});
+  }
+  pt_image_section_cache *cache = sharedSectionCache();
+  for (const FileSection &section : sections) {
+    int isid =
+        cache ? pt_iscache_add_file(cache, file.c_str(), section.fileOffset,
+                                    section.size, section.address)
+              : -pte_nomem;
+    if (isid < 0) {
+      status.problem = file + ": libipt rejected a section at 0x" +
+                       utohexstr(section.address) + " (" +
+                       libiptStatusText(isid) +
+                       "; its code is decoded only through the memory "
+                       "callback)";
+      continue;
+    }
+    ++status.sections;
+    cached.push_back(
+        {section.address, section.address + section.size, int(isid)});
+  }
+  return cached;
+}
+
+int PtImage::add(const CachedSection &section) {
+  int added = pt_image_add_cached(image.get(), sharedSectionCache(),
+                                  section.isid, nullptr);
+  if (added >= 0)
+    mapped.push_back(section);
+  return added;
+}
+
 Expected<std::unique_ptr<PtImage>>
 PtImage::build(const std::vector<Module> &modules, ReadMemoryFn readMemory,
                std::vector<ModuleImageStatus> &report) {
   std::unique_ptr<PtImage> result(new PtImage());
   result->image.reset(pt_image_alloc("snapshot"));
-  pt_image_section_cache *cache = sharedSectionCache();
-  if (!result->image || !cache)
+  if (!result->image || !sharedSectionCache())
     return decode_detail::allocationFailed("an image");
   result->readMemory = std::move(readMemory);
 
   for (const Module &module : modules) {
     ModuleImageStatus status;
-    status.path = module.path;
-    const std::string &file = module.fileToRead();
-    auto facts = readElfFacts(file, module.loadAddress);
-    if (!facts) {
-      status.problem = file + ": " + toString(facts.takeError()) +
-                       " (its code is decoded only through the memory "
-                       "callback)";
-      report.push_back(std::move(status));
-      continue;
-    }
-    if (!module.buildId.empty() && !facts->buildId.empty() &&
-        !StringRef(module.buildId).starts_with_insensitive(facts->buildId) &&
-        !StringRef(facts->buildId).starts_with_insensitive(module.buildId)) {
-      status.problem = file + ": build-id " + facts->buildId +
-                       " differs from the module's " + module.buildId +
-                       " (point the module at the matching file)";
-      report.push_back(std::move(status));
-      continue;
-    }
-    std::vector<FileSection> sections;
-    if (module.segments.empty()) {
-      sections = facts->segments;
-    } else {
-      for (const LoadedSegment &segment : module.segments)
-        if (segment.executable)
-          sections.push_back(
-              {segment.fileOffset, segment.size, segment.address});
-    }
-    for (const FileSection &section : sections) {
-      int isid = pt_iscache_add_file(cache, file.c_str(), section.fileOffset,
-                                     section.size, section.address);
-      int added = isid < 0 ? isid
-                           : pt_image_add_cached(result->image.get(), cache,
-                                                 isid, nullptr);
-      if (added < 0) {
-        // The status of the call that failed (the section id when adding
-        // it to the image did is no status).
-        status.problem = file + ": libipt rejected a section at 0x" +
-                         utohexstr(section.address) + " (" +
-                         libiptStatusText(added) +
-                         "; its code is decoded only through the memory "
-                         "callback)";
-        continue;
+    for (const CachedSection &section : cacheModuleSections(module, status))
+      if (int added = result->add(section); added < 0) {
+        // The section id is no status: the call that failed was adding it.
+        status.problem =
+            module.fileToRead() + ": libipt rejected a section at 0x" +
+            utohexstr(section.begin) + " (" + libiptStatusText(added) +
+            "; its code is decoded only through the memory "
+            "callback)";
+        --status.sections;
       }
-      ++status.sections;
-      result->mapped.push_back(
-          {section.address, section.address + section.size, isid});
-    }
     report.push_back(std::move(status));
   }
   llvm::sort(result->mapped,
-             [](const MappedSection &a, const MappedSection &b) {
+             [](const CachedSection &a, const CachedSection &b) {
+               return a.begin < b.begin;
+             });
+  return std::move(result);
+}
+
+Expected<std::unique_ptr<PtImage>>
+PtImage::fromSections(const std::vector<CachedSection> &sections,
+                      ReadMemoryFn readMemory) {
+  std::unique_ptr<PtImage> result(new PtImage());
+  result->image.reset(pt_image_alloc("snapshot"));
+  if (!result->image || !sharedSectionCache())
+    return decode_detail::allocationFailed("an image");
+  result->readMemory = std::move(readMemory);
+  for (const CachedSection &section : sections)
+    if (int added = result->add(section); added < 0)
+      return decode_detail::libiptBug(added,
+                                      "libipt rejected a cached section");
+  llvm::sort(result->mapped,
+             [](const CachedSection &a, const CachedSection &b) {
                return a.begin < b.begin;
              });
   return std::move(result);
@@ -184,24 +221,26 @@ static int readMemoryCallback(uint8_t *buffer, size_t size,
   return static_cast<int>(got);
 }
 
-Expected<PtImageHandle> PtImage::copy() const {
+Expected<PtImageHandle> PtImage::copy(const ReadMemoryFn *reader) const {
   PtImageHandle copy(pt_image_alloc("decode-thread"));
   if (!copy)
     return decode_detail::allocationFailed("an image");
   if (int status = pt_image_copy(copy.get(), image.get()); status < 0)
     return decode_detail::libiptBug(status, "libipt could not copy the image");
-  if (readMemory)
+  if (!reader && readMemory)
+    reader = &readMemory;
+  if (reader && *reader)
     pt_image_set_callback(copy.get(), readMemoryCallback,
-                          const_cast<ReadMemoryFn *>(&readMemory));
+                          const_cast<ReadMemoryFn *>(reader));
   return std::move(copy);
 }
 
-size_t PtImage::read(uint64_t address, int isid, uint8_t *buffer,
-                     size_t size) const {
+size_t PtImage::read(uint64_t address, int isid, uint8_t *buffer, size_t size,
+                     const ReadMemoryFn *reader) const {
   if (isid <= 0) {
     auto next = llvm::upper_bound(
         mapped, address,
-        [](uint64_t value, const MappedSection &s) { return value < s.begin; });
+        [](uint64_t value, const CachedSection &s) { return value < s.begin; });
     if (next != mapped.begin() && address < std::prev(next)->end)
       isid = std::prev(next)->isid;
   }
@@ -211,8 +250,10 @@ size_t PtImage::read(uint64_t address, int isid, uint8_t *buffer,
     if (got > 0)
       return static_cast<size_t>(got);
   }
-  if (readMemory)
-    return readMemory(address, buffer, size);
+  if (!reader)
+    reader = &readMemory;
+  if (*reader)
+    return (*reader)(address, buffer, size);
   return 0;
 }
 

@@ -78,27 +78,66 @@ void adviseHugePages(std::vector<TraceItem> &items) {
 }
 
 Expected<std::unique_ptr<PieceDecoder>>
-PieceDecoder::create(const pt_config &config, const PtImage &image,
-                     const PsbTable &table, Options options) {
+PieceDecoder::create(const pt_config &config, const ImageTimeline &timeline,
+                     const ThreadTrace &trace, const PsbTable &table,
+                     Options options) {
   std::unique_ptr<PieceDecoder> result(new PieceDecoder(
-      image, table, uint64_t(config.end - config.begin), std::move(options)));
-  auto copy = image.copy();
+      timeline, trace, table, uint64_t(config.end - config.begin),
+      std::move(options)));
+  PieceDecoder &piece = *result;
+  if (timeline.versioned())
+    piece.reader = [&piece](uint64_t address, uint8_t *buffer, size_t size) {
+      return piece.timeline.read(address, piece.seq, buffer, size);
+    };
+  auto image = timeline.imageAt(0);
+  if (!image)
+    return image.takeError();
+  piece.image = *image;
+  auto copy = piece.image->copy(piece.reader ? &piece.reader : nullptr);
   if (!copy)
     return copy.takeError();
-  result->imageCopy = std::move(*copy);
-  result->decoder.reset(pt_blk_alloc_decoder(&config));
-  if (!result->decoder)
+  piece.imageCopy = std::move(*copy);
+  piece.decoder.reset(pt_blk_alloc_decoder(&config));
+  if (!piece.decoder)
     return allocationFailed("a block decoder");
-  int status = pt_blk_set_image(result->decoder.get(), result->imageCopy.get());
+  int status = pt_blk_set_image(piece.decoder.get(), piece.imageCopy.get());
   if (status < 0)
     return libiptBug(status, "libipt rejected the image");
   // Classifiers for 32- and 16-bit code are made when such code shows up;
   // the one for 64-bit code now, so that a missing disassembler fails here.
-  if (!result->options.countOnly)
-    if (auto classifier = result->classifiers.forMode(ExecMode::Bits64);
+  if (!piece.options.countOnly)
+    if (auto classifier = piece.classifiers.forMode(ExecMode::Bits64);
         !classifier)
       return classifier.takeError();
   return std::move(result);
+}
+
+uint64_t PieceDecoder::seqOfPsb(size_t index) const {
+  return timeline.seqAt(trace, psbs[index], table.tsc[index]);
+}
+
+bool PieceDecoder::useSeq(Piece &piece, uint64_t newSeq) {
+  seq = newSeq;
+  outsideClasses.clear();
+  Expected<const PtImage *> next = timeline.imageAt(newSeq);
+  if (next && *next != image) {
+    Expected<PtImageHandle> copy = (*next)->copy(&reader);
+    if (!copy) {
+      consumeError(copy.takeError());
+    } else if (pt_blk_set_image(decoder.get(), copy->get()) >= 0) {
+      // The decoder's section cache is validated against the image at each
+      // read, so the old copy can go.
+      image = *next;
+      imageCopy = std::move(*copy);
+      return true;
+    }
+  } else if (next) {
+    return true;
+  } else {
+    consumeError(next.takeError());
+  }
+  addError(piece, currentOffset(), -pte_nomem, 0);
+  return false;
 }
 
 Piece PieceDecoder::decodeFrom(size_t start, size_t boundary) {
@@ -121,6 +160,13 @@ Piece PieceDecoder::decodeFrom(size_t start, size_t boundary) {
       piece.handoff = index;
       return piece;
     }
+    // The code of this PSB's moment (ImageTimeline.h), switched before
+    // the sync so that nothing is read from the old one.
+    uint64_t psbSeq = timeline.versioned() ? seqOfPsb(index) : 0;
+    if (psbSeq != seq && !useSeq(piece, psbSeq)) {
+      ++index;
+      continue;
+    }
     int status = pt_blk_sync_set(decoder.get(), psbs[index]);
     // A PSB+ the end of the buffer cuts short holds no control flow:
     // the trace ends there, as a continuous decode's would.
@@ -133,6 +179,12 @@ Piece PieceDecoder::decodeFrom(size_t start, size_t boundary) {
       ++index;
       continue;
     }
+    // An Image item wherever the seq differs from the PSB before (and at
+    // the first PSB), whichever piece decodes it: the stream says the
+    // same however it was cut.
+    if (timeline.versioned() && !options.countOnly &&
+        (index == 0 || seqOfPsb(index - 1) != psbSeq))
+      addEvent(piece, ItemKind::Image, psbSeq, currentTsc());
     std::optional<size_t> next = run(piece, status, {index, boundary});
     if (!next)
       return piece;
@@ -201,6 +253,8 @@ std::optional<PieceDecoder::RunEnd>
 PieceDecoder::nextBlock(Piece &piece, int &status, Run &run) {
   pt_block block;
   uint64_t tsc = options.countOnly ? 0 : currentTsc();
+  if (timeline.hasTimedChanges())
+    followTimedChanges(piece);
   status = pt_blk_next(decoder.get(), &block, sizeof(block));
   instructions += block.ninsn;
   if (block.ninsn) {
@@ -288,6 +342,19 @@ void PieceDecoder::addLibiptEvent(Piece &piece, const pt_event &event) {
   }
 }
 
+/// A change with a time (perf's MMAP2, a jitdump load) takes effect at the
+/// first block whose time is at or after it: perf's rule ("Time orders
+/// everything", STYLE.md). The trace's times come from its timing packets,
+/// so a change between two of them waits for the next.
+void PieceDecoder::followTimedChanges(Piece &piece) {
+  uint64_t tsc = currentTsc();
+  uint64_t timedSeq = timeline.seqAtTime(tsc);
+  if (timedSeq <= seq)
+    return;
+  if (useSeq(piece, timedSeq) && !options.countOnly)
+    addEvent(piece, ItemKind::Image, timedSeq, tsc);
+}
+
 void PieceDecoder::addBlock(Piece &piece, const pt_block &block, uint64_t tsc) {
   TraceItem item;
   item.kind = ItemKind::Block;
@@ -313,7 +380,11 @@ void PieceDecoder::addError(Piece &piece, uint64_t offset, int status,
   setRawTsc(item, currentTsc());
   item.detail = static_cast<uint32_t>(piece.errors.size());
   piece.items.push_back(item);
-  piece.errors.push_back({offset, status, ip, libiptStatusText(status)});
+  // With a code history, a gap where no code was had says what is missing.
+  std::string text = timeline.versioned() && status == -pte_nomap && ip
+                         ? timeline.explainMissing(ip, seq)
+                         : libiptStatusText(status);
+  piece.errors.push_back({offset, status, ip, std::move(text)});
   maybeFlush(piece);
 }
 
@@ -333,10 +404,12 @@ PieceDecoder::LastInsn PieceDecoder::classifyLast(const pt_block &block,
   if (known != BranchClass::Unknown)
     return {known, 0};
   // The same address in two modes is two instructions; the cache is for
-  // the common case, 64-bit code.
+  // the common case, 64-bit code. Code outside files may change with the
+  // seq: its cache is cleared when the seq does.
   bool cacheable = mode == ExecMode::Bits64;
-  auto cached = cacheable ? classes.find(block.end_ip) : classes.end();
-  if (cached != classes.end())
+  auto &cache = block.isid > 0 ? classes : outsideClasses;
+  auto cached = cacheable ? cache.find(block.end_ip) : cache.end();
+  if (cached != cache.end())
     return cached->second;
   uint8_t bytes[16] = {};
   size_t size = 0;
@@ -344,7 +417,8 @@ PieceDecoder::LastInsn PieceDecoder::classifyLast(const pt_block &block,
     size = block.size;
     std::copy(block.raw, block.raw + block.size, bytes);
   } else {
-    size = image.read(block.end_ip, block.isid, bytes, 15);
+    size = image->read(block.end_ip, block.isid, bytes, 15,
+                       reader ? &reader : nullptr);
   }
   LastInsn result;
   Expected<const InsnClassifier *> classifier = classifiers.forMode(mode);
@@ -359,7 +433,7 @@ PieceDecoder::LastInsn PieceDecoder::classifyLast(const pt_block &block,
   else
     consumeError(insn.takeError());
   if (cacheable)
-    classes[block.end_ip] = result;
+    cache[block.end_ip] = result;
   return result;
 }
 

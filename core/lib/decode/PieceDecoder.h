@@ -14,6 +14,7 @@
 #define MAGIC_TRACE_DECODE_PIECEDECODER_H
 
 #include "Image.h"
+#include "ImageTimeline.h"
 #include "ItemStream.h"
 #include "PsbTable.h"
 
@@ -76,13 +77,14 @@ class PieceDecoder {
 public:
   using Options = PieceDecoderOptions;
 
-  /// A decoder over the buffer `config` names, whose PSBs `table` lists.
-  /// `image` and `table` must outlive it. Errors: libipt cannot allocate
-  /// the decoder or copy the image, or rejects the image (LibiptError);
-  /// LLVM has no x86 disassembler.
+  /// A decoder over the buffer `config` names (the bytes of `trace`, whose
+  /// image marks it reads), whose PSBs `table` lists. `timeline`, `trace`
+  /// and `table` must outlive it. Errors: libipt cannot allocate the decoder
+  /// or copy the image, or rejects the image (LibiptError); LLVM has no x86
+  /// disassembler.
   static llvm::Expected<std::unique_ptr<PieceDecoder>>
-  create(const pt_config &config, const PtImage &image, const PsbTable &table,
-         Options options = {});
+  create(const pt_config &config, const ImageTimeline &timeline,
+         const ThreadTrace &trace, const PsbTable &table, Options options = {});
 
   /// Decodes from PSB `start` until the end of the buffer, or until a PSB
   /// at index >= `boundary` is reached (the piece then hands off there).
@@ -114,10 +116,16 @@ private:
     std::optional<size_t> resyncAt;
   };
 
-  PieceDecoder(const PtImage &image, const PsbTable &table, uint64_t bufferSize,
-               Options options)
-      : image(image), table(table), psbs(table.offsets), bufferSize(bufferSize),
-        options(std::move(options)) {}
+  PieceDecoder(const ImageTimeline &timeline, const ThreadTrace &trace,
+               const PsbTable &table, uint64_t bufferSize, Options options)
+      : timeline(timeline), trace(trace), table(table), psbs(table.offsets),
+        bufferSize(bufferSize), options(std::move(options)) {}
+
+  /// The code of `newSeq` from here on: its image, its reader. Returns
+  /// false (with an error item) when libipt cannot make the image.
+  bool useSeq(Piece &piece, uint64_t newSeq);
+  /// The seq of PSB `index` (ImageTimeline::seqAt).
+  uint64_t seqOfPsb(size_t index) const;
 
   std::optional<size_t> run(Piece &piece, int status, const Run &start);
   std::optional<RunEnd> drainEvents(Piece &piece, int &status, Run &run);
@@ -129,22 +137,32 @@ private:
   void addBlock(Piece &piece, const pt_block &block, uint64_t tsc);
   void addError(Piece &piece, uint64_t offset, int status, uint64_t ip);
   void addEvent(Piece &piece, ItemKind kind, uint64_t ip, uint64_t tsc);
+  /// Moves to a later seq when a change with a time was passed (perf).
+  void followTimedChanges(Piece &piece);
   LastInsn classifyLast(const pt_block &block, ExecMode mode);
   void maybeFlush(Piece &piece);
   size_t psbIndexAt(uint64_t offset) const;
   uint64_t currentOffset() const;
   uint64_t currentTsc() const;
 
-  const PtImage &image;
+  const ImageTimeline &timeline;
+  const ThreadTrace &trace;
   const PsbTable &table;
   llvm::ArrayRef<uint64_t> psbs;
   uint64_t bufferSize;
   Options options;
+  /// The code's seq, the image of its files and this decoder's copy of it.
+  uint64_t seq = 0;
+  const PtImage *image = nullptr;
   PtImageHandle imageCopy;
+  /// Reads code outside files as of `seq` (the copy's callback).
+  ReadMemoryFn reader;
   BlockDecoderHandle decoder;
   ModeClassifiers classifiers;
-  /// Last-instruction classes of 64-bit code by address.
+  /// Last-instruction classes of 64-bit code by address: of file code, and
+  /// of code outside files at `seq` (cleared when it changes).
   llvm::DenseMap<uint64_t, LastInsn> classes;
+  llvm::DenseMap<uint64_t, LastInsn> outsideClasses;
   uint64_t instructions = 0;
 };
 

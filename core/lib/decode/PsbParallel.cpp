@@ -27,6 +27,7 @@ namespace magic_trace {
 namespace {
 
 using decode_detail::hasTscPacket;
+using decode_detail::ImageTimeline;
 using decode_detail::ItemStream;
 using decode_detail::makeConfig;
 using decode_detail::Piece;
@@ -144,10 +145,10 @@ struct PieceSchedule {
 /// as it is decoded; parallel pieces are held for stitch() to join in
 /// order. Errors: every worker's failure to make its decoder, joined.
 Expected<std::vector<Piece>>
-decodePieces(const pt_config &config, const PtImage &image,
-             const PsbTable &table, const PieceSchedule &schedule,
-             unsigned threads, const DecodeOptions &options,
-             ItemStream &stream) {
+decodePieces(const pt_config &config, const ImageTimeline &timeline,
+             const ThreadTrace &trace, const PsbTable &table,
+             const PieceSchedule &schedule, unsigned threads,
+             const DecodeOptions &options, ItemStream &stream) {
   const std::vector<size_t> &starts = schedule.starts;
   std::vector<Piece> pieces(starts.size());
   std::vector<Error> failures;
@@ -159,7 +160,8 @@ decodePieces(const pt_config &config, const PtImage &image,
     pieceOptions.batchItems = std::max<size_t>(1, options.batchItems);
   }
   auto worker = [&] {
-    auto decoder = PieceDecoder::create(config, image, table, pieceOptions);
+    auto decoder =
+        PieceDecoder::create(config, timeline, trace, table, pieceOptions);
     if (!decoder) {
       std::lock_guard<std::mutex> lock(failureLock);
       failures.push_back(decoder.takeError());
@@ -191,10 +193,10 @@ decodePieces(const pt_config &config, const PtImage &image,
 /// handoff to a PSB no piece started at (its PSB+ had no status update to
 /// stop at) is decoded here, serially. Errors: those of
 /// PieceDecoder::create.
-Error stitch(const pt_config &config, const PtImage &image,
-             const PsbTable &table, const PieceSchedule &schedule,
-             std::vector<Piece> &pieces, ItemStream &stream,
-             DecodeStats &stats) {
+Error stitch(const pt_config &config, const ImageTimeline &timeline,
+             const ThreadTrace &trace, const PsbTable &table,
+             const PieceSchedule &schedule, std::vector<Piece> &pieces,
+             ItemStream &stream, DecodeStats &stats) {
   const std::vector<size_t> &starts = schedule.starts;
   std::unique_ptr<PieceDecoder> stragglers;
   size_t index = 0;
@@ -206,7 +208,7 @@ Error stitch(const pt_config &config, const PtImage &image,
       piece = &pieces[start - starts.begin()];
     } else {
       if (!stragglers) {
-        auto decoder = PieceDecoder::create(config, image, table);
+        auto decoder = PieceDecoder::create(config, timeline, trace, table);
         if (!decoder)
           return decoder.takeError();
         stragglers = std::move(*decoder);
@@ -228,15 +230,17 @@ Error stitch(const pt_config &config, const PtImage &image,
 /// decodeThreadOverlapped: the buffer decoded in one run on a thread of its
 /// own, its batches finished by `stream` on the caller's.
 Expected<uint64_t>
-decodeOneRunAlongside(const pt_config &config, const PtImage &image,
-                      const PsbTable &table, const DecodeOptions &options,
-                      ItemStream &stream, DecodeStats &stats) {
+decodeOneRunAlongside(const pt_config &config, const ImageTimeline &timeline,
+                      const ThreadTrace &trace, const PsbTable &table,
+                      const DecodeOptions &options, ItemStream &stream,
+                      DecodeStats &stats) {
   size_t batch = std::max<size_t>(1, options.batchItems);
   BatchQueue queue(batch);
   PieceDecoder::Options pieceOptions;
   pieceOptions.flush = [&](Piece &piece) { queue.push(piece); };
   pieceOptions.batchItems = batch;
-  auto decoder = PieceDecoder::create(config, image, table, pieceOptions);
+  auto decoder =
+      PieceDecoder::create(config, timeline, trace, table, pieceOptions);
   if (!decoder)
     return decoder.takeError();
   std::thread decoding([&] {
@@ -260,7 +264,9 @@ decodeOneRunAlongside(const pt_config &config, const PtImage &image,
 Expected<uint64_t> SnapshotDecoder::decode(size_t threadIndex, ItemSink &sink,
                                            DecodeStats &stats,
                                            bool overlap) const {
-  // The thread's bytes, less any PGE/PGD pair in which nothing ran.
+  const ThreadTrace &trace = snapshot.threads[threadIndex];
+  // The thread's bytes, less any PGE/PGD pair in which nothing ran (padded
+  // out: the offsets of its PSBs and image marks stay).
   ArrayRef<uint8_t> bytes =
       quirkFree[threadIndex].empty()
           ? ArrayRef<uint8_t>(snapshot.threads[threadIndex].bytes)
@@ -284,17 +290,18 @@ Expected<uint64_t> SnapshotDecoder::decode(size_t threadIndex, ItemSink &sink,
   ItemStream stream(sink, snapshot.time, options.batchItems,
                     [&config] { return hasTscPacket(config); });
   if (overlap)
-    return decodeOneRunAlongside(config, *image, table, options, stream, stats);
+    return decodeOneRunAlongside(config, *timeline, trace, table, options,
+                                 stream, stats);
   unsigned threads = decodeThreads(options);
   PieceSchedule schedule{pieceStarts(table, bytes.size(), threads, options),
                          table.offsets.size()};
-  Expected<std::vector<Piece>> pieces =
-      decodePieces(config, *image, table, schedule, threads, options, stream);
+  Expected<std::vector<Piece>> pieces = decodePieces(
+      config, *timeline, trace, table, schedule, threads, options, stream);
   if (!pieces)
     return pieces.takeError();
   stats.chunks += pieces->size();
-  if (Error error =
-          stitch(config, *image, table, schedule, *pieces, stream, stats))
+  if (Error error = stitch(config, *timeline, trace, table, schedule, *pieces,
+                           stream, stats))
     return std::move(error);
   return stream.finish();
 }

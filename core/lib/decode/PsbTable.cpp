@@ -11,10 +11,16 @@ using namespace llvm;
 namespace magic_trace::decode_detail {
 namespace {
 
+struct PsbPlus {
+  bool fup = false;
+  bool execMode = false;
+  uint64_t tsc = 0; ///< Its TSC packet's payload, 0 without one.
+};
+
 /// Reads the PSB+ at the packet decoder's position (a PSB) up to its
-/// PSBEND. Returns (has FUP, has MODE.Exec).
-std::pair<bool, bool> readPsbPlus(pt_packet_decoder *packets) {
-  bool fup = false, execMode = false;
+/// PSBEND.
+PsbPlus readPsbPlus(pt_packet_decoder *packets) {
+  PsbPlus found;
   pt_packet packet;
   // The PSB itself, then the header packets; anything else ends the PSB+
   // (a damaged one: libipt resyncs past it).
@@ -24,11 +30,13 @@ std::pair<bool, bool> readPsbPlus(pt_packet_decoder *packets) {
     if (packet.type == ppt_psbend || (count > 0 && packet.type == ppt_psb))
       break;
     if (packet.type == ppt_fup)
-      fup = true;
+      found.fup = true;
     else if (packet.type == ppt_mode && packet.payload.mode.leaf == pt_mol_exec)
-      execMode = true;
+      found.execMode = true;
+    else if (packet.type == ppt_tsc)
+      found.tsc = packet.payload.tsc.tsc;
   }
-  return {fup, execMode};
+  return found;
 }
 
 } // namespace
@@ -69,10 +77,11 @@ PsbTable findPsbs(const pt_config &config) {
       break;
     if (!table.offsets.empty() && offset <= table.offsets.back())
       break;
-    auto [fup, execMode] = readPsbPlus(packets.get());
+    PsbPlus psb = readPsbPlus(packets.get());
     table.offsets.push_back(offset);
-    table.tracing.push_back(fup);
-    table.joinable.push_back(!fup || execMode);
+    table.tracing.push_back(psb.fup);
+    table.joinable.push_back(!psb.fup || psb.execMode);
+    table.tsc.push_back(psb.tsc);
     // Search on from right after this PSB, whatever the PSB+ held.
     if (pt_pkt_sync_set(packets.get(), offset) < 0)
       break;

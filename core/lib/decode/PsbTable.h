@@ -41,6 +41,8 @@ struct PsbTable {
   /// the PSB+ also holds MODE.Exec, the status update libipt binds to the
   /// FUP's address (and ends the block at).
   std::vector<bool> joinable;
+  /// Per PSB: the TSC its PSB+ holds (bits 55:0), 0 without one.
+  std::vector<uint64_t> tsc;
 };
 
 /// The PSB table of the buffer `config` names; empty when libipt cannot

@@ -258,6 +258,10 @@ void SegmentBuilder::handle(const TraceItem &item, const TraceItem *next) {
   case ItemKind::Error:
     onLoss(item);
     break;
+  case ItemKind::Image:
+    // Which code ran changes nothing in the call structure; names come
+    // from the modules over the whole history (modulesOverTime).
+    break;
   }
 }
 

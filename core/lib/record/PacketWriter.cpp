@@ -335,6 +335,23 @@ llvm::Error PacketWriterImpl::disable(uint64_t nextIp) {
   return interrupt(nextIp);
 }
 
+llvm::Expected<uint64_t> PacketWriterImpl::sync() {
+  RefreshOnExit refresh{*this};
+  RingBatch batch(ring);
+  if (!enabled) {
+    // The next enable() writes the PSB+ (a PSB is due).
+    sincePsb = std::max(sincePsb, options.psbPeriod);
+    return ring.written();
+  }
+  // The TNT bits so far belong to the code before the PSB+.
+  if (llvm::Error error = flushTnt())
+    return std::move(error);
+  uint64_t at = ring.written();
+  if (llvm::Error error = psb(/*withFup=*/true, expectedIp))
+    return std::move(error);
+  return at;
+}
+
 } // namespace packet_writer
 
 } // namespace magic_trace

@@ -82,6 +82,7 @@ public:
   llvm::Error markLoss(uint64_t resumeIp, uint64_t count) override;
   llvm::Error interrupt(uint64_t ip) override;
   llvm::Error disable(uint64_t nextIp) override;
+  llvm::Expected<uint64_t> sync() override;
 
   const RingBuffer &buffer() const override { return ring; }
   TimeConversion timeConversion() const override {

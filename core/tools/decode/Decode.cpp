@@ -315,6 +315,8 @@ const char *itemName(ItemKind kind) {
     return "error";
   case ItemKind::Block:
     return "block";
+  case ItemKind::Image:
+    return "image";
   }
   return "?";
 }

@@ -1,0 +1,220 @@
+//===- ImageTimeline.cpp - The code of each moment of a trace -------------===//
+#include "ImageTimeline.h"
+
+#include "LibiptError.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace llvm;
+
+namespace magic_trace::decode_detail {
+namespace {
+
+/// The addresses a module's sections cover, or its load address alone.
+std::pair<uint64_t, uint64_t> extentOf(const Module &module,
+                                       const std::vector<CachedSection> &cached,
+                                       uint64_t size) {
+  uint64_t begin = UINT64_MAX, end = 0;
+  for (const CachedSection &section : cached) {
+    begin = std::min(begin, section.begin);
+    end = std::max(end, section.end);
+  }
+  for (const LoadedSegment &segment : module.segments) {
+    begin = std::min(begin, segment.address);
+    end = std::max(end, segment.address + segment.size);
+  }
+  if (begin >= end)
+    return {module.loadAddress,
+            module.loadAddress + std::max<uint64_t>(size, 1)};
+  return {begin, end};
+}
+
+} // namespace
+
+Expected<std::unique_ptr<ImageTimeline>>
+ImageTimeline::build(const Snapshot &snapshot, ReadMemoryFn readMemory,
+                     std::vector<ModuleImageStatus> &report) {
+  std::unique_ptr<ImageTimeline> timeline(new ImageTimeline());
+  timeline->readMemory = readMemory;
+  timeline->time = snapshot.time;
+  if (snapshot.code.changes.empty()) {
+    auto image =
+        PtImage::build(snapshot.modules, std::move(readMemory), report);
+    if (!image)
+      return image.takeError();
+    timeline->images[{}] = std::move(*image);
+    return std::move(timeline);
+  }
+  timeline->changes = snapshot.code.changes;
+  std::vector<CodeChange> &changes = timeline->changes;
+  llvm::sort(changes, [](const CodeChange &a, const CodeChange &b) {
+    return a.seq < b.seq;
+  });
+  timeline->sections.resize(changes.size());
+  for (size_t i = 0; i < changes.size(); ++i) {
+    CodeChange &change = changes[i];
+    if (change.kind == CodeChange::Kind::Load) {
+      ModuleImageStatus status;
+      timeline->sections[i] = cacheModuleSections(change.module, status);
+      report.push_back(std::move(status));
+      auto [begin, end] =
+          extentOf(change.module, timeline->sections[i], change.size);
+      change.address = begin;
+      change.size = end - begin;
+    } else if (change.kind == CodeChange::Kind::Bytes) {
+      change.size = std::min<uint64_t>(change.size, change.bytes.size());
+    }
+    if (change.kind != CodeChange::Kind::Unload && change.size)
+      timeline->byAddress.push_back({change.address, change.end(), i});
+    if (change.timeNs)
+      timeline->timed.emplace_back(change.timeNs, change.seq);
+  }
+  llvm::sort(timeline->byAddress,
+             [](const Entry &a, const Entry &b) { return a.begin < b.begin; });
+  uint64_t maxEnd = 0;
+  for (const Entry &entry : timeline->byAddress)
+    timeline->maxEndSoFar.push_back(maxEnd = std::max(maxEnd, entry.end));
+  timeline->rivals.resize(changes.size());
+  for (const Entry &entry : timeline->byAddress)
+    if (changes[entry.change].kind == CodeChange::Kind::Load)
+      for (const Entry &other : timeline->byAddress)
+        if (other.change != entry.change && other.begin < entry.end &&
+            entry.begin < other.end)
+          timeline->rivals[entry.change].push_back(other.change);
+  llvm::sort(timeline->timed);
+  // A time's seq is the largest up to it.
+  for (size_t i = 1; i < timeline->timed.size(); ++i)
+    timeline->timed[i].second =
+        std::max(timeline->timed[i].second, timeline->timed[i - 1].second);
+  // The debugger's modules fill in where the history knows nothing.
+  for (const Module &module : snapshot.modules) {
+    ModuleImageStatus status;
+    std::vector<CachedSection> cached = cacheModuleSections(module, status);
+    bool known = llvm::any_of(cached, [&](const CachedSection &section) {
+      return llvm::any_of(timeline->byAddress, [&](const Entry &entry) {
+        return entry.begin < section.end && section.begin < entry.end;
+      });
+    });
+    if (known)
+      continue;
+    report.push_back(std::move(status));
+    llvm::append_range(timeline->baseSections, cached);
+  }
+  return std::move(timeline);
+}
+
+uint64_t ImageTimeline::seqAt(const ThreadTrace &trace, uint64_t offset,
+                              uint64_t tsc) const {
+  uint64_t seq = 0;
+  auto mark = llvm::upper_bound(
+      trace.imageMarks, offset,
+      [](uint64_t value, const ImageMark &m) { return value < m.offset; });
+  if (mark != trace.imageMarks.begin())
+    seq = std::prev(mark)->seq;
+  return std::max(seq, seqAtTime(tsc));
+}
+
+uint64_t ImageTimeline::seqAtTime(uint64_t tsc) const {
+  if (!tsc || timed.empty())
+    return 0;
+  uint64_t ns = time.tscToNs(time.fullTsc(tsc));
+  auto at = llvm::upper_bound(
+      timed, ns, [](uint64_t value, const std::pair<uint64_t, uint64_t> &t) {
+        return value < t.first;
+      });
+  return at == timed.begin() ? 0 : std::prev(at)->second;
+}
+
+const CodeChange *ImageTimeline::holder(uint64_t address, uint64_t seq) const {
+  const CodeChange *best = nullptr;
+  auto next =
+      llvm::upper_bound(byAddress, address, [](uint64_t value, const Entry &e) {
+        return value < e.begin;
+      });
+  for (size_t i = next - byAddress.begin(); i-- > 0;) {
+    if (maxEndSoFar[i] <= address)
+      break;
+    const Entry &entry = byAddress[i];
+    if (address >= entry.end)
+      continue;
+    const CodeChange &change = changes[entry.change];
+    if (!best || codeChangeWins(change, *best, seq))
+      best = &change;
+  }
+  return best;
+}
+
+std::vector<size_t> ImageTimeline::filesAt(uint64_t seq) const {
+  std::vector<size_t> files;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const CodeChange &load = changes[i];
+    if (load.kind != CodeChange::Kind::Load || sections[i].empty())
+      continue;
+    bool beaten = llvm::any_of(rivals[i], [&](size_t rival) {
+      return codeChangeWins(changes[rival], load, seq);
+    });
+    if (!beaten)
+      files.push_back(i);
+  }
+  return files;
+}
+
+Expected<const PtImage *> ImageTimeline::imageAt(uint64_t seq) const {
+  std::vector<size_t> files;
+  if (versioned())
+    files = filesAt(seq);
+  std::lock_guard<std::mutex> hold(lock);
+  auto found = images.find(files);
+  if (found != images.end())
+    return found->second.get();
+  std::vector<CachedSection> all = baseSections;
+  for (size_t index : files)
+    llvm::append_range(all, sections[index]);
+  auto image = PtImage::fromSections(all, readMemory);
+  if (!image)
+    return image.takeError();
+  const PtImage *result = image->get();
+  images.emplace(std::move(files), std::move(*image));
+  return result;
+}
+
+size_t ImageTimeline::read(uint64_t address, uint64_t seq, uint8_t *buffer,
+                           size_t size) const {
+  size_t got = 0;
+  // An instruction may run into the next version's range: read on.
+  while (got < size) {
+    const CodeChange *change = holder(address + got, seq);
+    if (!change) {
+      if (got == 0 && readMemory)
+        return readMemory(address, buffer, size);
+      break;
+    }
+    if (change->kind != CodeChange::Kind::Bytes)
+      break;
+    uint64_t from = address + got - change->address;
+    size_t take = std::min<uint64_t>(size - got, change->size - from);
+    std::memcpy(buffer + got, change->bytes.data() + from, take);
+    got += take;
+  }
+  return got;
+}
+
+std::string ImageTimeline::explainMissing(uint64_t address,
+                                          uint64_t seq) const {
+  const CodeChange *change = holder(address, seq);
+  if (!change)
+    return "code at 0x" + utohexstr(address) +
+           " was not captured: no module and no recorded code holds it "
+           "(JIT code the recorder did not see, or a module missing from "
+           "the list)";
+  if (change->kind == CodeChange::Kind::Load)
+    return "code at 0x" + utohexstr(address) + " is in " + change->module.path +
+           ", which could not be read (see the module problems)";
+  return "no memory mapped at this address";
+}
+
+} // namespace magic_trace::decode_detail
