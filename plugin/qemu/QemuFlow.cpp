@@ -103,6 +103,8 @@ void resolve(ThreadRecorder &thread, const BlockInfo &block, size_t count,
              uint64_t next) {
   if (count == 0 || thread.flags.failed)
     return;
+  if (block.seq)
+    markCodeChange(thread, block);
   const InsnInfo &last = block.insns[count - 1];
   ExecutedInsn executed{last.ip, last.size, last.branch, next};
   bool perInsn = !block.straight || recorder->options.writer.overflowEvery;
@@ -376,6 +378,8 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
 /// The run of `previous`, which went to `next`, when it writes packets.
 __attribute__((noinline)) void
 writePackets(ThreadRecorder &thread, const BlockInfo &previous, uint64_t next) {
+  if (previous.seq)
+    markCodeChange(thread, previous);
   ExecutedInsn executed{previous.lastIp, previous.lastSize, previous.lastBranch,
                         next};
   if (llvm::Error error = thread.writer->stepRunWithPackets(

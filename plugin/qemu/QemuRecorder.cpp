@@ -93,11 +93,18 @@ bool isRepString(const uint8_t *bytes, size_t size) {
 }
 
 void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
-                    uint64_t a2, uint64_t, uint64_t, uint64_t, uint64_t,
+                    uint64_t a2, uint64_t, uint64_t a4, uint64_t, uint64_t,
                     uint64_t, uint64_t) {
   Recorder &rec = *recorder;
   if (rec.has(SlowForked))
     return;
+  // Code may go away: the code log says so (QemuCode.cpp). MAP_FIXED is
+  // 0x10; a MAP_FIXED_NOREPLACE mmap replaces nothing.
+  if (number == kSysMunmap || number == kSysMremap ||
+      (number == kSysMmap && (a4 & 0x10))) {
+    std::lock_guard<std::mutex> lock(rec.mutex);
+    noteUnmap(a1, a2);
+  }
   if (number == kSysRtSigaction && a2) {
     // struct kernel_sigaction starts with the handler; guest memory is
     // host memory in qemu-user on x86-64 (checked at translation).
@@ -208,7 +215,7 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     block = rec.newBlock();
     block->start = qemu_plugin_tb_vaddr(tb);
     block->insns = std::make_unique<InsnInfo[]>(count);
-    block->count = static_cast<uint32_t>(count);
+    block->count = static_cast<uint16_t>(count);
     for (size_t i = 0; i < count; ++i) {
       InsnInfo &info = block->insns[i];
       bool repString = false;
@@ -230,8 +237,12 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     block->lastIp = block->last().ip;
     block->lastSize = block->last().size;
     block->lastBranch = block->last().branch;
+    // The code log (QemuCode.cpp): a block of code that replaced other
+    // code is marked in each thread's trace before it runs, on the slow
+    // write path.
+    block->seq = noteTranslatedCode(*block);
     block->fast = block->straight && block->valid && !block->lastIsRep &&
-                  !block->lastCrossesPage;
+                  !block->lastCrossesPage && !block->seq;
     block->isStop = rec.stopAddress && block->start == rec.stopAddress;
     block->isTrigger.store(isArmedTrigger(block->start),
                            std::memory_order_relaxed);

@@ -336,8 +336,8 @@ void startFlusher() {
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
-/// DIR/maps: the mappings the guest ran code in, and the bytes of those
-/// with no file behind them.
+/// DIR/maps: the mappings the guest ran code in (their code, and code with
+/// no file behind it, is in the code log: QemuCode.cpp).
 void writeMaps() {
   Recorder &rec = *recorder;
   if (rec.mapsWritten)
@@ -367,23 +367,6 @@ void writeMaps() {
     if (perms != std::string::npos && perms + 3 < text.size())
       text[perms + 3] = 'x';
     kept += text + "\n";
-    if (!entry[0].path.empty() && entry[0].path[0] == '/')
-      continue;
-    std::string file = joinPath(
-        rec.options.dir, llvm::formatv("code-{0:x}.bin", entry[0].start));
-    int fd =
-        ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd >= 0) {
-      size_t size = entry[0].end - entry[0].start;
-      const auto *bytes = reinterpret_cast<const char *>(entry[0].start);
-      for (size_t done = 0; done < size;) {
-        ssize_t wrote = ::write(fd, bytes + done, size - done);
-        if (wrote <= 0)
-          break;
-        done += static_cast<size_t>(wrote);
-      }
-      ::close(fd);
-    }
   }
   std::string path = joinPath(rec.options.dir, "maps");
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

@@ -1,13 +1,15 @@
 //===- Recorder.h - The QEMU plugin's state, shared by its files -*- C++
 //-*-===//
 //
-// libmagic-trace-qemu.so in four files: QemuFlow.cpp turns executed blocks
+// libmagic-trace-qemu.so in five files: QemuFlow.cpp turns executed blocks
 // into packets (the hot path: the block callback and everything it calls),
 // QemuThreads.cpp owns each thread's life (registration, the end, the stop
 // flush, the maps file), QemuRecorder.cpp the plugin's entry, translation,
-// syscalls and options, QemuTriggers.cpp the snapshots it takes itself. This
-// header holds what they share: the block and thread records, the recorder, and
-// the functions one file calls in another.
+// syscalls and options, QemuTriggers.cpp the snapshots it takes itself,
+// QemuCode.cpp the code log (the code as it ran: file mappings, versions of
+// code outside files, each thread's marks). This header holds what they
+// share: the block and thread records, the recorder, and the functions one
+// file calls in another.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PLUGIN_QEMU_RECORDER_H
@@ -36,6 +38,9 @@
 
 namespace magic_trace::qemu_plugin {
 
+constexpr int64_t kSysMmap = 9;
+constexpr int64_t kSysMunmap = 11;
+constexpr int64_t kSysMremap = 25;
 constexpr int64_t kSysRtSigaction = 13;
 constexpr int64_t kSysRtSigreturn = 15;
 constexpr int64_t kSysExit = 60;
@@ -71,7 +76,13 @@ struct alignas(64) BlockInfo {
   /// translation and by every rt_sigaction that names it (Recorder::blocks).
   mutable std::atomic<uint64_t> signals{0};
   std::unique_ptr<InsnInfo[]> insns; ///< `count` of them.
-  uint32_t count = 0;
+  /// Non-zero when its code replaced other code at its addresses (a JIT
+  /// rewrote it, or a file took an earlier mapping's place): the seq of
+  /// that change in the code log (QemuCode.cpp). A thread that has not
+  /// marked it writes a PSB+ and an image mark before the block's
+  /// instructions. Such blocks are never fast.
+  uint32_t seq = 0;
+  uint16_t count = 0; ///< QEMU ends a block at 512 instructions.
   uint8_t lastSize = 0;
   BranchClass lastBranch = BranchClass::Unknown;
   /// Straight, valid, and neither REP nor page-crossing at its end: the
@@ -167,6 +178,11 @@ struct alignas(64) ThreadRecorder {
   /// block makes, for logFull's estimate.
   uint64_t drainedBlocks = 0;
   uint64_t drainedBytes = 0;
+  /// The code history's seq the thread's trace has marked (QemuCode.cpp),
+  /// its marks so far (ring offset, seq), and DIR/marks.<tid>.
+  uint32_t markSeq = 0;
+  std::vector<ImageMark> marks;
+  int marksFd = -1;
 };
 
 /// Recorder::slow bits.
@@ -231,6 +247,9 @@ extern
     __attribute__((tls_model("initial-exec"))) __thread ThreadRecorder *current;
 /// Counting goes through shared words every `countBatch` instructions.
 extern uint64_t countBatch;
+/// Guest memory is at its guest addresses in QEMU's own (checked at the
+/// first block; QemuRecorder.cpp).
+extern bool guestMemoryDirect;
 
 // QemuFlow.cpp: a thread's packets.
 void fail(ThreadRecorder &thread, llvm::Error error);
@@ -281,6 +300,24 @@ void triggerHit(ThreadRecorder &thread, const BlockInfo &block);
 /// thread itself, or by another with the thread held stopped (the stop
 /// flush, the exit). Every slow path calls it first.
 void drainLog(ThreadRecorder &thread);
+
+// QemuCode.cpp: the code log (DIR/code.log, code.bin, marks.<tid>).
+/// Logs the code `block` runs if the log does not know it yet (a file
+/// mapping's first block, a new version of code outside files) and returns
+/// the seq `block` must be marked with (BlockInfo::seq), 0 when its code
+/// replaced nothing. With Recorder::mutex held.
+uint32_t noteTranslatedCode(const BlockInfo &block);
+/// A syscall that may unmap code (munmap, mremap, mmap MAP_FIXED) is about
+/// to run over [address, address + length).
+void noteUnmap(uint64_t address, uint64_t length);
+/// Before `block`'s instructions are written: a PSB+ and an image mark when
+/// its code replaced code the thread's trace has not marked.
+void markCodeChange(ThreadRecorder &thread, const BlockInfo &block);
+/// The thread's marks in a snapshot of its ring (`trace` as copied).
+std::vector<ImageMark> marksFor(const ThreadRecorder &thread,
+                                uint64_t bytesCopied);
+/// The code log's last seq.
+uint64_t lastCodeSeq();
 
 // QemuThreads.cpp: threads, the stop flush, the maps file.
 void setNote(const std::string &text);

@@ -64,10 +64,6 @@ struct EmulateResult {
   /// with no file on disk), or empty: a bundle writer stores them as the
   /// module's file so decoders can follow code that runs there.
   std::vector<uint8_t> vdsoImage;
-  /// Code with no file on disk other than the vdso (anonymous executable
-  /// mappings, from the QEMU engine): module path -> bytes, stored by a
-  /// bundle writer like vdsoImage.
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> codeImages;
   /// Losses the recorder had to mark (signals it could not follow).
   uint64_t lostInstructions = 0;
   /// A line the recorder left for the user (empty when none).

@@ -14,7 +14,15 @@
 //                   in overwrite mode, read by the perf backend's reader)
 //   DIR/maps        the /proc/self/maps lines of every mapping the guest ran
 //                   code in (written when recording ends)
-//   DIR/code-<hex>.bin  the bytes of an anonymous executable mapping
+//   DIR/code.log    the code log (CodeHistory.h), one record a line, each
+//                   with the next seq, appended as code first runs:
+//                     L SEQ START END FILE-OFFSET PATH  a file mapping
+//                     B SEQ PAGE SIZE BIN-OFFSET        a page of code
+//                       outside files, as it is now: SIZE bytes of code.bin
+//                     U SEQ START END                   a range unmapped
+//   DIR/code.bin    the pages `B` records name
+//   DIR/marks.<tid> where the thread's code changed: RING-OFFSET SEQ a line
+//                   (a PSB+ starts at that offset of the ring's bytes)
 //   DIR/groundtruth/    optional, as the ptrace recorder writes it
 //
 //===----------------------------------------------------------------------===//
@@ -129,8 +137,6 @@ static_assert(sizeof(QemuThreadSlot) == 32, "bench-qemu.sh");
 struct QemuRecording {
   Snapshot snapshot;
   std::vector<ThreadTruth> truth; ///< Parallel to threads, if recorded.
-  /// Bytes of anonymous code mappings, by module path in snapshot.modules.
-  std::vector<std::pair<std::string, std::vector<uint8_t>>> codeImages;
   uint64_t instructions = 0;
   uint64_t lostInstructions = 0;
   uint64_t pauseTimeouts = 0;
@@ -146,6 +152,18 @@ struct QemuRecording {
 /// size, a ring file that is missing or shorter than its header says.
 llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
                                             bool withTruth);
+
+/// DIR/code.log's records up to seq `lastSeq` (0: all) as changes of
+/// `history` (a file mapping becomes a Load of its module, its segments
+/// placed from the ELF headers). Errors: a record that does not parse (one
+/// line, naming it). A missing log is an empty history.
+llvm::Error readQemuCodeLog(llvm::StringRef dir, uint64_t lastSeq,
+                            CodeHistory &history);
+
+/// DIR/marks.<tid> as marks of a copy of the thread's ring whose first byte
+/// is at ring offset `firstOffset` (a mark before it is the copy's first).
+std::vector<ImageMark> readQemuMarks(llvm::StringRef dir, uint64_t tid,
+                                     uint64_t firstOffset);
 
 /// The header's counters, read without pausing anyone (for status lines).
 struct QemuRingStatus {

@@ -145,19 +145,11 @@ static Error writeCodeImage(EmulateResult &result, StringRef dir,
   return Error::success();
 }
 
-/// The vdso's bytes as DIR/modules/vdso.so, and every anonymous code
-/// mapping's as DIR/modules/code-<address>.bin.
+/// The vdso's bytes as DIR/modules/vdso.so (the ptrace engine; the QEMU
+/// engine's code outside files is in the snapshot's code history).
 static Error writeVdso(EmulateResult &result, StringRef dir) {
   if (!result.vdsoImage.empty())
-    if (Error err =
-            writeCodeImage(result, dir, "[vdso]", "vdso.so", result.vdsoImage))
-      return err;
-  unsigned index = 0;
-  for (const auto &image : result.codeImages)
-    if (Error err = writeCodeImage(result, dir, image.first,
-                                   "code-" + std::to_string(index++) + ".bin",
-                                   image.second))
-      return err;
+    return writeCodeImage(result, dir, "[vdso]", "vdso.so", result.vdsoImage);
   return Error::success();
 }
 

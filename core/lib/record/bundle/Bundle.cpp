@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
 
+#include "BundleFields.h"
+#include "BundleHistory.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
@@ -22,14 +25,14 @@ using namespace llvm;
 
 namespace magic_trace {
 
+using namespace bundle_detail;
+
 namespace {
 
 constexpr const char *traceJsonName = "trace.json";
 constexpr const char *extrasJsonName = "magic-trace.json";
 constexpr int64_t extrasFormatVersion = 1;
 constexpr const char *bundleTriple = "x86_64-unknown-linux-gnu";
-
-std::string hex(uint64_t value) { return formatv("{0:x}", value).str(); }
 
 std::string threadTracePath(uint64_t tid) {
   return "threads/" + std::to_string(tid) + ".intelpt_trace";
@@ -74,13 +77,23 @@ StringRef lldbVendor(StringRef vendor) {
   return vendor == "GenuineIntel" ? "GenuineIntel" : "unknown";
 }
 
+/// The modules a bundle lists: with a code history, every module the trace
+/// ran code in, also those unloaded before the stop (LLDB's trace load has
+/// one module list per process).
+std::vector<Module> bundleModules(const Snapshot &snapshot) {
+  if (snapshot.code.changes.empty())
+    return snapshot.modules;
+  return modulesOverTime(snapshot.modules, snapshot.code);
+}
+
 json::Object traceJson(const Snapshot &snapshot) {
+  std::vector<Module> listed = bundleModules(snapshot);
   json::Array threads;
   for (const ThreadTrace &thread : snapshot.threads)
     threads.push_back(json::Object{{"tid", int64_t(thread.tid)},
                                    {"iptTrace", threadTracePath(thread.tid)}});
   json::Array modules;
-  for (const Module &module : snapshot.modules) {
+  for (const Module &module : listed) {
     json::Object entry{{"systemPath", module.path},
                        {"loadAddress", hex(module.loadAddress)}};
     if (!module.fileCopy.empty())
@@ -107,7 +120,7 @@ json::Object traceJson(const Snapshot &snapshot) {
 
 json::Object extrasJson(const Snapshot &snapshot) {
   json::Array modules;
-  for (const Module &module : snapshot.modules) {
+  for (const Module &module : bundleModules(snapshot)) {
     json::Array segments;
     for (const LoadedSegment &segment : module.segments)
       segments.push_back(json::Object{{"address", hex(segment.address)},
@@ -119,9 +132,13 @@ json::Object extrasJson(const Snapshot &snapshot) {
                                    {"segments", std::move(segments)}});
   }
   json::Array threads;
-  for (const ThreadTrace &thread : snapshot.threads)
-    threads.push_back(json::Object{{"tid", int64_t(thread.tid)},
-                                   {"wrapped", thread.wrapped}});
+  for (const ThreadTrace &thread : snapshot.threads) {
+    json::Object entry{{"tid", int64_t(thread.tid)},
+                       {"wrapped", thread.wrapped}};
+    if (!thread.imageMarks.empty())
+      entry["imageMarks"] = marksJson(thread.imageMarks);
+    threads.push_back(std::move(entry));
+  }
   json::Array stop;
   for (const ThreadStop &thread : snapshot.stop) {
     json::Array frames, names;
@@ -151,115 +168,6 @@ json::Object extrasJson(const Snapshot &snapshot) {
 // Reading
 //===----------------------------------------------------------------------===//
 
-/// Reads JSON fields and says which file and field is wrong.
-class FieldReader {
-public:
-  explicit FieldReader(std::string file) : file(std::move(file)) {}
-
-  Error fail(StringRef field, StringRef problem) const {
-    return createStringError(
-        formatv("{0}: {1}: {2} (fix the bundle or record it again)", file,
-                field, problem)
-            .str());
-  }
-
-  Expected<const json::Object *> object(const json::Value *value,
-                                        StringRef field) const {
-    if (!value)
-      return fail(field, "missing");
-    if (const json::Object *result = value->getAsObject())
-      return result;
-    return fail(field, "expected an object");
-  }
-
-  Expected<const json::Array *> array(const json::Object &parent, StringRef key,
-                                      StringRef field) const {
-    const json::Value *value = parent.get(key);
-    if (!value)
-      return fail(field, "missing");
-    if (const json::Array *result = value->getAsArray())
-      return result;
-    return fail(field, "expected an array");
-  }
-
-  Expected<std::string> string(const json::Object &parent, StringRef key,
-                               StringRef field) const {
-    const json::Value *value = parent.get(key);
-    if (!value)
-      return fail(field, "missing");
-    if (std::optional<StringRef> result = value->getAsString())
-      return result->str();
-    return fail(field, "expected a string");
-  }
-
-  Expected<std::optional<std::string>>
-  optionalString(const json::Object &parent, StringRef key,
-                 StringRef field) const {
-    // LLDB's `trace save` writes null for absent optional fields.
-    const json::Value *value = parent.get(key);
-    if (!value || value->kind() == json::Value::Null)
-      return std::optional<std::string>();
-    Expected<std::string> result = string(parent, key, field);
-    if (!result)
-      return result.takeError();
-    return std::optional<std::string>(*result);
-  }
-
-  /// An integer, or (as LLDB allows for addresses) a decimal or 0x-hex
-  /// string.
-  Expected<uint64_t> integer(const json::Object &parent, StringRef key,
-                             StringRef field) const {
-    const json::Value *value = parent.get(key);
-    if (!value)
-      return fail(field, "missing");
-    if (std::optional<int64_t> number = value->getAsInteger())
-      return static_cast<uint64_t>(*number);
-    if (std::optional<uint64_t> number = value->getAsUINT64())
-      return *number;
-    if (std::optional<StringRef> text = value->getAsString()) {
-      uint64_t number = 0;
-      // getAsInteger with radix 0 accepts 0x-prefixed hex and decimal.
-      if (!text->getAsInteger(0, number))
-        return number;
-    }
-    return fail(field, "expected an integer or a decimal or hex string");
-  }
-
-  /// A JSON integer, nothing else: LLDB's parser reads cpuInfo, pid and tid
-  /// as numbers and rejects "6", so a bundle we accept LLDB accepts too.
-  Expected<uint64_t> number(const json::Object &parent, StringRef key,
-                            StringRef field) const {
-    const json::Value *value = parent.get(key);
-    if (!value)
-      return fail(field, "missing");
-    if (std::optional<int64_t> number = value->getAsInteger())
-      return static_cast<uint64_t>(*number);
-    if (std::optional<uint64_t> number = value->getAsUINT64())
-      return *number;
-    return fail(field, "expected a number, as LLDB's schema has it");
-  }
-
-  Expected<bool> boolean(const json::Object &parent, StringRef key,
-                         StringRef field) const {
-    const json::Value *value = parent.get(key);
-    if (!value)
-      return fail(field, "missing");
-    if (std::optional<bool> result = value->getAsBoolean())
-      return *result;
-    return fail(field, "expected true or false");
-  }
-
-private:
-  std::string file;
-};
-
-std::string field(StringRef parent, StringRef key) {
-  return (parent + "." + key).str();
-}
-std::string field(StringRef parent, size_t index) {
-  return (parent + "[" + Twine(index) + "]").str();
-}
-
 Expected<json::Value> readJson(StringRef path) {
   ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
   if (!buffer)
@@ -274,14 +182,6 @@ Expected<json::Value> readJson(StringRef path) {
                                      path, toString(value.takeError()))
                                  .str());
   return std::move(*value);
-}
-
-std::string resolve(StringRef dir, StringRef path) {
-  if (path.empty() || sys::path::is_absolute(path))
-    return path.str();
-  SmallString<256> result(dir);
-  sys::path::append(result, path);
-  return std::string(result);
 }
 
 /// Lower-case hex without dashes, whatever LLDB wrote.
@@ -558,9 +458,14 @@ Error readExtraThreads(const FieldReader &reader, const json::Object &root,
     auto wrapped = reader.boolean(**thread, "wrapped", field(at, "wrapped"));
     if (!wrapped)
       return wrapped.takeError();
+    std::vector<ImageMark> marks;
+    if (Error error = readMarks(reader, **thread, at, marks))
+      return error;
     for (ThreadTrace &trace : snapshot.threads)
-      if (trace.tid == *tid)
+      if (trace.tid == *tid) {
         trace.wrapped = *wrapped;
+        trace.imageMarks = marks;
+      }
   }
   return Error::success();
 }
@@ -614,7 +519,7 @@ Error readStopContext(const FieldReader &reader, const json::Object &root,
 }
 
 /// magic-trace.json, on top of what trace.json gave `snapshot`.
-Error readExtras(StringRef path, Snapshot &snapshot) {
+Error readExtras(StringRef path, StringRef dir, Snapshot &snapshot) {
   Expected<json::Value> value = readJson(path);
   if (!value)
     return value.takeError();
@@ -642,6 +547,8 @@ Error readExtras(StringRef path, Snapshot &snapshot) {
   if (Error error = readExtraModules(reader, **root, snapshot))
     return error;
   if (Error error = readExtraThreads(reader, **root, snapshot))
+    return error;
+  if (Error error = readCodeHistory(reader, **root, dir, snapshot.code))
     return error;
   return readStopContext(reader, **root, snapshot);
 }
@@ -674,8 +581,11 @@ Error writeBundle(const Snapshot &snapshot, StringRef dir) {
   }
   SmallString<256> extrasPath(dir);
   sys::path::append(extrasPath, extrasJsonName);
+  json::Object extras = extrasJson(snapshot);
+  if (Error error = writeCodeHistory(snapshot.code, dir, extras))
+    return error;
   if (Error error =
-          writeFileAtomically(extrasPath, toJsonText(extrasJson(snapshot))))
+          writeFileAtomically(extrasPath, toJsonText(std::move(extras))))
     return error;
   return writeFileAtomically(tracePath, toJsonText(traceJson(snapshot)));
 }
@@ -740,7 +650,7 @@ Expected<Snapshot> loadBundle(StringRef dirOrJson) {
 
   std::string extrasPath = resolve(dir, extrasJsonName);
   if (sys::fs::exists(extrasPath)) {
-    if (Error error = readExtras(extrasPath, snapshot))
+    if (Error error = readExtras(extrasPath, dir, snapshot))
       return std::move(error);
     return snapshot;
   }

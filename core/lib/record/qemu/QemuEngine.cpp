@@ -211,7 +211,6 @@ emulateUnderQemu(const EmulateOptions &options,
   result.snapshot = std::move(recording->snapshot);
   result.snapshot.processName = llvm::sys::path::filename(program).str();
   result.truth = std::move(recording->truth);
-  result.codeImages = std::move(recording->codeImages);
   result.instructions = recording->instructions;
   result.lostInstructions = recording->lostInstructions;
   result.recorderNote = recording->note;

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/QemuRings.h"
 
+#include "magic_trace/JitRecords.h"
 #include "magic_trace/PerfIntelPt.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/RingBuffer.h"
@@ -124,7 +125,7 @@ void segmentsFromElf(Module &module) {
     module.segments = std::move(placed->segments);
 }
 
-/// Modules from DIR/maps, plus one module per DIR/code-<hex>.bin.
+/// Modules from DIR/maps (code outside files is in the code log).
 void readModules(llvm::StringRef dir, QemuRecording &recording) {
   llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> maps =
       llvm::MemoryBuffer::getFile(joinPath(dir, "maps"));
@@ -134,32 +135,20 @@ void readModules(llvm::StringRef dir, QemuRecording &recording) {
   recording.snapshot.modules = modulesFromMaps(entries);
   for (Module &module : recording.snapshot.modules)
     segmentsFromElf(module);
-  for (const MapsEntry &entry : entries) {
-    if (!entry.path.empty() && entry.path[0] == '/')
-      continue;
-    std::string file =
-        joinPath(dir, llvm::formatv("code-{0:x}.bin", entry.start).str());
-    llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> code =
-        llvm::MemoryBuffer::getFile(file);
-    if (!code)
-      continue;
-    Module module;
-    module.path = entry.path.empty()
-                      ? llvm::formatv("[anon:{0:x}]", entry.start).str()
-                      : entry.path;
-    module.fileCopy = file;
-    module.loadAddress = entry.start;
-    LoadedSegment segment;
-    segment.address = entry.start;
-    segment.size = (*code)->getBufferSize();
-    segment.fileOffset = 0;
-    segment.executable = true;
-    module.segments.push_back(segment);
-    recording.codeImages.emplace_back(
-        module.path, std::vector<uint8_t>((*code)->getBufferStart(),
-                                          (*code)->getBufferEnd()));
-    recording.snapshot.modules.push_back(std::move(module));
-  }
+}
+
+/// Where a process's jitdump may be: its working directory (node writes
+/// jit-PID.dump there), ours, /tmp.
+std::vector<std::string> jitRecordDirs(uint64_t pid) {
+  std::vector<std::string> dirs;
+  llvm::SmallString<256> cwd;
+  std::string link = llvm::formatv("/proc/{0}/cwd", pid).str();
+  if (!llvm::sys::fs::real_path(link, cwd))
+    dirs.push_back(std::string(cwd));
+  if (!llvm::sys::fs::current_path(cwd))
+    dirs.push_back(std::string(cwd));
+  dirs.push_back("/tmp");
+  return dirs;
 }
 
 /// DIR/header, mapped and checked.
@@ -379,6 +368,8 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
     uint64_t head = __atomic_load_n(&page->aux_head, __ATOMIC_ACQUIRE);
     trace.bytes = copyAuxRing(ring->bytes() + kQemuRingPage, header.ringSize,
                               head, trace.wrapped);
+    trace.imageMarks = readQemuMarks(
+        dir, slot.tid, head - std::min<uint64_t>(head, trace.bytes.size()));
     snapshot.threads.push_back(std::move(trace));
     recording.instructions += slot.instructions;
     recording.lostInstructions += slot.lostInstructions;
@@ -391,6 +382,14 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
     return std::move(failure);
 
   readModules(dir, recording);
+  // After the rings: every change their code made is in the log by then.
+  if (llvm::Error error =
+          readQemuCodeLog(dir, /*lastSeq=*/0, recording.snapshot.code))
+    return std::move(error);
+  // Names for the JIT code the log has: the process's perf map and jitdump
+  // (the recorder has the bytes).
+  addJitRecords(header.pid, jitRecordDirs(header.pid), /*withCode=*/false,
+                recording.snapshot.code);
   // A recording without its ground truth is still a recording: keep it,
   // and say why the oracle is missing.
   if (withTruth)
