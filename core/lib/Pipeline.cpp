@@ -199,9 +199,12 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
   StringTable &strings = cache ? cache->strings() : result.model.strings;
   std::optional<Symbolizer> symbolizer;
   if (cache)
-    symbolizer.emplace(snapshot.modules, *cache);
+    symbolizer.emplace(modulesOverTime(snapshot.modules, snapshot.code),
+                       *cache);
   else
-    symbolizer.emplace(snapshot.modules, strings);
+    symbolizer.emplace(modulesOverTime(snapshot.modules, snapshot.code),
+                       strings);
+  symbolizer->setJitSymbols(snapshot.code.symbols);
   llvm::Expected<std::vector<ThreadModel>> models =
       buildModels(snapshot, **decoder, *symbolizer, strings,
                   options.decode.threads, options.model, result.modelStats);

@@ -78,6 +78,10 @@ public:
   Symbolizer(std::vector<Module> modules, SymbolCache &cache);
   ~Symbolizer();
 
+  /// Names for code outside modules (JIT code: perf maps, jitdump; later
+  /// ones win where two overlap). Call before the first lookup.
+  void setJitSymbols(std::vector<JitSymbol> symbols);
+
   /// The range containing runtime `address`. Never fails: unknown code gets a
   /// one-frame "[unknown @ 0xADDR (module)]" range. The reference stays valid
   /// for the symbolizer's lifetime.

@@ -229,12 +229,46 @@ private:
     return range;
   }
 
-  /// Code no module covers (JIT, or a module without an extent): one range
-  /// per page, within the gap between mappings.
+  /// The JIT symbol holding `address` (the latest of those that do), or
+  /// null.
+  const JitSymbol *jitSymbolAt(uint64_t address) const {
+    const JitSymbol *best = nullptr;
+    size_t bestIndex = 0;
+    auto next = std::upper_bound(
+        jitOrder.begin(), jitOrder.end(), address,
+        [&](uint64_t a, size_t i) { return a < jitSymbols[i].address; });
+    for (auto it = next; it != jitOrder.begin();) {
+      --it;
+      const JitSymbol &symbol = jitSymbols[*it];
+      if (address - symbol.address >= jitMaxSize)
+        break;
+      if (address < symbol.address + symbol.size &&
+          (!best || *it > bestIndex)) {
+        best = &symbol;
+        bestIndex = *it;
+      }
+    }
+    return best;
+  }
+
+  /// Code no module covers (JIT, or a module without an extent): the JIT
+  /// symbol there, else one range per page, within the gap between
+  /// mappings.
   SymbolRange placeUnmapped(uint64_t address,
                             std::vector<Mapping>::const_iterator next) {
     ++stats.distinctRanges;
     SymbolRange range;
+    if (const JitSymbol *symbol = jitSymbolAt(address)) {
+      range.begin = symbol->address;
+      range.end = symbol->address + symbol->size;
+      range.functionEntry = symbol->address;
+      range.module = strings.intern("[jit]");
+      range.fileBias = 0;
+      range.frames.push_back({strings.intern(symbol->name),
+                              strings.intern(symbol->file), symbol->line,
+                              false});
+      return range;
+    }
     range.begin = address & ~(LoaderPageSize - 1);
     range.end = range.begin + LoaderPageSize;
     if (range.end < range.begin)
@@ -256,9 +290,30 @@ private:
     return {strings.intern(name), 0, 0, false};
   }
 
+public:
+  void setJitSymbols(std::vector<JitSymbol> symbols) {
+    jitSymbols = std::move(symbols);
+    jitOrder.resize(jitSymbols.size());
+    jitMaxSize = 1;
+    for (size_t i = 0; i < jitSymbols.size(); ++i) {
+      jitOrder[i] = i;
+      jitMaxSize = std::max(jitMaxSize, jitSymbols[i].size);
+    }
+    std::sort(jitOrder.begin(), jitOrder.end(), [&](size_t a, size_t b) {
+      return jitSymbols[a].address != jitSymbols[b].address
+                 ? jitSymbols[a].address < jitSymbols[b].address
+                 : a < b;
+    });
+  }
+
+private:
   std::vector<Module> modules;
   StringTable &strings;
   Options options;
+  /// Names of code outside modules, and their indices by address.
+  std::vector<JitSymbol> jitSymbols;
+  std::vector<size_t> jitOrder;
+  uint64_t jitMaxSize = 1;
   ObjectMap ownObjects;
   ObjectMap &objects; ///< ownObjects or a SymbolCache's.
   bool cached;
@@ -289,6 +344,10 @@ SymbolCache::~SymbolCache() = default;
 size_t SymbolCache::objectCount() const { return objects->map.size(); }
 
 Symbolizer::~Symbolizer() = default;
+
+void Symbolizer::setJitSymbols(std::vector<JitSymbol> symbols) {
+  impl->setJitSymbols(std::move(symbols));
+}
 
 const SymbolRange &Symbolizer::lookup(uint64_t address) {
   return impl->lookup(address);

@@ -184,7 +184,9 @@ int main(int argc, char **argv) {
 
   TraceModel trace; ///< Owns the strings; validateModel checks the ids.
   StringTable &strings = trace.strings;
-  Symbolizer symbolizer(snapshot.modules, strings);
+  Symbolizer symbolizer(modulesOverTime(snapshot.modules, snapshot.code),
+                        strings);
+  symbolizer.setJitSymbols(snapshot.code.symbols);
   auto lookup = [&](uint64_t address) -> const SymbolRange & {
     return symbolizer.lookup(address);
   };
