@@ -73,6 +73,9 @@ llvm::Error fillQemuSnapshot(Session &session, lldb::SBProcess &process,
   snapshot.cpu = recording->snapshot.cpu;
   snapshot.time = recording->snapshot.time;
   snapshot.timing = recording->snapshot.timing;
+  // The code as it ran (the recorder's code log): what LLDB lists now may
+  // have lost a library the trace ran in, or JIT code since rewritten.
+  snapshot.code = std::move(recording->snapshot.code);
   for (size_t i = 0; i < recording->snapshot.threads.size(); ++i) {
     ThreadTrace &trace = recording->snapshot.threads[i];
     if (!session.traces(trace.tid) || trace.bytes.empty())

@@ -248,7 +248,11 @@ void markCodeChange(ThreadRecorder &thread, const BlockInfo &block) {
   if (!at)
     return fail(thread, at.takeError());
   thread.markSeq = block.seq;
-  thread.marks.push_back({*at, block.seq});
+  {
+    // A trigger's copy reads the marks (QemuTriggers.cpp).
+    std::lock_guard<std::mutex> lock(recorder->mutex);
+    thread.marks.push_back({*at, block.seq});
+  }
   if (thread.marksFd < 0)
     thread.marksFd = ::open(
         joinPath(recorder->options.dir, llvm::formatv("marks.{0}", thread.tid))

@@ -89,10 +89,22 @@ Snapshot copyRings(const ThreadRecorder &hitter) {
     trace.tid = thread->tid;
     trace.bytes = thread->writer->buffer().snapshot();
     trace.wrapped = thread->writer->buffer().wrapped();
+    {
+      std::lock_guard<std::mutex> lock(rec.mutex);
+      trace.imageMarks = marksFor(*thread, trace.bytes.size());
+    }
     if (!trace.bytes.empty())
       snapshot.threads.push_back(std::move(trace));
   }
   __atomic_store_n(&header.paused, 0u, __ATOMIC_SEQ_CST);
+  // The code as it ran up to here: the code log beside the bundle (DIR),
+  // read when the bundle is loaded, so a snapshot decoded after the process
+  // is gone still has every module and version of the code it ran.
+  {
+    std::lock_guard<std::mutex> lock(rec.mutex);
+    snapshot.code.logDir = "..";
+    snapshot.code.logLastSeq = lastCodeSeq();
+  }
   // The thread that hit the trigger; no stack (the recorder unwinds none):
   // the model's final stack comes from the trace alone.
   ThreadStop stop;

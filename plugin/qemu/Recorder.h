@@ -313,7 +313,8 @@ void noteUnmap(uint64_t address, uint64_t length);
 /// Before `block`'s instructions are written: a PSB+ and an image mark when
 /// its code replaced code the thread's trace has not marked.
 void markCodeChange(ThreadRecorder &thread, const BlockInfo &block);
-/// The thread's marks in a snapshot of its ring (`trace` as copied).
+/// The thread's marks in a snapshot of its ring of `bytesCopied` bytes, with
+/// Recorder::mutex held.
 std::vector<ImageMark> marksFor(const ThreadRecorder &thread,
                                 uint64_t bytesCopied);
 /// The code log's last seq.
