@@ -205,6 +205,7 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
     symbolizer.emplace(modulesOverTime(snapshot.modules, snapshot.code),
                        strings);
   symbolizer->setJitSymbols(snapshot.code.symbols);
+  symbolizer->setJitCode(snapshot.code);
   llvm::Expected<std::vector<ThreadModel>> models =
       buildModels(snapshot, **decoder, *symbolizer, strings,
                   options.decode.threads, options.model, result.modelStats);

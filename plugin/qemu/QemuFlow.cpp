@@ -348,6 +348,10 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
     __atomic_store_n(&rec.header->recording, 1u, __ATOMIC_RELEASE);
   }
   if (!thread) {
+    // A thread that starts after the recording ended has nothing to record
+    // (the program may run on: magic-trace-emulate --run-on).
+    if (rec.has(SlowStopping) && rec.header->stopped)
+      return;
     thread = current = registerThread();
     if (!thread)
       return;

@@ -96,6 +96,10 @@ except (OSError, subprocess.TimeoutExpired):
 import shutil
 if shutil.which("qemu-x86_64") and "asan" not in config.available_features:
     config.available_features.add("qemu")
+# node (a real JIT: V8) for the code-history tests; not in the ASan build
+# (the QEMU recorder is not either).
+if shutil.which("node") and "asan" not in config.available_features:
+    config.available_features.add("node")
 # The GDB host (plugin/gdb): gdb 13 sourcing build/lib/magic-trace-gdb.py,
 # which imports the magic_trace_gdb module beside it. Not built in the ASan
 # build (gdb cannot load an instrumented module), nor without pybind11.

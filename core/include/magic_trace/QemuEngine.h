@@ -13,6 +13,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <chrono>
 #include <string>
 
 namespace magic_trace {
@@ -28,6 +29,11 @@ struct QemuEngineOptions {
   bool groundTruth = false;
   /// The plugin's log= (blocks per thread log); 0: its default.
   uint64_t logBlocks = 0;
+  /// After the recording ends (stop point, instruction limit), let the
+  /// program run to its end untraced, for at most this long, instead of
+  /// ending QEMU: what it writes at exit (a JIT's buffered jitdump) is then
+  /// there to read. 0: end QEMU at once.
+  std::chrono::seconds runOn{0};
 };
 
 /// qemu-x86_64's path: `explicitPath` if given, else from PATH. Error (one

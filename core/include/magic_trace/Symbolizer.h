@@ -81,6 +81,11 @@ public:
   /// Names for code outside modules (JIT code: perf maps, jitdump; later
   /// ones win where two overlap). Call before the first lookup.
   void setJitSymbols(std::vector<JitSymbol> symbols);
+  /// Where the code history holds code outside files (its Bytes changes):
+  /// unnamed code there is JIT code, "[jit 0xADDR]" in module "[jit]" (the
+  /// model names a function a call enters by its entry). Call before the
+  /// first lookup.
+  void setJitCode(const CodeHistory &history);
 
   /// The range containing runtime `address`. Never fails: unknown code gets a
   /// one-frame "[unknown @ 0xADDR (module)]" range. The reference stays valid

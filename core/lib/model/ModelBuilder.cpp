@@ -509,7 +509,8 @@ uint32_t SegmentBuilder::newRootOrOuter(const Frame &frame, bool outer) {
 /// (../shared/realpt/mruby) showed 333 call targets under one name. A call
 /// says where a function begins, so a frame a call enters there is named by
 /// its entry, as .eh_frame's functions are: "module+0xENTRY" (the file
-/// address), or "[unknown @ 0xENTRY]" outside every module. Identity (the
+/// address), "[jit 0xENTRY]" in code outside files the code history holds,
+/// or "[unknown @ 0xENTRY]" outside every module. Identity (the
 /// open frame's function) stays the range's: the same rules as before.
 SiteId SegmentBuilder::unknownEntrySite(const RangeInfo &range,
                                         uint64_t entry) {
@@ -526,6 +527,8 @@ SiteId SegmentBuilder::unknownEntrySite(const RangeInfo &range,
         symbols.module ? strings.get(symbols.module) : llvm::StringRef();
     if (module.empty())
       name = "[unknown @ 0x" + llvm::utohexstr(entry, true) + "]";
+    else if (module == "[jit]") // Code the history has, no file or name.
+      name = "[jit 0x" + llvm::utohexstr(entry, true) + "]";
     else
       name = llvm::sys::path::filename(module).str() + "+0x" +
              llvm::utohexstr(entry - symbols.fileBias, true);

@@ -262,7 +262,7 @@ private:
       range.begin = symbol->address;
       range.end = symbol->address + symbol->size;
       range.functionEntry = symbol->address;
-      range.module = strings.intern("[jit]");
+      range.module = strings.intern(JitModuleName);
       range.fileBias = 0;
       range.frames.push_back({strings.intern(symbol->name),
                               strings.intern(symbol->file), symbol->line,
@@ -277,9 +277,24 @@ private:
       range.begin = std::max(range.begin, std::prev(next)->end);
     if (next != mappings.end())
       range.end = std::min(range.end, next->begin);
-    range.frames.push_back(unknownFrame(range.begin, ""));
+    if (inJitCode(address)) {
+      range.module = strings.intern(JitModuleName);
+      range.frames.push_back(
+          {strings.intern("[jit " + hex(range.begin) + "]"), 0, 0, false});
+    } else {
+      range.frames.push_back(unknownFrame(range.begin, ""));
+    }
     range.unknown = true;
     return range;
+  }
+
+  bool inJitCode(uint64_t address) const {
+    auto next = std::upper_bound(
+        jitCode.begin(), jitCode.end(), address,
+        [](uint64_t a, const std::pair<uint64_t, uint64_t> &r) {
+          return a < r.first;
+        });
+    return next != jitCode.begin() && address < std::prev(next)->second;
   }
 
   SymbolFrame unknownFrame(uint64_t address, StringRef modulePath) {
@@ -306,7 +321,23 @@ public:
     });
   }
 
+  void setJitCode(const CodeHistory &history) {
+    for (const CodeChange &change : history.changes)
+      if (change.kind == CodeChange::Kind::Bytes && change.size)
+        jitCode.emplace_back(change.address, change.end());
+    std::sort(jitCode.begin(), jitCode.end());
+    // Merged, so that one binary search answers.
+    std::vector<std::pair<uint64_t, uint64_t>> merged;
+    for (const auto &range : jitCode)
+      if (!merged.empty() && range.first <= merged.back().second)
+        merged.back().second = std::max(merged.back().second, range.second);
+      else
+        merged.push_back(range);
+    jitCode = std::move(merged);
+  }
+
 private:
+  static constexpr const char *JitModuleName = "[jit]";
   std::vector<Module> modules;
   StringTable &strings;
   Options options;
@@ -314,6 +345,8 @@ private:
   std::vector<JitSymbol> jitSymbols;
   std::vector<size_t> jitOrder;
   uint64_t jitMaxSize = 1;
+  /// Code outside files the history holds, merged, by address.
+  std::vector<std::pair<uint64_t, uint64_t>> jitCode;
   ObjectMap ownObjects;
   ObjectMap &objects; ///< ownObjects or a SymbolCache's.
   bool cached;
@@ -347,6 +380,10 @@ Symbolizer::~Symbolizer() = default;
 
 void Symbolizer::setJitSymbols(std::vector<JitSymbol> symbols) {
   impl->setJitSymbols(std::move(symbols));
+}
+
+void Symbolizer::setJitCode(const CodeHistory &history) {
+  impl->setJitCode(history);
 }
 
 const SymbolRange &Symbolizer::lookup(uint64_t address) {

@@ -97,6 +97,13 @@ static cl::opt<uint64_t> qemuLog(
              "of at least 1024; default 8388608, fewer with a small "
              "--max-insns)"),
     cl::value_desc("BLOCKS"), cl::cat(category));
+static cl::opt<unsigned> runOn(
+    "run-on",
+    cl::desc("Under QEMU, after the recording ends (--stop, --max-insns), let "
+             "the program run to its end untraced for at most SECONDS, so "
+             "that what it writes at exit (node --perf-prof's jitdump) is "
+             "there to read (default 0: end it at once)"),
+    cl::value_desc("SECONDS"), cl::cat(category));
 /// Ground truth costs about 40 bytes an instruction in the recorder's
 /// memory (an address each, plus events) until the run ends: past this a
 /// run would need gigabytes, so --ground-truth needs a --max-insns within it.
@@ -219,6 +226,7 @@ int main(int argc, char **argv) {
   engine.qemuPath = qemuPath;
   engine.ringDir = ringDir;
   engine.logBlocks = qemuLog;
+  engine.runOn = std::chrono::seconds(runOn);
   SmallString<256> plugin(sys::path::parent_path(sys::path::parent_path(
       sys::fs::getMainExecutable(argv[0], (void *)&fail))));
   sys::path::append(plugin, "lib", "libmagic-trace-qemu.so");

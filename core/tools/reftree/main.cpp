@@ -187,6 +187,7 @@ int main(int argc, char **argv) {
   Symbolizer symbolizer(modulesOverTime(snapshot.modules, snapshot.code),
                         strings);
   symbolizer.setJitSymbols(snapshot.code.symbols);
+  symbolizer.setJitCode(snapshot.code);
   auto lookup = [&](uint64_t address) -> const SymbolRange & {
     return symbolizer.lookup(address);
   };

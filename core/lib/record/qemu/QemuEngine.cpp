@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
+#include <optional>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -176,6 +177,7 @@ emulateUnderQemu(const EmulateOptions &options,
   }
   int status = 0;
   bool killed = false;
+  std::optional<std::chrono::steady_clock::time_point> runOnUntil;
   for (;;) {
     pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid)
@@ -183,8 +185,18 @@ emulateUnderQemu(const EmulateOptions &options,
     if (done < 0 && errno != EINTR)
       return llvm::createStringError(std::string("waitpid: ") +
                                      std::strerror(errno));
-    if (!killed && allThreadsDone(*dir)) {
-      // Recording is over; the rest of the run would only cost time.
+    if (!killed && !runOnUntil && allThreadsDone(*dir)) {
+      // Recording is over; the rest of the run only costs time, unless the
+      // caller wants what the program writes at its end.
+      if (engine.runOn.count() == 0) {
+        kill(pid, SIGKILL);
+        killed = true;
+      } else {
+        runOnUntil = std::chrono::steady_clock::now() + engine.runOn;
+      }
+    }
+    if (!killed && runOnUntil &&
+        std::chrono::steady_clock::now() > *runOnUntil) {
       kill(pid, SIGKILL);
       killed = true;
     }
@@ -214,6 +226,13 @@ emulateUnderQemu(const EmulateOptions &options,
   result.instructions = recording->instructions;
   result.lostInstructions = recording->lostInstructions;
   result.recorderNote = recording->note;
+  if (killed && runOnUntil)
+    result.recorderNote +=
+        (result.recorderNote.empty() ? "" : "; ") +
+        llvm::formatv("the program did not end within --run-on {0} s after "
+                      "the recording: ended it",
+                      engine.runOn.count())
+            .str();
   // QEMU dying (not by our kill) still leaves the rings: keep them, say so.
   if (!killed && WIFSIGNALED(status))
     result.recorderNote +=
