@@ -184,6 +184,10 @@ public:
       }
       record->snapshot = std::move(*loaded);
       record->snapshot.modules = lastModules;
+      std::vector<uint64_t> tids;
+      for (const ThreadTrace &thread : record->snapshot.threads)
+        tids.push_back(thread.tid);
+      record->truth = readGroundTruthOf(dir, tids);
       record->snapshot.processName = processName;
       uint64_t address = qemuTriggerSnapshotAddress(dir);
       record->reason = llvm::formatv("recorder trigger {0:x}", address).str();

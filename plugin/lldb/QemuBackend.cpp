@@ -5,6 +5,7 @@
 #include "Commands.h"
 
 #include "magic_trace/Bundle.h"
+#include "magic_trace/GroundTruth.h"
 #include "magic_trace/QemuRings.h"
 #include "magic_trace/TraceWriters.h"
 
@@ -151,6 +152,10 @@ std::vector<std::string> collectRecorderSnapshots(lldb::SBDebugger &debugger,
     auto record = std::make_unique<SnapshotRecord>();
     record->snapshot = std::move(*loaded);
     record->snapshot.modules = session.lastModules;
+    std::vector<uint64_t> tids;
+    for (const ThreadTrace &thread : record->snapshot.threads)
+      tids.push_back(thread.tid);
+    record->truth = readGroundTruthOf(dir, tids);
     const char *exe = target.GetExecutable().GetFilename();
     record->snapshot.processName = exe ? exe : "";
     uint64_t address = qemuTriggerSnapshotAddress(dir);

@@ -15,6 +15,7 @@
 #include "Recorder.h"
 
 #include "magic_trace/Bundle.h"
+#include "magic_trace/GroundTruth.h"
 #include "magic_trace/RingBuffer.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -163,6 +164,12 @@ void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
             llvm::toString(std::move(error)));
     return;
   }
+  // With ground truth (a test oracle): the hitting thread's, up to the
+  // trigger (the other threads' grow while they run).
+  if (rec.options.groundTruth)
+    if (llvm::Error error = writeGroundTruth({thread.truth}, dir))
+      setNote("a recorder trigger's ground truth was not written: " +
+              llvm::toString(std::move(error)));
   // Which trigger it was, for the host's output pattern.
   std::error_code ec;
   llvm::raw_fd_ostream which((dir + "/trigger").str(), ec);

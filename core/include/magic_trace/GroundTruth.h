@@ -74,6 +74,12 @@ llvm::Expected<std::vector<uint64_t>> readTruthInsns(llvm::StringRef path);
 /// Errors: a missing or truncated .insns or .events file, a malformed line.
 llvm::Expected<ThreadTruth> readGroundTruth(llvm::StringRef dir, uint64_t tid);
 
+/// The ground truth DIR/groundtruth/ holds for the threads of `tids` that
+/// have it (a recorder trigger's bundle has the hitting thread's); empty
+/// when there is none. A file that does not read is left out.
+std::vector<ThreadTruth> readGroundTruthOf(llvm::StringRef dir,
+                                           const std::vector<uint64_t> &tids);
+
 } // namespace magic_trace
 
 #endif

@@ -212,4 +212,23 @@ Expected<ThreadTruth> readGroundTruth(StringRef dir, uint64_t tid) {
   return truth;
 }
 
+std::vector<ThreadTruth> readGroundTruthOf(llvm::StringRef dir,
+                                           const std::vector<uint64_t> &tids) {
+  std::vector<ThreadTruth> truths;
+  for (uint64_t tid : tids) {
+    llvm::SmallString<256> insns(dir);
+    llvm::sys::path::append(insns, "groundtruth",
+                            std::to_string(tid) + ".insns");
+    if (!llvm::sys::fs::exists(insns))
+      continue;
+    llvm::Expected<ThreadTruth> truth = readGroundTruth(dir, tid);
+    if (!truth) {
+      llvm::consumeError(truth.takeError());
+      continue;
+    }
+    truths.push_back(std::move(*truth));
+  }
+  return truths;
+}
+
 } // namespace magic_trace
