@@ -247,55 +247,15 @@ static std::optional<uint64_t> biasIfMapped(const Phdr &header,
   return bias;
 }
 
-Expected<PlacedElf>
-placeElfByMappings(StringRef path, const std::vector<LoadedSegment> &mappings) {
-  auto binary = openElf(path);
-  if (!binary)
-    return binary.takeError();
-  auto *elf = dyn_cast<ELF64LEObjectFile>(binary->getBinary());
-  if (!elf)
-    return createStringError("'%s' is not a 64-bit little-endian ELF file",
-                             path.str().c_str());
-  auto headers = elf->getELFFile().program_headers();
-  if (!headers)
-    return headers.takeError();
-  std::optional<uint64_t> bias;
-  for (const LoadedSegment &mapped : mappings) {
-    for (const auto &header : *headers) {
-      if (bias || header.p_type != ELF::PT_LOAD ||
-          !(header.p_flags & ELF::PF_X) || header.p_memsz == 0)
-        continue;
-      std::optional<uint64_t> candidate = biasIfMapped(header, mapped);
-      if (!candidate)
-        continue;
-      uint64_t begin = *candidate + (header.p_vaddr & ~uint64_t(4095));
-      uint64_t end = *candidate + header.p_vaddr + header.p_memsz;
-      if (begin < mapped.address + mapped.size && mapped.address < end)
-        bias = candidate;
-    }
-  }
-  if (!bias)
-    return createStringError("no mapping of '%s' shows one of its executable "
-                             "segments (is it the file that was mapped?)",
-                             path.str().c_str());
-  return placeElfAtBias(path, *bias);
-}
-
-Expected<PlacedElf> placeElfAtBias(StringRef path, uint64_t bias) {
-  auto binary = openElf(path);
-  if (!binary)
-    return binary.takeError();
-  auto *elf = dyn_cast<ELF64LEObjectFile>(binary->getBinary());
-  if (!elf)
-    return createStringError("'%s' is not a 64-bit little-endian ELF file",
-                             path.str().c_str());
-  auto headers = elf->getELFFile().program_headers();
-  if (!headers)
-    return headers.takeError();
+/// PlacedElf of `headers` (an ELF's program headers) at load bias `bias`:
+/// every PT_LOAD page-aligned, as the loader maps it. The one placement both
+/// ways to find a bias share.
+template <class Headers>
+static PlacedElf placeHeaders(const Headers &headers, uint64_t bias) {
   PlacedElf placed;
   placed.bias = bias;
   bool first = true;
-  for (const auto &header : *headers) {
+  for (const auto &header : headers) {
     if (header.p_type != ELF::PT_LOAD)
       continue;
     if (first)
@@ -312,6 +272,53 @@ Expected<PlacedElf> placeElfAtBias(StringRef path, uint64_t bias) {
     placed.segments.push_back(segment);
   }
   return placed;
+}
+
+/// Opens ELF `path` and places it at the bias `chooseBias` finds in its
+/// program headers (nullopt: no bias, an error saying why).
+template <class ChooseBias>
+static Expected<PlacedElf> placeElf(StringRef path, ChooseBias chooseBias) {
+  auto binary = openElf(path);
+  if (!binary)
+    return binary.takeError();
+  auto *elf = dyn_cast<ELF64LEObjectFile>(binary->getBinary());
+  if (!elf)
+    return createStringError("'%s' is not a 64-bit little-endian ELF file",
+                             path.str().c_str());
+  auto headers = elf->getELFFile().program_headers();
+  if (!headers)
+    return headers.takeError();
+  Expected<uint64_t> bias = chooseBias(*headers);
+  if (!bias)
+    return bias.takeError();
+  return placeHeaders(*headers, *bias);
+}
+
+Expected<PlacedElf>
+placeElfByMappings(StringRef path, const std::vector<LoadedSegment> &mappings) {
+  return placeElf(path, [&](const auto &headers) -> Expected<uint64_t> {
+    for (const LoadedSegment &mapped : mappings)
+      for (const auto &header : headers) {
+        if (header.p_type != ELF::PT_LOAD || !(header.p_flags & ELF::PF_X) ||
+            header.p_memsz == 0)
+          continue;
+        std::optional<uint64_t> candidate = biasIfMapped(header, mapped);
+        if (!candidate)
+          continue;
+        uint64_t begin = *candidate + (header.p_vaddr & ~uint64_t(4095));
+        uint64_t end = *candidate + header.p_vaddr + header.p_memsz;
+        if (begin < mapped.address + mapped.size && mapped.address < end)
+          return *candidate;
+      }
+    return createStringError("no mapping of '%s' shows one of its executable "
+                             "segments (is it the file that was mapped?)",
+                             path.str().c_str());
+  });
+}
+
+Expected<PlacedElf> placeElfAtBias(StringRef path, uint64_t bias) {
+  return placeElf(path,
+                  [&](const auto &) -> Expected<uint64_t> { return bias; });
 }
 
 } // namespace magic_trace
