@@ -41,6 +41,8 @@ ThreadSummary summarize(const ThreadModel &thread, const ThreadStop *stop,
   summary.calls = thread.calls;
   summary.errors = thread.errors;
   summary.traceBytes = bytes;
+  summary.undecodedBytes = thread.undecodedBytes;
+  summary.firstError = thread.firstError;
   summary.triggered = stop && stop->triggered;
   if (!thread.segments.empty()) {
     summary.beginNs = thread.segments.front().begin;

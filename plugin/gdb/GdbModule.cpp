@@ -16,6 +16,7 @@
 #include "magic_trace/Pipeline.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/QemuRings.h"
+#include "magic_trace/RecorderSnapshots.h"
 #include "magic_trace/SnapshotLog.h"
 #include "magic_trace/TraceWriters.h"
 
@@ -64,8 +65,14 @@ using StopFrames =
 /// directory and the snapshots taken from it.
 class GdbSession {
 public:
-  GdbSession(std::string ringDir, bool keepTruth)
-      : ringDir(std::move(ringDir)), keepTruth(keepTruth) {}
+  GdbSession(std::string ringDir, bool keepTruth, unsigned keep,
+             unsigned waitMs)
+      : ringDir(std::move(ringDir)), keepTruth(keepTruth),
+        recorder(this->ringDir, log, lock, symbols.get(), recorderHost(),
+                 kDefaultPendingSnapshots, waitMs) {
+    log.setKeep(keep);
+    recorder.start();
+  }
 
   /// Takes a snapshot. `pcs` (tid, PC) are every stopped thread's, for the
   /// stop flush; `alive` false reads the rings as they are (the process
@@ -79,6 +86,8 @@ public:
     auto record = std::make_unique<SnapshotRecord>();
     record->reason = reason;
     std::vector<std::string> notes;
+    // The recorder snapshots' worker uses the modules, symbols and log too.
+    std::unique_lock<std::mutex> hold(lock, std::defer_lock);
     {
       py::gil_scoped_release release;
       if (alive) {
@@ -89,6 +98,7 @@ public:
           raise(std::move(error));
       }
       QemuRecording recording = take(readQemuRings(ringDir, keepTruth));
+      hold.lock();
       Snapshot &snapshot = record->snapshot;
       snapshot = std::move(recording.snapshot);
       snapshot.processName = processName;
@@ -122,11 +132,8 @@ public:
             "nothing recorded yet (continue the process first)"));
       record->result =
           take(runPipeline(snapshot, PipelineOptions{}, symbols.get()));
-      if (!path.empty()) {
-        if (llvm::Error error = writeTraceFile(record->result.model, path))
-          raise(std::move(error));
-        record->path = path;
-      }
+      if (llvm::Error error = writeSnapshotFile(*record, path))
+        raise(std::move(error));
     }
     SnapshotRecord &added = log.add(std::move(record));
     py::dict result;
@@ -147,6 +154,7 @@ public:
   py::list setModules(const std::vector<LinkMapEntry> &linkMap,
                       const std::string &processName) {
     std::vector<std::string> notes;
+    std::lock_guard<std::mutex> hold(lock);
     lastModules = modulesOf(linkMap, notes);
     this->processName = processName;
     py::list result;
@@ -164,60 +172,23 @@ public:
             ringDir, address, count ? count : kQemuTriggerEvery,
             std::chrono::milliseconds(keepTruth ? 120000 : 2000)))
       raise(std::move(error));
+    std::lock_guard<std::mutex> hold(lock);
     patterns[address] = pattern;
   }
 
-  /// Decodes the snapshots the recorder's triggers took since the last
-  /// call (bundles DIR/snap-N); returns their lines.
+  /// The lines of the snapshots the recorder's triggers took since the
+  /// last call (bundles DIR/snap-N, decoded as they come by the session's
+  /// worker: RecorderSnapshots.h).
   std::vector<std::string> collectTriggered() {
     py::gil_scoped_release release;
-    std::vector<std::string> lines;
-    uint32_t taken = qemuTriggerSnapshots(ringDir);
-    for (; collected < taken; ++collected) {
-      std::string dir = qemuTriggerSnapshotDir(ringDir, collected + 1);
-      auto record = std::make_unique<SnapshotRecord>();
-      llvm::Expected<Snapshot> loaded = loadBundle(dir);
-      if (!loaded) {
-        lines.push_back("error: magic-trace: recorder snapshot " + dir + ": " +
-                        llvm::toString(loaded.takeError()));
-        continue;
-      }
-      record->snapshot = std::move(*loaded);
-      record->snapshot.modules = lastModules;
-      std::vector<uint64_t> tids;
-      for (const ThreadTrace &thread : record->snapshot.threads)
-        tids.push_back(thread.tid);
-      record->truth = readGroundTruthOf(dir, tids);
-      record->snapshot.processName = processName;
-      uint64_t address = qemuTriggerSnapshotAddress(dir);
-      record->reason = llvm::formatv("recorder trigger {0:x}", address).str();
-      llvm::Expected<PipelineResult> result =
-          runPipeline(record->snapshot, PipelineOptions{}, symbols.get());
-      if (!result) {
-        lines.push_back("error: magic-trace: " +
-                        llvm::toString(result.takeError()));
-        continue;
-      }
-      record->result = std::move(*result);
-      auto pattern = patterns.find(address);
-      std::string path = expandPattern(
-          pattern == patterns.end() ? "magic-trace-%N.fxt" : pattern->second,
-          log.next());
-      if (llvm::Error error = writeTraceFile(record->result.model, path)) {
-        lines.push_back("error: magic-trace: " +
-                        llvm::toString(std::move(error)));
-        path.clear();
-      }
-      record->path = path;
-      lines.push_back(snapshotLine(log.add(std::move(record))));
-    }
-    return lines;
+    return recorder.collect(/*json=*/false);
   }
 
   /// The call tree, as the LLDB plugin's `magic-trace report` prints it.
   std::string report(unsigned number, const std::string &last, unsigned depth,
                      int64_t tid) {
-    SnapshotRecord &record = *take(log.find(number));
+    std::lock_guard<std::mutex> hold(lock);
+    SnapshotRecord &record = *take(log.findDecoded(number));
     TreeOptions options;
     if (!last.empty())
       options.lastNs = take(parseDuration(last));
@@ -250,20 +221,32 @@ public:
   /// Writes snapshot `number` again; returns the line to print.
   std::string save(unsigned number, const std::string &path,
                    const std::string &format) {
-    SnapshotRecord &record = *take(log.find(number));
+    std::lock_guard<std::mutex> hold(lock);
+    SnapshotRecord &record = *take(log.findDecoded(number));
     return take(saveSnapshot(record, path, format));
   }
 
   /// Recorded instructions so far and the recorder's note, without pausing.
   py::dict status() {
     QemuRingStatus status = take(readQemuRingStatus(ringDir));
+    RecorderSnapshots::Status queue = recorder.status();
     py::dict result;
     result["instructions"] = status.instructions;
     result["threads"] = status.threads.size();
     result["recording"] = status.recording;
     result["stopped"] = status.stopped;
     result["note"] = status.note;
-    result["snapshots"] = log.size();
+    {
+      std::lock_guard<std::mutex> hold(lock);
+      result["snapshots"] = log.size();
+      result["kept"] = log.keep();
+    }
+    result["recorder_written"] = queue.written;
+    result["recorder_decoded"] = queue.decoded;
+    result["recorder_waiting"] = queue.waiting;
+    result["recorder_skipped"] = queue.skipped;
+    result["recorder_max_pending"] = queue.maxPending;
+    result["recorder_waited_s"] = double(queue.waitedNs) / 1e9;
     return result;
   }
 
@@ -278,9 +261,25 @@ private:
   std::string processName;
   /// Symbol tables and DWARF read by earlier snapshots, for the next.
   std::unique_ptr<SymbolCache> symbols = std::make_unique<SymbolCache>();
-  /// Recorder triggers: output pattern by address; snapshots decoded.
+  /// Recorder triggers: output pattern by address.
   std::map<uint64_t, std::string> patterns;
-  uint32_t collected = 0;
+  /// Held by whoever uses the log, the symbols, the modules or the
+  /// patterns: the recorder snapshots' worker decodes beside GDB's thread.
+  std::mutex lock;
+  RecorderSnapshots recorder;
+
+  RecorderSnapshots::Host recorderHost() {
+    RecorderSnapshots::Host host;
+    host.modules = [this] { return lastModules; };
+    host.processName = [this] { return processName; };
+    host.outputPath = [this](uint64_t address, unsigned number) {
+      auto pattern = patterns.find(address);
+      return expandPattern(pattern == patterns.end() ? "magic-trace-%N.fxt"
+                                                     : pattern->second,
+                           number);
+    };
+    return host;
+  }
 
   /// Modules from r_map: a file at its bias. A name that is not a file (the
   /// vdso, which QEMU 7.2 does not map for x86-64 guests) is a note.
@@ -330,8 +329,10 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
       },
       "Raises unless the file is an x86-64 ELF program.");
   py::class_<GdbSession>(m, "Session")
-      .def(py::init<std::string, bool>(), py::arg("ring_dir"),
-           py::arg("keep_truth"))
+      .def(py::init<std::string, bool, unsigned, unsigned>(),
+           py::arg("ring_dir"), py::arg("keep_truth"),
+           py::arg("keep") = kDefaultKeptSnapshots,
+           py::arg("wait_ms") = kDefaultTriggerWaitMs)
       .def("snapshot", &GdbSession::snapshot, py::arg("pcs"), py::arg("alive"),
            py::arg("link_map"), py::arg("stops"), py::arg("reason"),
            py::arg("path"), py::arg("process_name"))

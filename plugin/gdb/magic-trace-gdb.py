@@ -467,13 +467,18 @@ class RunCommand(gdb.Command):
     """Start the loaded program under qemu-x86_64 with magic-trace's recorder.
 
 magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
-                [--timer-resolution low|normal|high] [--ground-truth] [-- ARGS]
+                [--timer-resolution low|normal|high] [--ground-truth]
+                [--keep-snapshots N] [--trigger-wait MS] [-- ARGS]
 
 --start FUNCTION: record from this function of the program (default: the
   first instruction) and stop there.
 --snapshot-size: PT ring per thread, a power of two (default 4M).
 --timer-resolution: timing packets, as magic-trace's option (default normal).
---ground-truth: also keep every executed address (for tests)."""
+--ground-truth: also keep every executed address (for tests).
+--keep-snapshots N: decoded snapshots kept in memory for report and save
+  (default 8; older ones keep their line and file).
+--trigger-wait MS: how long a recorder trigger waits while 4 snapshots wait
+  to be decoded, before it is skipped (default 5000; 0: skip at once)."""
 
     def __init__(self):
         super().__init__("magic-trace run", gdb.COMMAND_RUNNING)
@@ -481,7 +486,8 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
     def invoke(self, argument, from_tty):
         need_core()
         options = Options(argument, {"start", "snapshot-size",
-                                     "timer-resolution"},
+                                     "timer-resolution", "keep-snapshots",
+                                     "trigger-wait"},
                           {"ground-truth"}, "run")
         program = gdb.current_progspace().filename
         if not program:
@@ -497,6 +503,13 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
         if timer not in TIMERS:
             fail("--timer-resolution takes low, normal or high, got '%s'"
                  % timer)
+        keep = options.get("keep-snapshots", "8")
+        if not keep.isdigit() or int(keep) < 1:
+            fail("--keep-snapshots takes a number of at least 1, got '%s'"
+                 % keep)
+        wait = options.get("trigger-wait", "5000")
+        if not wait.isdigit():
+            fail("--trigger-wait takes milliseconds, got '%s'" % wait)
         start = options.get("start")
         start_address = ""
         if start:
@@ -526,7 +539,8 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
         state.keep_truth = keep_truth
         state.exited = None
         state.triggers = {}
-        state.session = core.Session(state.ring_dir, keep_truth)
+        state.session = core.Session(state.ring_dir, keep_truth, int(keep),
+                                     int(wait))
         gdb.execute("set sysroot /", to_string=True)
         gdb.execute("set tdesc filename " + tdesc, to_string=True)
         connect(sock, state.qemu)
@@ -678,6 +692,15 @@ class StatusCommand(gdb.Command):
                   status["instructions"], status["threads"],
                   status["snapshots"],
                   ", process exited" if state.exited is not None else ""))
+        if status["recorder_written"]:
+            print("magic-trace: recorder snapshots: %d written, %d decoded, "
+                  "%d waiting (at most %d), %d skipped, %.1f s waited for "
+                  "the decoder; the last %d decoded are kept in memory" % (
+                      status["recorder_written"], status["recorder_decoded"],
+                      status["recorder_waiting"],
+                      status["recorder_max_pending"],
+                      status["recorder_skipped"],
+                      status["recorder_waited_s"], status["kept"]))
         if status["note"]:
             print("magic-trace: " + status["note"])
 

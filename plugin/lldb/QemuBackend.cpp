@@ -7,6 +7,7 @@
 #include "magic_trace/Bundle.h"
 #include "magic_trace/GroundTruth.h"
 #include "magic_trace/QemuRings.h"
+#include "magic_trace/RecorderSnapshots.h"
 #include "magic_trace/TraceWriters.h"
 
 #include "lldb/API/SBAddress.h"
@@ -128,66 +129,44 @@ armRecorderTrigger(lldb::SBTarget &target, Session &session,
   return entries;
 }
 
-std::vector<std::string> collectRecorderSnapshots(lldb::SBDebugger &debugger,
-                                                  Session &session, bool json) {
-  std::vector<std::string> lines;
-  if (session.qemuDir.empty())
-    return lines;
-  lldb::SBTarget target = debugger.GetSelectedTarget();
-  lldb::SBProcess process = target.GetProcess();
-  bool alive = process.IsValid() && process.GetState() == lldb::eStateStopped;
-  uint32_t taken = qemuTriggerSnapshots(session.qemuDir);
-  if (taken > session.qemuSnapshotsCollected && alive)
-    session.lastModules = captureModules(target);
-  for (; session.qemuSnapshotsCollected < taken;
-       ++session.qemuSnapshotsCollected) {
-    std::string dir = qemuTriggerSnapshotDir(
-        session.qemuDir, session.qemuSnapshotsCollected + 1);
-    llvm::Expected<Snapshot> loaded = loadBundle(dir);
-    if (!loaded) {
-      lines.push_back("error: magic-trace: recorder snapshot in " + dir + ": " +
-                      llvm::toString(loaded.takeError()));
-      continue;
-    }
-    auto record = std::make_unique<SnapshotRecord>();
-    record->snapshot = std::move(*loaded);
-    record->snapshot.modules = session.lastModules;
-    std::vector<uint64_t> tids;
-    for (const ThreadTrace &thread : record->snapshot.threads)
-      tids.push_back(thread.tid);
-    record->truth = readGroundTruthOf(dir, tids);
-    const char *exe = target.GetExecutable().GetFilename();
-    record->snapshot.processName = exe ? exe : "";
-    uint64_t address = qemuTriggerSnapshotAddress(dir);
-    record->reason = llvm::formatv("recorder trigger {0:x}", address).str();
+void startRecorderSnapshots(lldb::SBTarget &target, Session &session,
+                            unsigned keep, unsigned waitMs) {
+  std::lock_guard<std::mutex> hold(session.lock);
+  session.snapshots.setKeep(keep);
+  RecorderSnapshots::Host host;
+  host.modules = [&session] { return session.lastModules; };
+  const char *exe = target.GetExecutable().GetFilename();
+  std::string name = exe ? exe : "";
+  host.processName = [name] { return name; };
+  host.outputPath = [&session](uint64_t address, unsigned number) {
     Trigger *owner = nullptr;
     for (Trigger &trigger : session.triggers)
       if (trigger.recorderAddress == address)
         owner = &trigger;
-    llvm::Expected<PipelineResult> result =
-        runPipeline(record->snapshot, PipelineOptions{}, session.symbols.get());
-    if (!result) {
-      lines.push_back("error: magic-trace: " +
-                      llvm::toString(result.takeError()));
-      continue;
-    }
-    record->result = std::move(*result);
-    std::string path =
-        expandPattern(owner ? owner->pattern : "magic-trace-%N.fxt",
-                      session.snapshots.next());
-    if (llvm::Error err = writeTraceFile(record->result.model, path)) {
-      lines.push_back("error: magic-trace: " + llvm::toString(std::move(err)));
-      path.clear();
-    }
-    record->path = path;
     if (owner)
       ++owner->hits;
-    SnapshotRecord &added = session.snapshots.add(std::move(record));
-    lines.push_back(snapshotLine(added));
-    if (json)
-      lines.push_back(jsonText(snapshotJson(added)));
+    return expandPattern(owner ? owner->pattern : "magic-trace-%N.fxt", number);
+  };
+  session.recorderSnapshots = std::make_unique<RecorderSnapshots>(
+      session.qemuDir, session.snapshots, session.lock, session.symbols.get(),
+      std::move(host), kDefaultPendingSnapshots, waitMs);
+  session.recorderSnapshots->start();
+}
+
+std::vector<std::string> collectRecorderSnapshots(lldb::SBDebugger &debugger,
+                                                  Session &session, bool json) {
+  if (!session.recorderSnapshots)
+    return {};
+  lldb::SBTarget target = debugger.GetSelectedTarget();
+  lldb::SBProcess process = target.GetProcess();
+  // The modules the worker decodes with: LLDB's at this stop (the code log
+  // fills in what changed since).
+  if (process.IsValid() && process.GetState() == lldb::eStateStopped) {
+    std::vector<Module> modules = captureModules(target);
+    std::lock_guard<std::mutex> hold(session.lock);
+    session.lastModules = std::move(modules);
   }
-  return lines;
+  return session.recorderSnapshots->collect(json);
 }
 
 // --- triggers ------------------------------------------------------------
@@ -248,6 +227,12 @@ const OptionSpec runOptions[] = {
     {'g', "ground-truth", false, nullptr,
      "Also keep every executed address, which 'save --format bundle' "
      "writes as groundtruth/ (for tests; 8 bytes an instruction)."},
+    {'k', "keep-snapshots", true, "N",
+     "Decoded snapshots kept in memory for report and save (default 8; "
+     "older ones keep their line and file)."},
+    {'w', "trigger-wait", true, "MS",
+     "How long a recorder trigger waits while 4 snapshots wait to be "
+     "decoded, before it is skipped (default 5000; 0: skip at once)."},
 };
 
 /// libmagic-trace-qemu.so: MT_QEMU_PLUGIN, else beside this plugin.
@@ -522,6 +507,10 @@ public:
     std::string attach = "magic-trace attach --backend qemu";
     if (args->has("threads"))
       attach += " --threads " + quoted(args->get("threads", ""));
+    if (args->has("keep-snapshots"))
+      attach += " --keep-snapshots " + quoted(args->get("keep-snapshots", ""));
+    if (args->has("trigger-wait"))
+      attach += " --trigger-wait " + quoted(args->get("trigger-wait", ""));
     lldb::SBCommandReturnObject attached;
     debugger.GetCommandInterpreter().HandleCommand(attach.c_str(), attached);
     if (!attached.Succeeded()) {

@@ -49,9 +49,15 @@ llvm::Expected<std::vector<uint64_t>>
 armRecorderTrigger(lldb::SBTarget &target, Session &session,
                    lldb::SBBreakpoint &breakpoint, unsigned count);
 
-/// Decodes the snapshots the recorder's triggers took since the last call
-/// (with the modules LLDB lists now, or last listed) and returns their
-/// lines (with `json`, each followed by its JSON line).
+/// Starts decoding the recorder's own snapshots as they come (a worker of
+/// the session: RecorderSnapshots.h), keeping `keep` decoded snapshots in
+/// memory; a trigger hit waits up to `waitMs` for room.
+void startRecorderSnapshots(lldb::SBTarget &target, Session &session,
+                            unsigned keep, unsigned waitMs);
+
+/// The lines of the recorder's snapshots decoded since the last call (those
+/// waiting now decoded first, with the modules LLDB lists now, or last
+/// listed; with `json`, each followed by its JSON line).
 std::vector<std::string> collectRecorderSnapshots(lldb::SBDebugger &debugger,
                                                   Session &session,
                                                   bool json = false);

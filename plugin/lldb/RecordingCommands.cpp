@@ -47,6 +47,12 @@ const OptionSpec attachOptions[] = {
     {'g', "ground-truth", false, nullptr,
      "Emulate: also keep every executed address, which 'save --format "
      "bundle' writes as groundtruth/ (for tests; 8 bytes an instruction)."},
+    {'k', "keep-snapshots", true, "N",
+     "Decoded snapshots kept in memory for report and save (default 8; "
+     "older ones keep their line and file)."},
+    {'w', "trigger-wait", true, "MS",
+     "qemu: how long a recorder trigger waits while 4 snapshots wait to be "
+     "decoded, before it is skipped (default 5000; 0: skip at once)."},
 };
 
 class AttachCommand : public lldb::SBCommandPluginInterface {
@@ -57,6 +63,22 @@ public:
         parseOptionsOnly(command, attachOptions, "attach");
     if (!args)
       return failCommand(result, args.takeError());
+    unsigned keep = kDefaultKeptSnapshots;
+    if (args->has("keep-snapshots")) {
+      llvm::Expected<unsigned> parsed =
+          parseCount(args->get("keep-snapshots", ""), "keep-snapshots");
+      if (!parsed)
+        return failCommand(result, parsed.takeError());
+      keep = *parsed;
+    }
+    unsigned waitMs = kDefaultTriggerWaitMs;
+    if (args->has("trigger-wait")) {
+      if (llvm::StringRef(args->get("trigger-wait", ""))
+              .getAsInteger(10, waitMs))
+        return failCommand(result,
+                           error("--trigger-wait takes milliseconds, got '%s'",
+                                 args->get("trigger-wait", "").c_str()));
+    }
     Session &session = sessionFor(debugger);
     lldb::SBProcess process = debugger.GetSelectedTarget().GetProcess();
     if (!process.IsValid() || process.GetState() == lldb::eStateExited ||
@@ -222,11 +244,16 @@ public:
     session.stats = {};
     session.classifier = std::move(*classifier);
     session.perf = std::move(perfRecorder);
+    session.recorderSnapshots.reset();
     // The emulator's packets come from a virtual CPU without errata; the
     // perf backend's from this machine's CPU, whose errata libipt applies.
     session.cpu = session.perf ? probeMachine().cpu : emulatorCpu();
     lldb::SBTarget target = debugger.GetSelectedTarget();
     session.lastModules = captureModules(target);
+    if (backend == "qemu")
+      startRecorderSnapshots(target, session, keep, waitMs);
+    else
+      session.snapshots.setKeep(keep);
     bool recordsRunning = session.perf || backend == "qemu";
     for (uint32_t i = 0; i < process.GetNumThreads() && !recordsRunning; ++i) {
       uint64_t tid = process.GetThreadAtIndex(i).GetThreadID();
@@ -283,6 +310,7 @@ public:
     Session &session = sessionFor(debugger);
     std::vector<std::string> collected =
         collectRecorderSnapshots(debugger, session);
+    std::lock_guard<std::mutex> hold(session.lock);
     if (args->has("json"))
       return succeed(result, jsonText(session.statusJson()));
     std::string text;
@@ -327,6 +355,16 @@ public:
                                                                : "")
              << "\n";
     }
+    if (session.recorderSnapshots) {
+      RecorderSnapshots::Status queue = session.recorderSnapshots->status();
+      if (queue.written)
+        os << "  recorder snapshots: " << queue.written << " written, "
+           << queue.decoded << " decoded, " << queue.waiting
+           << " waiting (at most " << queue.maxPending << "), " << queue.skipped
+           << " skipped, " << llvm::format("%.1f", double(queue.waitedNs) / 1e9)
+           << " s waited for the decoder; the last " << session.snapshots.keep()
+           << " decoded are kept in memory\n";
+    }
     for (const Trigger &trigger : session.triggers)
       os << "  trigger: "
          << (trigger.recorderAddress
@@ -362,6 +400,13 @@ public:
     if (!session)
       return failCommand(result, session.takeError());
     lldb::SBTarget target = debugger.GetSelectedTarget();
+    // Recorder snapshots taken so far are decoded and listed; then the
+    // worker stops.
+    std::string collected;
+    for (const std::string &line :
+         collectRecorderSnapshots(debugger, **session))
+      collected += line + "\n";
+    (*session)->recorderSnapshots.reset();
     for (const Trigger &trigger : (*session)->triggers)
       if (trigger.ownsBreakpoint)
         target.BreakpointDelete(trigger.breakpoint);
@@ -371,13 +416,14 @@ public:
     (*session)->attached = false;
     if (!(*session)->qemuDir.empty())
       return succeed(result,
-                     "magic-trace: detached from process " +
+                     collected + "magic-trace: detached from process " +
                          std::to_string((*session)->qemuPid) +
                          " (its QEMU recorder keeps writing its rings until "
                          "it exits: 'magic-trace attach' takes them up "
                          "again; snapshots stay available to save and "
                          "report)");
-    return succeed(result, "magic-trace: stopped recording process " +
+    return succeed(result, collected +
+                               "magic-trace: stopped recording process " +
                                std::to_string((*session)->pid) +
                                " (snapshots stay available to save and "
                                "report)");

@@ -325,8 +325,15 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
   snapshot.cpu = session.cpu;
   snapshot.time = VirtualClock::conversion();
   snapshot.timing = VirtualClock::timing;
-  if (alive)
-    session.lastModules = captureModules(target);
+  // The recorder snapshots' worker shares the modules, symbols and log.
+  std::unique_lock<std::mutex> hold(session.lock, std::defer_lock);
+  if (alive) {
+    std::vector<Module> modules = captureModules(target);
+    hold.lock();
+    session.lastModules = std::move(modules);
+  } else {
+    hold.lock();
+  }
   snapshot.modules = session.lastModules;
   if (session.perf)
     if (llvm::Error error = fillPerfSnapshot(session, snapshot))
@@ -361,11 +368,8 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
   if (!result)
     return result.takeError();
   record->result = std::move(*result);
-  if (!path.empty()) {
-    if (llvm::Error error = writeTraceFile(record->result.model, path))
-      return std::move(error);
-    record->path = path;
-  }
+  if (llvm::Error error = writeSnapshotFile(*record, path))
+    return std::move(error);
   return &session.snapshots.add(std::move(record));
 }
 

@@ -15,6 +15,7 @@
 #include "magic_trace/PacketWriter.h"
 #include "magic_trace/PerfRecorder.h"
 #include "magic_trace/Pipeline.h"
+#include "magic_trace/RecorderSnapshots.h"
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/SnapshotLog.h"
 
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,8 +83,6 @@ struct Session {
   /// process's pid (LLDB's gdb-remote connection to QEMU reports pid 1).
   std::string qemuDir;
   uint64_t qemuPid = 0;
-  /// Recorder-trigger snapshots (DIR/snap-N) decoded so far.
-  uint32_t qemuSnapshotsCollected = 0;
   /// Snapshots trigger callbacks took since the last command resumed the
   /// process (backends that record while it runs).
   std::vector<SnapshotRecord *> triggered;
@@ -111,6 +111,13 @@ struct Session {
   /// Symbol tables and DWARF read by earlier snapshots, reused by the next
   /// (keyed by build-id, or path, size and time: a rebuilt file is re-read).
   std::unique_ptr<SymbolCache> symbols = std::make_unique<SymbolCache>();
+  /// Held by whoever uses `snapshots`, `symbols`, `lastModules` or
+  /// `triggers` while recorderSnapshots' worker may run.
+  std::mutex lock;
+  /// The recorder's own snapshots (DIR/snap-N), decoded by a worker as
+  /// they come (backend "qemu" only). Last: its worker stops before the
+  /// members it uses go.
+  std::unique_ptr<RecorderSnapshots> recorderSnapshots;
 
   /// Whether `tid` is to be traced.
   bool traces(uint64_t tid) const;

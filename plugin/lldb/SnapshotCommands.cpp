@@ -165,7 +165,11 @@ public:
       trigger.breakpoint = 0;
       trigger.ownsBreakpoint = false;
       trigger.recorderAddress = entries->front();
-      (*session)->triggers.push_back(trigger);
+      {
+        // The recorder snapshots' worker looks triggers up by address.
+        std::lock_guard<std::mutex> hold((*session)->lock);
+        (*session)->triggers.push_back(trigger);
+      }
       std::string text;
       llvm::raw_string_ostream os(text);
       os << "magic-trace: the recorder takes a snapshot at each start of "
@@ -178,7 +182,10 @@ public:
             "status'";
       return succeed(result, text);
     }
-    (*session)->triggers.push_back(trigger);
+    {
+      std::lock_guard<std::mutex> hold((*session)->lock);
+      (*session)->triggers.push_back(trigger);
+    }
     bool recordsRunning =
         (*session)->backend == "qemu" || (*session)->backend == "perf";
     if (recordsRunning)

@@ -48,8 +48,10 @@ public:
         return failCommand(result, parsed.takeError());
       number = *parsed;
     }
+    Session &session = sessionFor(debugger);
+    std::lock_guard<std::mutex> hold(session.lock);
     llvm::Expected<SnapshotRecord *> record =
-        sessionFor(debugger).snapshots.find(number);
+        session.snapshots.findDecoded(number);
     if (!record)
       return failCommand(result, record.takeError());
     llvm::Expected<std::string> saved = saveSnapshot(
@@ -86,8 +88,10 @@ public:
         return failCommand(result, parsed.takeError());
       number = *parsed;
     }
+    Session &session = sessionFor(debugger);
+    std::lock_guard<std::mutex> hold(session.lock);
     llvm::Expected<SnapshotRecord *> record =
-        sessionFor(debugger).snapshots.find(number);
+        session.snapshots.findDecoded(number);
     if (!record)
       return failCommand(result, record.takeError());
     TreeOptions options;

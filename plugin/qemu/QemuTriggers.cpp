@@ -24,6 +24,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <thread>
 
 namespace magic_trace::qemu_plugin {
 namespace {
@@ -57,20 +58,7 @@ bool claim(QemuTrigger &trigger) {
 Snapshot copyRings(const ThreadRecorder &hitter) {
   Recorder &rec = *recorder;
   QemuRingHeader &header = *rec.header;
-  Snapshot snapshot;
-  snapshot.pid = header.pid;
-  snapshot.cpu.vendor =
-      std::string(header.vendor, strnlen(header.vendor, sizeof(header.vendor)));
-  snapshot.cpu.family = header.family;
-  snapshot.cpu.model = header.model;
-  snapshot.cpu.stepping = header.stepping;
-  snapshot.time.timeZero = header.timeZero;
-  snapshot.time.timeMult = header.timeMult;
-  snapshot.time.timeShift = uint16_t(header.timeShift);
-  snapshot.timing.mtcFreq = uint8_t(header.mtcFreq);
-  snapshot.timing.nomFreq = uint8_t(header.nomFreq);
-  snapshot.timing.cpuid15Eax = header.cpuid15Eax;
-  snapshot.timing.cpuid15Ebx = header.cpuid15Ebx;
+  Snapshot snapshot = qemuSnapshotFacts(header);
   std::vector<ThreadRecorder *> threads;
   {
     std::lock_guard<std::mutex> lock(rec.mutex);
@@ -140,9 +128,42 @@ void markTriggerBlocks() {
   }
 }
 
+/// Whether as many snapshots as the host allows wait to be decoded.
+static bool tooManyWaiting(const QemuRingHeader &header) {
+  uint32_t limit =
+      __atomic_load_n(&header.maxPendingTriggers, __ATOMIC_ACQUIRE);
+  uint32_t waiting =
+      __atomic_load_n(&header.triggerSnapshots, __ATOMIC_ACQUIRE) -
+      __atomic_load_n(&header.triggersCollected, __ATOMIC_ACQUIRE);
+  return limit && waiting >= limit;
+}
+
 void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
   Recorder &rec = *recorder;
   QemuTrigger *trigger = armedTrigger(*rec.header, block.start);
+  // The host decodes the snapshots as they come; when it falls behind, a
+  // hit waits for room (for at most the host's bound; the wait is
+  // counted), then is skipped and counted: the disk holds at most the
+  // bound, and nothing is lost without saying so.
+  if (trigger && tooManyWaiting(*rec.header)) {
+    QemuRingHeader &header = *rec.header;
+    auto began = std::chrono::steady_clock::now();
+    auto deadline = began + std::chrono::milliseconds(__atomic_load_n(
+                                &header.triggerWaitMs, __ATOMIC_ACQUIRE));
+    while (tooManyWaiting(header) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    __atomic_add_fetch(
+        &header.triggerWaitNs,
+        uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                     std::chrono::steady_clock::now() - began)
+                     .count()),
+        __ATOMIC_RELEASE);
+    if (tooManyWaiting(header)) {
+      __atomic_add_fetch(&header.triggersSkipped, 1u, __ATOMIC_RELEASE);
+      return;
+    }
+  }
   if (!trigger || !thread.flags.enabled || thread.flags.failed ||
       thread.flags.deferring || !claim(*trigger)) {
     // Spent: later hits of this block go the fast way again.

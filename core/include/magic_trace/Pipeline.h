@@ -42,7 +42,10 @@ struct ThreadSummary {
   uint64_t calls = 0;
   uint64_t errors = 0;
   uint64_t traceBytes = 0; ///< PT bytes decoded.
-  bool triggered = false;  ///< The thread that hit the snapshot breakpoint.
+  /// Of traceBytes, those decode errors kept from being decoded.
+  uint64_t undecodedBytes = 0;
+  std::string firstError; ///< The first decode error, empty without one.
+  bool triggered = false; ///< The thread that hit the snapshot breakpoint.
 };
 
 struct PipelineResult {

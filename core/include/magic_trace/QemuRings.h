@@ -126,6 +126,17 @@ struct QemuRingHeader {
   uint32_t triggerCount;
   uint32_t triggerSnapshots;
   QemuTrigger triggers[kQemuMaxTriggers];
+  /// The bound on recorder snapshots waiting on disk: the host decodes each
+  /// DIR/snap-N as it comes, removes it and stores N in triggersCollected.
+  /// A trigger hit while maxPendingTriggers (0: no bound) snapshots wait
+  /// waits for room, at most triggerWaitMs (the time is added to
+  /// triggerWaitNs), then is skipped and counted in triggersSkipped (a hit
+  /// skipped takes none of the trigger's count).
+  uint32_t triggersCollected;
+  uint32_t triggersSkipped;
+  uint32_t maxPendingTriggers;
+  uint32_t triggerWaitMs;
+  uint64_t triggerWaitNs;
 };
 
 // scripts/bench-qemu.sh reads these offsets directly (no C++ in a shell
@@ -165,6 +176,10 @@ llvm::Error readQemuCodeLog(llvm::StringRef dir, uint64_t lastSeq,
 std::vector<ImageMark> readQemuMarks(llvm::StringRef dir, uint64_t tid,
                                      uint64_t firstOffset);
 
+/// The facts a header gives every snapshot of its recording: pid, CPU,
+/// clock and timing.
+Snapshot qemuSnapshotFacts(const QemuRingHeader &header);
+
 /// The header's counters, read without pausing anyone (for status lines).
 struct QemuRingStatus {
   uint64_t pid = 0;
@@ -173,6 +188,9 @@ struct QemuRingStatus {
   bool recording = false;
   bool stopped = false;
   QemuStopReason stopReason = QemuStopReason::None;
+  uint32_t triggerSnapshots = 0; ///< Recorder snapshots written.
+  uint32_t triggersSkipped = 0;  ///< Hits skipped: too many were waiting.
+  uint64_t triggerWaitNs = 0;    ///< Time hits waited for the decoder.
   std::vector<QemuThreadSlot> threads;
   std::string note;
 };
@@ -199,6 +217,13 @@ llvm::Error armQemuTrigger(llvm::StringRef dir, uint64_t address,
 /// How many snapshots the recorder's triggers have written (complete
 /// bundles DIR/snap-1 ... DIR/snap-N); 0 without a header.
 uint32_t qemuTriggerSnapshots(llvm::StringRef dir);
+
+/// Tells the recorder that snapshots up to `collected` are decoded (and
+/// their directories removed), how many may wait at once (`maxPending`, 0:
+/// no bound) and how long a hit waits for room (`waitMs`, 0: it is skipped
+/// at once). Errors: no header.
+llvm::Error setQemuTriggersCollected(llvm::StringRef dir, uint32_t collected,
+                                     uint32_t maxPending, uint32_t waitMs);
 
 /// DIR/snap-<number>: the bundle of the recorder's snapshot `number`.
 std::string qemuTriggerSnapshotDir(llvm::StringRef dir, uint32_t number);

@@ -33,15 +33,34 @@ struct SnapshotRecord {
   PipelineResult result;
   /// The recorder's ground truth up to the snapshot (--ground-truth only).
   std::vector<ThreadTruth> truth;
+  /// The snapshot, model and truth were released to keep the session's
+  /// memory flat (SnapshotLog::setKeep); the summary and the file stay.
+  bool released = false;
 };
 
-/// The snapshots of a session, numbered from 1 in the order taken.
+/// Decoded snapshots a session keeps in memory by default: a full 4 MiB
+/// ring decodes to about 8 MB of model, so 8 of them are ~64 MB whatever
+/// the session's length (docs/user-guide.md, "Long sessions").
+constexpr unsigned kDefaultKeptSnapshots = 8;
+
+/// The snapshots of a session, numbered from 1 in the order taken. Only the
+/// last `keep()` keep their decoded model: older ones are released (their
+/// summary line and file stay), so memory stays flat however many
+/// snapshots a session takes.
 class SnapshotLog {
 public:
-  /// Numbers `record` and keeps it.
+  /// Numbers `record` and keeps it; releases the one that falls out of the
+  /// last keep().
   SnapshotRecord &add(std::unique_ptr<SnapshotRecord> record);
   /// Snapshot `number` (0: the last one). Errors say how many there are.
   llvm::Expected<SnapshotRecord *> find(unsigned number);
+  /// find(), for what needs the decoded snapshot (report, save). Errors
+  /// also when it was released: one line saying where its trace is and how
+  /// to keep more.
+  llvm::Expected<SnapshotRecord *> findDecoded(unsigned number);
+  /// How many decoded snapshots to keep (at least 1); releases older ones.
+  void setKeep(unsigned count);
+  unsigned keep() const { return kept; }
   size_t size() const { return records.size(); }
   /// The number the next snapshot will get.
   unsigned next() const { return unsigned(records.size()) + 1; }
@@ -50,11 +69,23 @@ public:
   }
 
 private:
+  void releaseOld();
   std::vector<std::unique_ptr<SnapshotRecord>> records;
+  unsigned kept = kDefaultKeptSnapshots;
 };
 
+/// A snapshot in which nothing was decoded: a failure, not a snapshot.
+bool snapshotFailed(const SnapshotRecord &record);
+
+/// Writes `record`'s model to `path` (the format from its suffix) and sets
+/// record.path; a failed snapshot (snapshotFailed) writes nothing.
+llvm::Error writeSnapshotFile(SnapshotRecord &record, std::string path);
+
 /// "magic-trace: snapshot 1: thread 4242, 3.51ms, 115,709 calls, 0 errors
-/// -> FILE (open in ui.perfetto.dev)".
+/// -> FILE (open in ui.perfetto.dev)"; with errors, what they cost ("3
+/// errors (2.1% of the trace not decoded)"); for a failed snapshot,
+/// "magic-trace: snapshot 7 failed: nothing was decoded (first error: ...;
+/// what to do)".
 std::string snapshotLine(const SnapshotRecord &record);
 
 /// {number, reason, path, tid, spanNs, calls, errors, instructions, summary}.

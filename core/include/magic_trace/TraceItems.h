@@ -72,6 +72,9 @@ struct DecodeError {
   int code = 0;        ///< libipt status (negative pte_* value).
   uint64_t ip = 0;     ///< Last known IP, 0 if none.
   std::string message; ///< pt_errstr() text.
+  /// PT bytes from the error to where decoding resumed (the next PSB, or
+  /// the end of the buffer): the trace the error cost.
+  uint64_t skippedBytes = 0;
 };
 
 struct ThreadDecode {

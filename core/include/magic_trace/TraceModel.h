@@ -129,6 +129,10 @@ struct ThreadModel {
   uint64_t estimatedInstructions = 0;
   uint64_t calls = 0;
   uint64_t errors = 0;
+  /// PT bytes the errors kept from being decoded (DecodeError::skippedBytes).
+  uint64_t undecodedBytes = 0;
+  /// The first decode error's message, empty without one.
+  std::string firstError;
 };
 
 struct TraceModel {

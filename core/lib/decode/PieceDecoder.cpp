@@ -175,7 +175,9 @@ Piece PieceDecoder::decodeFrom(size_t start, size_t boundary) {
       continue;
     }
     if (status < 0) {
-      addError(piece, psbs[index], status, 0);
+      addError(piece, psbs[index], status, 0,
+               (index + 1 < psbs.size() ? psbs[index + 1] : bufferSize) -
+                   psbs[index]);
       ++index;
       continue;
     }
@@ -279,10 +281,12 @@ PieceDecoder::nextBlock(Piece &piece, int &status, Run &run) {
 std::optional<size_t> PieceDecoder::resyncAfterError(Piece &piece, int status,
                                                      const Run &run) {
   uint64_t offset = currentOffset();
-  addError(piece, offset, status, run.lastIp);
   size_t next = psbIndexAt(offset) + 1;
   if (next < psbs.size() && psbs[next] <= offset)
     ++next;
+  uint64_t resume = next < psbs.size() ? psbs[next] : bufferSize;
+  addError(piece, offset, status, run.lastIp,
+           resume > offset ? resume - offset : 0);
   if (next >= run.boundary && next < psbs.size()) {
     piece.handoff = next;
     return std::nullopt;
@@ -371,7 +375,7 @@ void PieceDecoder::addBlock(Piece &piece, const pt_block &block, uint64_t tsc) {
 }
 
 void PieceDecoder::addError(Piece &piece, uint64_t offset, int status,
-                            uint64_t ip) {
+                            uint64_t ip, uint64_t skipped) {
   if (options.countOnly)
     return;
   TraceItem item;
@@ -384,7 +388,7 @@ void PieceDecoder::addError(Piece &piece, uint64_t offset, int status,
   std::string text = timeline.versioned() && status == -pte_nomap && ip
                          ? timeline.explainMissing(ip, seq)
                          : libiptStatusText(status);
-  piece.errors.push_back({offset, status, ip, std::move(text)});
+  piece.errors.push_back({offset, status, ip, std::move(text), skipped});
   maybeFlush(piece);
 }
 

@@ -135,7 +135,10 @@ private:
   std::optional<size_t> crossedPsb(const pt_event &event, size_t syncedIndex);
   void addLibiptEvent(Piece &piece, const pt_event &event);
   void addBlock(Piece &piece, const pt_block &block, uint64_t tsc);
-  void addError(Piece &piece, uint64_t offset, int status, uint64_t ip);
+  /// An Error item; `skipped` PT bytes are not decoded because of it
+  /// (DecodeError::skippedBytes).
+  void addError(Piece &piece, uint64_t offset, int status, uint64_t ip,
+                uint64_t skipped = 0);
   void addEvent(Piece &piece, ItemKind kind, uint64_t ip, uint64_t tsc);
   /// Moves to a later seq when a change with a time was passed (perf).
   void followTimedChanges(Piece &piece);

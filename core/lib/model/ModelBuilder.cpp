@@ -358,8 +358,12 @@ void SegmentBuilder::onLoss(const TraceItem &item) {
   StringId name = overflowName;
   if (item.kind == ItemKind::Error) {
     llvm::StringRef message = "unknown error";
-    if (item.detail < errors.size())
+    if (item.detail < errors.size()) {
       message = errors[item.detail].message;
+      model.undecodedBytes += errors[item.detail].skippedBytes;
+    }
+    if (model.firstError.empty())
+      model.firstError = message.str();
     reason = ("decode error: " + message).str();
     name = intern("[" + reason + "]");
   }

@@ -242,6 +242,18 @@ uint32_t qemuTriggerSnapshots(llvm::StringRef dir) {
                          __ATOMIC_ACQUIRE);
 }
 
+llvm::Error setQemuTriggersCollected(llvm::StringRef dir, uint32_t collected,
+                                     uint32_t maxPending, uint32_t waitMs) {
+  llvm::Expected<FileMapping> headerMap = openHeader(dir);
+  if (!headerMap)
+    return headerMap.takeError();
+  QemuRingHeader &header = headerMap->header();
+  __atomic_store_n(&header.maxPendingTriggers, maxPending, __ATOMIC_RELEASE);
+  __atomic_store_n(&header.triggerWaitMs, waitMs, __ATOMIC_RELEASE);
+  __atomic_store_n(&header.triggersCollected, collected, __ATOMIC_RELEASE);
+  return llvm::Error::success();
+}
+
 std::string qemuTriggerSnapshotDir(llvm::StringRef dir, uint32_t number) {
   return joinPath(dir, "snap-" + std::to_string(number));
 }
@@ -267,6 +279,12 @@ llvm::Expected<QemuRingStatus> readQemuRingStatus(llvm::StringRef dir) {
   status.stopped = __atomic_load_n(&header.stopped, __ATOMIC_ACQUIRE);
   status.stopReason =
       QemuStopReason(__atomic_load_n(&header.stopReason, __ATOMIC_ACQUIRE));
+  status.triggerSnapshots =
+      __atomic_load_n(&header.triggerSnapshots, __ATOMIC_ACQUIRE);
+  status.triggersSkipped =
+      __atomic_load_n(&header.triggersSkipped, __ATOMIC_ACQUIRE);
+  status.triggerWaitNs =
+      __atomic_load_n(&header.triggerWaitNs, __ATOMIC_ACQUIRE);
   status.note =
       std::string(header.note, strnlen(header.note, sizeof(header.note)));
   uint32_t count =
@@ -313,15 +331,8 @@ bool qemuPluginOptionsOf(
   return false;
 }
 
-llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
-                                            bool withTruth) {
-  llvm::Expected<FileMapping> headerMap = openHeader(dir);
-  if (!headerMap)
-    return headerMap.takeError();
-  QemuRingHeader &header = headerMap->header();
-
-  QemuRecording recording;
-  Snapshot &snapshot = recording.snapshot;
+Snapshot qemuSnapshotFacts(const QemuRingHeader &header) {
+  Snapshot snapshot;
   snapshot.pid = header.pid;
   snapshot.cpu.vendor =
       std::string(header.vendor, strnlen(header.vendor, sizeof(header.vendor)));
@@ -335,6 +346,19 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
   snapshot.timing.nomFreq = static_cast<uint8_t>(header.nomFreq);
   snapshot.timing.cpuid15Eax = header.cpuid15Eax;
   snapshot.timing.cpuid15Ebx = header.cpuid15Ebx;
+  return snapshot;
+}
+
+llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
+                                            bool withTruth) {
+  llvm::Expected<FileMapping> headerMap = openHeader(dir);
+  if (!headerMap)
+    return headerMap.takeError();
+  QemuRingHeader &header = headerMap->header();
+
+  QemuRecording recording;
+  recording.snapshot = qemuSnapshotFacts(header);
+  Snapshot &snapshot = recording.snapshot;
   recording.note =
       std::string(header.note, strnlen(header.note, sizeof(header.note)));
 

@@ -6,9 +6,13 @@
 #include "magic_trace/TraceWriters.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <malloc.h>
 
 namespace magic_trace {
 namespace {
@@ -45,7 +49,57 @@ llvm::Expected<Snapshot> withCopiesInside(const Snapshot &snapshot,
 SnapshotRecord &SnapshotLog::add(std::unique_ptr<SnapshotRecord> record) {
   record->number = next();
   records.push_back(std::move(record));
+  releaseOld();
   return *records.back();
+}
+
+void SnapshotLog::setKeep(unsigned count) {
+  kept = std::max(1u, count);
+  releaseOld();
+}
+
+void SnapshotLog::releaseOld() {
+  bool released = false;
+  for (size_t i = records.size() > kept ? records.size() - kept : 0; i-- > 0;) {
+    SnapshotRecord &record = *records[i];
+    if (record.released)
+      break; // The ones before it were released already.
+    record.snapshot = Snapshot();
+    record.result.model = TraceModel();
+    record.truth = {};
+    record.released = released = true;
+  }
+  // Give the freed pages back to the system, so that the process's size
+  // (what a user sees) stays flat too.
+  if (released)
+    malloc_trim(0);
+}
+
+llvm::Expected<SnapshotRecord *> SnapshotLog::findDecoded(unsigned number) {
+  llvm::Expected<SnapshotRecord *> record = find(number);
+  if (!record || !(*record)->released)
+    return record;
+  return failure(llvm::formatv(
+      "snapshot {0} was released to keep the session's memory flat (it "
+      "keeps the last {1} decoded{2}; keep more with --keep-snapshots N on "
+      "'magic-trace run' or 'attach')",
+      (*record)->number, kept,
+      (*record)->path.empty() ? std::string()
+                              : "; its trace is in " + (*record)->path));
+}
+
+bool snapshotFailed(const SnapshotRecord &record) {
+  const ThreadSummary *thread = record.result.mainThread();
+  return !thread || thread->instructions == 0;
+}
+
+llvm::Error writeSnapshotFile(SnapshotRecord &record, std::string path) {
+  if (snapshotFailed(record) || path.empty())
+    return llvm::Error::success();
+  if (llvm::Error error = writeTraceFile(record.result.model, path))
+    return error;
+  record.path = std::move(path);
+  return llvm::Error::success();
 }
 
 llvm::Expected<SnapshotRecord *> SnapshotLog::find(unsigned number) {
@@ -72,24 +126,45 @@ std::string withCommas(uint64_t value) {
   return text;
 }
 
+/// The failure line of a snapshot in which nothing was decoded.
+std::string failureLine(const SnapshotRecord &record) {
+  std::string line;
+  llvm::raw_string_ostream os(line);
+  os << "magic-trace: snapshot " << record.number
+     << " failed: nothing was decoded";
+  const ThreadSummary *thread = record.result.mainThread();
+  if (!thread) {
+    os << " (no thread has trace; continue the process longer before it)";
+    return line;
+  }
+  os << " in thread " << thread->tid << "'s " << withCommas(thread->traceBytes)
+     << " bytes of trace (";
+  if (!thread->firstError.empty())
+    os << "first error: " << thread->firstError << "; ";
+  os << "check that the modules it ran are readable ('magic-trace status' "
+        "and the warnings above), or record again)";
+  return line;
+}
+
 std::string snapshotLine(const SnapshotRecord &record) {
+  if (snapshotFailed(record))
+    return failureLine(record);
   std::string line;
   llvm::raw_string_ostream os(line);
   os << "magic-trace: snapshot " << record.number << ": ";
   const ThreadSummary *thread = record.result.mainThread();
-  if (!thread)
-    os << "no thread";
-  else
-    os << "thread " << thread->tid << ", "
-       << formatDuration(thread->endNs - thread->beginNs) << ", "
-       << withCommas(thread->calls) << " calls, " << withCommas(thread->errors)
-       << " errors";
-  if (thread) {
-    std::string note =
-        estimatedTimesNote(thread->estimatedInstructions, thread->instructions);
-    if (!note.empty())
-      os << ", " << note;
-  }
+  os << "thread " << thread->tid << ", "
+     << formatDuration(thread->endNs - thread->beginNs) << ", "
+     << withCommas(thread->calls) << " calls, " << withCommas(thread->errors)
+     << " errors";
+  if (thread->errors && thread->traceBytes)
+    os << llvm::format(" (%.1f%% of the trace not decoded)",
+                       100.0 * double(thread->undecodedBytes) /
+                           double(thread->traceBytes));
+  std::string note =
+      estimatedTimesNote(thread->estimatedInstructions, thread->instructions);
+  if (!note.empty())
+    os << ", " << note;
   if (!record.path.empty())
     os << " -> " << record.path << " (open in ui.perfetto.dev)";
   return line;
