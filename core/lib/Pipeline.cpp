@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -98,10 +99,63 @@ unsigned defaultWorkers() {
 /// symbolizer and the string table under one lock, and each keeps its own
 /// table of the ranges the symbolizer returned (immutable, at stable
 /// addresses), so most lookups take no lock.
+/// PipelineOptions::progress over every worker's items: counts the
+/// instructions and, about every 100 ms, asks whether to go on.
+class Progress {
+public:
+  Progress(const std::function<bool(uint64_t)> &report,
+           std::atomic<bool> &cancel)
+      : report(report), cancel(cancel), last(std::chrono::steady_clock::now()) {
+  }
+
+  void add(llvm::ArrayRef<TraceItem> items) {
+    uint64_t count = 0;
+    for (const TraceItem &item : items)
+      if (item.kind == ItemKind::Block)
+        count += item.detail;
+    uint64_t total = instructions += count;
+    auto now = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> hold(lock, std::try_to_lock);
+    if (!hold || now - last < std::chrono::milliseconds(100))
+      return;
+    last = now;
+    if (!report(total))
+      cancel = true;
+  }
+
+private:
+  const std::function<bool(uint64_t)> &report;
+  std::atomic<bool> &cancel;
+  std::atomic<uint64_t> instructions{0};
+  std::mutex lock;
+  std::chrono::steady_clock::time_point last;
+};
+
+/// A thread's model builder, with its items counted for Progress.
+class CountingSink : public ItemSink {
+public:
+  CountingSink(ItemSink &inner, Progress *progress)
+      : inner(inner), progress(progress) {}
+  void consume(llvm::ArrayRef<TraceItem> items,
+               llvm::ArrayRef<DecodeError> errors) override {
+    if (progress)
+      progress->add(items);
+    inner.consume(items, errors);
+  }
+  void timesEstimated(uint64_t instructions) override {
+    inner.timesEstimated(instructions);
+  }
+
+private:
+  ItemSink &inner;
+  Progress *progress;
+};
+
 llvm::Expected<std::vector<ThreadModel>>
 buildModels(const Snapshot &snapshot, const SnapshotDecoder &decoder,
             Symbolizer &symbolizer, StringTable &strings, unsigned jobs,
-            const ModelOptions &options, ModelStats &stats) {
+            const ModelOptions &options, ModelStats &stats,
+            Progress *progress) {
   const std::vector<size_t> &selected = decoder.selected();
   std::vector<ThreadModel> models(selected.size());
   if (jobs == 0)
@@ -133,11 +187,12 @@ buildModels(const Snapshot &snapshot, const SnapshotDecoder &decoder,
       uint64_t tid = snapshot.threads[selected[i]].tid;
       ThreadModelBuilder builder(tid, lookup, strings,
                                  shared ? &lock : nullptr);
+      CountingSink sink(builder, progress);
       DecodeStats decodeStats;
       llvm::Expected<uint64_t> decoded =
-          overlap ? decoder.decodeThreadOverlapped(selected[i], builder,
-                                                   decodeStats)
-                  : decoder.decodeThread(selected[i], builder, decodeStats);
+          overlap
+              ? decoder.decodeThreadOverlapped(selected[i], sink, decodeStats)
+              : decoder.decodeThread(selected[i], sink, decodeStats);
       if (!decoded) {
         std::lock_guard<std::mutex> hold(lock);
         failures.push_back(decoded.takeError());
@@ -183,6 +238,12 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
   // Each thread's decode is serial: buildModels parallelizes elsewhere.
   DecodeOptions decodeOptions = options.decode;
   decodeOptions.threads = 1;
+  std::atomic<bool> cancel{false};
+  std::optional<Progress> progress;
+  if (options.progress) {
+    decodeOptions.cancel = &cancel;
+    progress.emplace(options.progress, cancel);
+  }
   llvm::Expected<std::unique_ptr<SnapshotDecoder>> decoder =
       SnapshotDecoder::create(snapshot, decodeOptions);
   if (!decoder)
@@ -208,11 +269,14 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
                        strings);
   symbolizer->setJitSymbols(snapshot.code.symbols);
   symbolizer->setJitCode(snapshot.code);
-  llvm::Expected<std::vector<ThreadModel>> models =
-      buildModels(snapshot, **decoder, *symbolizer, strings,
-                  options.decode.threads, options.model, result.modelStats);
+  llvm::Expected<std::vector<ThreadModel>> models = buildModels(
+      snapshot, **decoder, *symbolizer, strings, options.decode.threads,
+      options.model, result.modelStats, progress ? &*progress : nullptr);
   if (!models)
     return models.takeError();
+  if (cancel)
+    return llvm::createStringError(
+        "interrupted: the snapshot was not made (the session goes on)");
   for (ThreadModel &thread : *models) {
     result.threads.push_back(summarize(thread, findStop(snapshot, thread.tid),
                                        traceBytes(snapshot, thread.tid)));

@@ -131,7 +131,7 @@ public:
         raise(llvm::createStringError(
             "nothing recorded yet (continue the process first)"));
       record->result =
-          take(runPipeline(snapshot, PipelineOptions{}, symbols.get()));
+          take(runPipeline(snapshot, progressOptions(), symbols.get()));
       if (llvm::Error error = writeSnapshotFile(*record, path))
         raise(std::move(error));
     }
@@ -147,6 +147,35 @@ public:
       result["instructions"] = thread->instructions;
     }
     return result;
+  }
+
+  /// A long decode's progress, GDB's way: a line every 2 s on GDB's console,
+  /// and Ctrl-C (Python's KeyboardInterrupt, which GDB raises) stops it.
+  static PipelineOptions progressOptions() {
+    PipelineOptions options;
+    auto began = std::chrono::steady_clock::now();
+    auto lastLine = began;
+    options.progress = [began, lastLine](uint64_t instructions) mutable {
+      py::gil_scoped_acquire gil;
+      // Signals reach Python on its main thread only; another decode
+      // worker's call just reports.
+      if (PyErr_CheckSignals() != 0) {
+        PyErr_Clear();
+        return false;
+      }
+      auto now = std::chrono::steady_clock::now();
+      if (now - lastLine >= std::chrono::seconds(2)) {
+        lastLine = now;
+        py::print(
+            llvm::formatv("magic-trace: decoding, {0} instructions so "
+                          "far ({1:f1} s; Ctrl-C stops)",
+                          withCommas(instructions),
+                          std::chrono::duration<double>(now - began).count())
+                .str());
+      }
+      return true;
+    };
+    return options;
   }
 
   /// The modules (r_map) and process name the recorder's own snapshots

@@ -2,6 +2,7 @@
 #include "Session.h"
 #include "PerfBackend.h"
 #include "QemuBackend.h"
+#include "StepDeadline.h"
 
 #include "magic_trace/QemuRings.h"
 #include "magic_trace/TraceWriters.h"
@@ -9,11 +10,13 @@
 
 #include "lldb/API/SBAddress.h"
 #include "lldb/API/SBBreakpoint.h"
+#include "lldb/API/SBCommandInterpreter.h"
 #include "lldb/API/SBError.h"
 #include "lldb/API/SBFileSpec.h"
 #include "lldb/API/SBFrame.h"
 #include "lldb/API/SBFunction.h"
 #include "lldb/API/SBModule.h"
+#include "lldb/API/SBProgress.h"
 #include "lldb/API/SBSection.h"
 #include "lldb/API/SBSymbol.h"
 #include "lldb/API/SBThread.h"
@@ -362,9 +365,20 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
   if (alive)
     snapshot.stop = captureStop(process, session, triggeredTid);
 
+  // A long decode shows LLDB's progress and stops at Ctrl-C (the session
+  // goes on; the snapshot is not made).
   PipelineOptions options;
+  CtrlCWatch ctrlC;
+  lldb::SBProgress progress("magic-trace: decoding the snapshot", "", debugger);
+  options.progress = [&](uint64_t instructions) {
+    std::string done = withCommas(instructions) + " instructions";
+    progress.Increment(1, done.c_str());
+    return !(CtrlCWatch::pressed() || debugger.InterruptRequested() ||
+             debugger.GetCommandInterpreter().WasInterrupted());
+  };
   llvm::Expected<PipelineResult> result =
       runPipeline(snapshot, options, session.symbols.get());
+  progress.Finalize();
   if (!result)
     return result.takeError();
   record->result = std::move(*result);

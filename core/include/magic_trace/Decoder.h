@@ -18,6 +18,7 @@
 
 #include "llvm/Support/Error.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,6 +47,9 @@ struct DecodeOptions {
   /// Items per batch handed to an ItemSink (SnapshotDecoder::decodeThread).
   /// Tests set it low to exercise every batch boundary.
   size_t batchItems = 64 * 1024;
+  /// When set and true, decoding stops at the next PSB or within a few
+  /// thousand blocks (a user interrupted a long decode).
+  const std::atomic<bool> *cancel = nullptr;
 };
 
 /// What became of one module when building the image.

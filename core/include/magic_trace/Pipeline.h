@@ -21,6 +21,7 @@
 #include "llvm/Support/JSON.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,10 @@ namespace magic_trace {
 struct PipelineOptions {
   DecodeOptions decode;
   ModelOptions model;
+  /// Called about every 100 ms of a long decode (from a decode worker, one
+  /// call at a time) with the instructions decoded so far; returning false
+  /// stops it: runPipeline then fails with "interrupted". Empty: no calls.
+  std::function<bool(uint64_t instructions)> progress;
 };
 
 /// What one thread's trace holds, for the one-line summary and `status`.

@@ -156,6 +156,8 @@ Piece PieceDecoder::decodeFrom(size_t start, size_t boundary) {
   }
   size_t index = start;
   while (index < psbs.size()) {
+    if (options.cancel && options.cancel->load(std::memory_order_relaxed))
+      return piece;
     if (index >= boundary) {
       piece.handoff = index;
       return piece;
@@ -257,6 +259,8 @@ PieceDecoder::nextBlock(Piece &piece, int &status, Run &run) {
   uint64_t tsc = options.countOnly ? 0 : currentTsc();
   if (timeline.hasTimedChanges())
     followTimedChanges(piece);
+  if (cancelled())
+    return RunEnd{std::nullopt};
   status = pt_blk_next(decoder.get(), &block, sizeof(block));
   instructions += block.ninsn;
   if (block.ninsn) {

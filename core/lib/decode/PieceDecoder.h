@@ -69,6 +69,8 @@ struct PieceDecoderOptions {
   /// classification. rawBlockDecodeLoop, the benchmarks' baseline, is the
   /// same loop so.
   bool countOnly = false;
+  /// DecodeOptions::cancel.
+  const std::atomic<bool> *cancel = nullptr;
 };
 
 /// Decodes from PSBs of one buffer. Owns one libipt decoder with a private
@@ -167,6 +169,14 @@ private:
   llvm::DenseMap<uint64_t, LastInsn> classes;
   llvm::DenseMap<uint64_t, LastInsn> outsideClasses;
   uint64_t instructions = 0;
+  /// Blocks since the cancel flag was last looked at.
+  unsigned sinceCancelCheck = 0;
+  bool cancelled() {
+    if (!options.cancel || ++sinceCancelCheck < 4096)
+      return false;
+    sinceCancelCheck = 0;
+    return options.cancel->load(std::memory_order_relaxed);
+  }
 };
 
 } // namespace magic_trace::decode_detail

@@ -155,6 +155,7 @@ decodePieces(const pt_config &config, const ImageTimeline &timeline,
   std::atomic<size_t> nextPiece{0};
   std::mutex failureLock;
   PieceDecoder::Options pieceOptions;
+  pieceOptions.cancel = options.cancel;
   if (starts.size() == 1) {
     pieceOptions.flush = [&](Piece &piece) { stream.append(piece); };
     pieceOptions.batchItems = std::max<size_t>(1, options.batchItems);
@@ -237,6 +238,7 @@ decodeOneRunAlongside(const pt_config &config, const ImageTimeline &timeline,
   size_t batch = std::max<size_t>(1, options.batchItems);
   BatchQueue queue(batch);
   PieceDecoder::Options pieceOptions;
+  pieceOptions.cancel = options.cancel;
   pieceOptions.flush = [&](Piece &piece) { queue.push(piece); };
   pieceOptions.batchItems = batch;
   auto decoder =
