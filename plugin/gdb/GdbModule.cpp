@@ -12,7 +12,9 @@
 #include "magic_trace/Bundle.h"
 #include "magic_trace/GroundTruth.h"
 #include "magic_trace/Libipt.h"
+#include "magic_trace/MachineFacts.h"
 #include "magic_trace/PerfData.h"
+#include "magic_trace/PerfSession.h"
 #include "magic_trace/Pipeline.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/QemuRings.h"
@@ -71,7 +73,9 @@ public:
         recorder(this->ringDir, log, lock, symbols.get(), recorderHost(),
                  kDefaultPendingSnapshots, waitMs) {
     log.setKeep(keep);
-    recorder.start();
+    // A QEMU recording's own snapshots (none under the perf backend).
+    if (!this->ringDir.empty())
+      recorder.start();
   }
 
   /// Takes a snapshot. `pcs` (tid, PC) are every stopped thread's, for the
@@ -90,14 +94,8 @@ public:
     std::unique_lock<std::mutex> hold(lock, std::defer_lock);
     {
       py::gil_scoped_release release;
-      if (alive) {
-        // With ground truth the recorder also writes every instruction so
-        // far (8 bytes each): a test's wait, not a user's.
-        std::chrono::milliseconds deadline(keepTruth ? 120000 : 2000);
-        if (llvm::Error error = flushQemuRings(ringDir, pcs, deadline))
-          raise(std::move(error));
-      }
-      QemuRecording recording = take(readQemuRings(ringDir, keepTruth));
+      QemuRecording recording =
+          perf ? perfRecording() : qemuRecording(alive, pcs);
       hold.lock();
       Snapshot &snapshot = record->snapshot;
       snapshot = std::move(recording.snapshot);
@@ -177,6 +175,30 @@ public:
     };
     return options;
   }
+
+  /// The perf backend (magic-trace attach): records process `pid`, whose
+  /// threads are `tids`, from now on (PerfSession.h). Raises its one-line
+  /// error (no intel_pt PMU: use 'magic-trace run'; permissions; ...).
+  void attachPerf(uint64_t pid, const std::vector<uint64_t> &tids,
+                  const std::string &timer, uint64_t bufferSize) {
+    PerfStartOptions options;
+    options.timer = timer == "low"    ? TimerResolution::Low
+                    : timer == "high" ? TimerResolution::High
+                                      : TimerResolution::Normal;
+    options.bufferSize = bufferSize;
+    options.debugger = "GDB";
+    std::vector<std::string> notes;
+    {
+      py::gil_scoped_release release;
+      perf = take(startPerfRecording(pid, tids, options, notes));
+    }
+    perfPid = pid;
+    for (const std::string &note : notes)
+      py::print("magic-trace: note: " + note);
+  }
+
+  /// Stops the perf backend's recording (snapshots stay for save, report).
+  void detachPerf() { perf.reset(); }
 
   /// The modules (r_map) and process name the recorder's own snapshots
   /// are read with: they carry no module list.
@@ -280,8 +302,36 @@ public:
   }
 
 private:
+  /// A QEMU recording's rings, after the stop flush when `alive`.
+  QemuRecording
+  qemuRecording(bool alive,
+                const std::vector<std::pair<uint64_t, uint64_t>> &pcs) {
+    if (alive) {
+      // With ground truth the recorder also writes every instruction so
+      // far (8 bytes each): a test's wait, not a user's.
+      std::chrono::milliseconds deadline(keepTruth ? 120000 : 2000);
+      if (llvm::Error error = flushQemuRings(ringDir, pcs, deadline))
+        raise(std::move(error));
+    }
+    return take(readQemuRings(ringDir, keepTruth));
+  }
+
+  /// The perf backend's rings, as a recording (every thread kept).
+  QemuRecording perfRecording() {
+    QemuRecording recording;
+    recording.snapshot.pid = perfPid;
+    recording.snapshot.cpu = probeMachine().cpu;
+    if (llvm::Error error = fillPerfSnapshot(
+            *perf, [](uint64_t) { return true; }, recording.snapshot))
+      raise(std::move(error));
+    return recording;
+  }
+
   std::string ringDir;
   bool keepTruth;
+  /// The perf backend's recorder (magic-trace attach), or null.
+  std::unique_ptr<PerfRecorder> perf;
+  uint64_t perfPid = 0;
   SnapshotLog log;
   /// What the last stop showed; a snapshot after the process exited uses
   /// them (its modules are gone, its stacks are the last ones seen).
@@ -343,7 +393,13 @@ private:
 
 PYBIND11_MODULE(magic_trace_gdb, m) {
   m.doc() = "magic-trace's core for GDB (plugin/gdb/magic-trace-gdb.py)";
+  // Advice names GDB's commands ('run', not 'process launch').
+  setDebuggerHost(DebuggerHost::Gdb);
   m.def("libipt_version", &libiptVersion);
+  m.def(
+      "machine_facts", [] { return renderFactsText(probeMachine()); },
+      "What magic-trace doctor says of this machine, as the LLDB host "
+      "prints it (cpu, intel_pt PMU, permissions, the perf plan, ...).");
   m.def(
       "find_symbol",
       [](const std::string &path, const std::string &name) {
@@ -374,5 +430,9 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
            py::arg("process_name"))
       .def("arm_trigger", &GdbSession::armTrigger, py::arg("address"),
            py::arg("count"), py::arg("pattern"))
-      .def("collect_triggered", &GdbSession::collectTriggered);
+      .def("collect_triggered", &GdbSession::collectTriggered)
+      .def("attach_perf", &GdbSession::attachPerf, py::arg("pid"),
+           py::arg("tids"), py::arg("timer") = "normal",
+           py::arg("buffer_size") = uint64_t(4) << 20)
+      .def("detach_perf", &GdbSession::detachPerf);
 }

@@ -331,7 +331,8 @@ def thread_stacks(triggered_tid):
 def take_snapshot(reason, path, triggered_tid=0):
     need_core()
     if state.session is None:
-        fail("nothing is being recorded (start with 'magic-trace run')")
+        fail("nothing is being recorded (start with 'magic-trace run' or "
+             "'magic-trace attach')")
     alive = state.exited is None and gdb.selected_inferior().pid != 0
     pcs, stops = thread_stacks(triggered_tid) if alive else ([], [])
     try:
@@ -559,6 +560,90 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
               % (state.qemu.pid, size // 1024, timer))
 
 
+class AttachCommand(gdb.Command):
+    """Start recording the process GDB is debugging with Intel PT (the perf
+backend: perf_event_open, per-CPU rings, every thread from its first
+instruction). Without Intel PT use 'magic-trace run', which relaunches the
+program under magic-trace's QEMU recorder.
+
+magic-trace attach [--backend perf] [--snapshot-size BYTES]
+                   [--timer-resolution low|normal|high] [--keep-snapshots N]
+
+--backend: perf, the one backend that attaches to a running process here
+  (auto means perf).
+--snapshot-size: the AUX ring per CPU, a power of two (default 4M).
+--timer-resolution: timing packets, as magic-trace's option (default normal).
+--keep-snapshots N: decoded snapshots kept in memory (default 8)."""
+
+    def __init__(self):
+        super().__init__("magic-trace attach", gdb.COMMAND_RUNNING)
+
+    def invoke(self, argument, from_tty):
+        need_core()
+        options = Options(argument, {"backend", "snapshot-size",
+                                     "timer-resolution", "keep-snapshots"},
+                          set(), "attach")
+        backend = options.get("backend", "auto")
+        if backend not in ("auto", "perf"):
+            fail("--backend takes perf (or auto) here; the QEMU recorder "
+                 "starts with 'magic-trace run', which attaches by itself")
+        inferior = gdb.selected_inferior()
+        if inferior.pid == 0:
+            fail("no process to trace (start one first, e.g. 'break main' "
+                 "and 'run')")
+        if state.qemu is not None and state.qemu.poll() is None:
+            fail("the program runs under magic-trace's QEMU recorder, which "
+                 "records it already")
+        size = parse_size(options.get("snapshot-size", "4M"))
+        timer = options.get("timer-resolution", "normal")
+        if timer not in TIMERS:
+            fail("--timer-resolution takes low, normal or high, got '%s'"
+                 % timer)
+        keep = options.number("keep-snapshots", 8)
+        session = core.Session("", False, max(1, keep))
+        tids = [thread.ptid[1] for thread in inferior.threads()]
+        try:
+            session.attach_perf(inferior.pid, tids, timer, size)
+        except RuntimeError as error:
+            fail(str(error))
+        state.session = session
+        state.program = gdb.current_progspace().filename
+        state.exited = None
+        state.triggers = {}
+        print("magic-trace: recording process %d with backend perf, %d KiB "
+              "per CPU, timer %s; the hardware records while the process "
+              "runs" % (inferior.pid, size >> 10, timer))
+
+
+class DetachCommand(gdb.Command):
+    """Stop recording (the snapshots stay for save and report).
+
+magic-trace detach"""
+
+    def __init__(self):
+        super().__init__("magic-trace detach", gdb.COMMAND_RUNNING)
+
+    def invoke(self, argument, from_tty):
+        need_core()
+        if state.session is None:
+            fail("nothing is being recorded (start with 'magic-trace run' or "
+                 "'magic-trace attach')")
+        collect_triggered()
+        if state.qemu is not None and state.qemu.poll() is None:
+            print("magic-trace: the program runs on under the QEMU recorder "
+                  "until it exits; snapshots stay available to save and "
+                  "report")
+        else:
+            state.session.detach_perf()
+            print("magic-trace: stopped recording (snapshots stay available "
+                  "to save and report)")
+        for number in list(state.triggers):
+            for breakpoint in gdb.breakpoints():
+                if breakpoint.number == number:
+                    breakpoint.delete()
+        state.triggers = {}
+
+
 class SnapshotOnCommand(gdb.Command):
     """Take a snapshot every time a breakpoint is hit.
 
@@ -727,13 +812,19 @@ class DoctorCommand(gdb.Command):
         print("  recorder plugin: %s" % (plugin if os.path.exists(plugin)
                                          else "missing (" + plugin + ")"))
         print("  intel_pt: %s" % (
-            "present (the perf backend is not in the GDB host yet)"
+            "present ('magic-trace attach' records with the perf backend)"
             if os.path.exists("/sys/bus/event_source/devices/intel_pt")
             else "absent (no Intel PT on this machine; use 'magic-trace run')"))
+        if core is not None:
+            # The machine as the LLDB host's doctor shows it, perf plan too.
+            for line in core.machine_facts().splitlines():
+                print("  " + line)
 
 
 MagicTrace()
 RunCommand()
+AttachCommand()
+DetachCommand()
 SnapshotOnCommand()
 ContinueCommand()
 SnapshotCommand()

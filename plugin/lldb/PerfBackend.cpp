@@ -2,6 +2,7 @@
 #include "PerfBackend.h"
 
 #include "magic_trace/MachineFacts.h"
+#include "magic_trace/PerfSession.h"
 
 #include "lldb/API/SBPlatform.h"
 #include "lldb/API/SBTarget.h"
@@ -13,34 +14,18 @@ namespace magic_trace::plugin {
 llvm::Error startPerf(Session &session, lldb::SBProcess &process,
                       TimerResolution timer, uint64_t bufferSize,
                       std::vector<std::string> &notes) {
-  // The kernel is asked for this machine's pids: a target on a remote
-  // platform, or seen through another PID namespace, would be the wrong
-  // process here (or none).
-  const char *platform = process.GetTarget().GetPlatform().GetName();
-  if (platform && llvm::StringRef(platform) != "host")
-    return llvm::createStringError(
-        "the target runs on the '%s' platform, not this machine (--backend "
-        "perf traces local processes: run LLDB where the target runs)",
-        platform);
-  // Every thread is recorded (inherit covers the ones created later); a
-  // thread filter picks among them at the snapshot.
   std::vector<uint64_t> tids;
   for (uint32_t i = 0; i < process.GetNumThreads(); ++i)
     tids.push_back(process.GetThreadAtIndex(i).GetThreadID());
-  uint64_t pid = process.GetProcessID();
-  if (llvm::Error error = checkSameNamespace(pid, "/proc", tids))
-    return error;
-  PerfRecorder::Options options;
+  PerfStartOptions options;
   options.timer = timer;
-  options.auxSize = bufferSize;
+  options.bufferSize = bufferSize;
+  const char *platform = process.GetTarget().GetPlatform().GetName();
+  options.platform = platform ? platform : "";
   llvm::Expected<std::unique_ptr<PerfRecorder>> recorder =
-      PerfRecorder::create(options);
+      startPerfRecording(process.GetProcessID(), tids, options, notes);
   if (!recorder)
     return recorder.takeError();
-  if (llvm::Error error = (*recorder)->attach(pid, tids))
-    return error;
-  for (const std::string &note : (*recorder)->notes())
-    notes.push_back(note);
   session.perf = std::move(*recorder);
   return llvm::Error::success();
 }
@@ -93,18 +78,9 @@ llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
 }
 
 llvm::Error fillPerfSnapshot(Session &session, Snapshot &snapshot) {
-  llvm::Expected<TimeConversion> time = session.perf->timeConversion();
-  if (!time)
-    return time.takeError();
-  snapshot.time = *time;
-  snapshot.timing = session.perf->timing();
-  llvm::Expected<std::vector<ThreadTrace>> threads = session.perf->snapshot();
-  if (!threads)
-    return threads.takeError();
-  for (ThreadTrace &trace : *threads)
-    if (session.traces(trace.tid))
-      snapshot.threads.push_back(std::move(trace));
-  return llvm::Error::success();
+  return magic_trace::fillPerfSnapshot(
+      *session.perf, [&](uint64_t tid) { return session.traces(tid); },
+      snapshot);
 }
 
 } // namespace magic_trace::plugin

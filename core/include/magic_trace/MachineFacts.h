@@ -72,6 +72,11 @@ struct ProbeOptions {
 /// backend; a clause that follows "use" or "(".
 std::string withoutIntelPtAdvice();
 
+/// The debugger magic-trace runs in, whose commands the advice names (one
+/// per process: the LLDB plugin or GDB's module).
+enum class DebuggerHost { Lldb, Gdb };
+void setDebuggerHost(DebuggerHost host);
+
 /// Reads the machine. Never fails: a fact that cannot be read stays unset and
 /// the text says so.
 MachineFacts probeMachine(const ProbeOptions &options = ProbeOptions());

@@ -82,11 +82,20 @@ std::string findQemuInPath() {
   return found ? *found : std::string();
 }
 
-/// The advice for a machine without Intel PT, with or without QEMU. Speeds
+DebuggerHost debuggerHost = DebuggerHost::Lldb;
+
+/// The advice for a machine without Intel PT, with or without QEMU, in the
+/// words of the debugger magic-trace runs in. Speeds
 /// are docs/qemu.md's measurements: `magic-trace run` 13.6 M instructions a
 /// second in LLDB (hundreds of millions without a debugger), the SB-API
 /// stepper 1-2 thousand.
 std::string adviceWithoutIntelPt(bool haveQemu) {
+  if (debuggerHost == DebuggerHost::Gdb)
+    return haveQemu ? "use 'magic-trace run' instead of 'run': it relaunches "
+                      "the program under magic-trace's QEMU recorder, "
+                      "genuine PT at millions of instructions a second"
+                    : "install Debian's qemu-user for 'magic-trace run', "
+                      "which records without Intel PT";
   if (!haveQemu)
     return "use --backend emulate (single-steps, 1-2 thousand instructions a "
            "second), or install Debian's qemu-user for 'magic-trace run'";
@@ -194,6 +203,8 @@ std::string pmuLine(const IntelPtPmu &pmu) {
 }
 
 } // namespace
+
+void setDebuggerHost(DebuggerHost host) { debuggerHost = host; }
 
 std::string withoutIntelPtAdvice() {
   return adviceWithoutIntelPt(!findQemuInPath().empty());
