@@ -247,7 +247,7 @@ TEST(PerfData, EveryTruncationIsAnErrorNeverACrash) {
 // each thread's trace is its pieces in time order, with a sync point (PSB,
 // PSBEND) where a piece does not continue the last one in the same CPU
 // stream, and an OVF after a piece the kernel truncated.
-#include "../../core/lib/record/perf/PerCpuTrace.h"
+#include "../../core/lib/formats/perfdata/PerCpuTrace.h"
 
 namespace {
 

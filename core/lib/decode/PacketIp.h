@@ -2,7 +2,7 @@
 //-*-===//
 //
 // Private to the core: for code that walks PT packet by packet with libipt's
-// packet decoder (decode/StartQuirk.cpp, record/perf/PerCpuLayout.cpp)
+// packet decoder (decode/StartQuirk.cpp, formats/perfdata/PerCpuLayout.cpp)
 // rather than through its block decoder, which tracks the last IP itself.
 //
 //===----------------------------------------------------------------------===//

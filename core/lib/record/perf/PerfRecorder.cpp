@@ -3,9 +3,9 @@
 
 #include "magic_trace/MachineFacts.h"
 
-#include "KernelRecords.h"
-#include "PerCpuTrace.h"
-#include "PerfDataFormat.h"
+#include "../../formats/perfdata/KernelRecords.h"
+#include "../../formats/perfdata/PerCpuTrace.h"
+#include "../../formats/perfdata/PerfDataFormat.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"

@@ -1,6 +1,6 @@
 //===- BundleFields.h - Reading and writing a bundle's JSON -----*- C++ -*-===//
 //
-// Internal to core/lib/record/bundle/: what Bundle.cpp and BundleHistory.cpp
+// Internal to core/lib/formats/bundle/: what Bundle.cpp and BundleHistory.cpp
 // share to read a bundle's JSON files field by field (saying which file and
 // field is wrong) and to write addresses the way LLDB reads them.
 //

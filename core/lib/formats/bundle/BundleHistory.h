@@ -1,6 +1,6 @@
 //===- BundleHistory.h - A snapshot's code history in a bundle --*- C++ -*-===//
 //
-// Internal to core/lib/record/bundle/. The code history (CodeHistory.h) and
+// Internal to core/lib/formats/bundle/. The code history (CodeHistory.h) and
 // each thread's image marks, in magic-trace.json ("codeHistory", "codeLog",
 // threads[].imageMarks; docs/formats.md), with the bytes of code outside
 // files in DIR/code.bin.

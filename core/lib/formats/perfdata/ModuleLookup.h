@@ -2,7 +2,8 @@
 //-*-===//
 //
 // A perf.data names each module by its path and build-id on the recording
-// machine; these find the file to read on this one. Private to record/perf.
+// machine; these find the file to read on this one. Private to
+// formats/perfdata.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_RECORD_PERF_MODULELOOKUP_H

@@ -1,12 +1,13 @@
 //===- PerCpuTrace.h - Per-CPU AUX streams -> per-thread traces -*- C++ -*-===//
 //
-// Private to core/lib/record/perf. perf's default recording (`perf record -e
-// intel_pt//u ./prog`, and --snapshot) maps one AUX area per CPU: each CPU's
-// stream holds the PT of whichever traced thread ran there. The kernel ends a
-// piece of it whenever the event stops (a context switch of a per-task event,
-// a full buffer) with PERF_RECORD_AUX {offset, size, flags} and the
-// sample_id of the thread that wrote it (kernel/events/ring_buffer.c,
-// perf_aux_output_end). A thread's trace is its pieces in time order.
+// Private to core/lib/formats/perfdata (and the perf recorder, which reads its
+// rings the same way). perf's default recording (`perf record -e intel_pt//u
+// ./prog`, and --snapshot) maps one AUX area per CPU: each CPU's stream holds
+// the PT of whichever traced thread ran there. The kernel ends a piece of it
+// whenever the event stops (a context switch of a per-task event, a full
+// buffer) with PERF_RECORD_AUX {offset, size, flags} and the sample_id of the
+// thread that wrote it (kernel/events/ring_buffer.c, perf_aux_output_end). A
+// thread's trace is its pieces in time order.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_LIB_RECORD_PERF_PERCPUTRACE_H

@@ -1,6 +1,7 @@
 //===- KernelRecords.h - Sideband records the kernel writes -----*- C++ -*-===//
 //
-// Private to core/lib/record/perf. The records a perf event's data pages carry
+// Private to core/lib/formats/perfdata (and the perf recorder, which parses its
+// data pages with it). The records a perf event's data pages carry
 // (include/uapi/linux/perf_event.h) that the Intel PT backend needs, parsed by
 // the same code whether they come from a perf.data file (PerfDataReader.cpp)
 // or from a live ring (PerfRecorder.cpp): PERF_RECORD_AUX, ITRACE_START and

@@ -1,7 +1,7 @@
 //===- PerCpuLayout.h - Per-thread traces -> per-CPU AUX streams -*- C++
 //-*-===//
 //
-// Private to core/lib/record/perf: the writer's side of PerCpuTrace.h. To
+// Private to core/lib/formats/perfdata: the writer's side of PerCpuTrace.h. To
 // test a per-CPU reader (ours, and perf's as the oracle) on recordings as big
 // and as threaded as we like, `magic-trace-perfdata --per-cpu N` lays the
 // threads of an emulated recording onto N virtual CPUs, as the kernel would
