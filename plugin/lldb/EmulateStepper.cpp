@@ -200,6 +200,28 @@ struct Stepper {
     breakpoints = breakpointAddresses(target, landings);
   }
 
+  /// A deadline's SIGSTOP that met the step ending on its own waits in the
+  /// process: it is taken now, by a step that stops before the thread's
+  /// next instruction runs, so that it never ends a later step early or the
+  /// user's next `continue`.
+  llvm::Error takePendingStop(lldb::SBThread &thread) {
+    uint64_t tid = thread.GetThreadID();
+    if (!stopSignalPending(process.GetProcessID()))
+      return llvm::Error::success();
+    uint64_t pc = currentPc(thread);
+    deadline.arm(AloneDeadline);
+    lldb::SBError error;
+    thread.StepInstruction(false, error);
+    deadline.disarm();
+    if (error.Fail() || currentPc(thread) != pc)
+      return llvm::createStringError(
+          "thread %llu ran past 0x%llx while the stepper took back a stop "
+          "signal of its own (the trace ends here; 'process status' shows "
+          "where it is)",
+          (unsigned long long)tid, (unsigned long long)pc);
+    return llvm::Error::success();
+  }
+
   llvm::Expected<Result> stepOne(lldb::SBThread &thread,
                                  ThreadRecorder *recorder, Turn &turn,
                                  bool otherThreads, StepOutcome &outcome);
@@ -332,13 +354,27 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
   // Someone else halted the process: Ctrl-C in the lldb driver while the
   // step ran (LLDB passes it to the running process as a halt), `process
   // interrupt` or SBProcess::SendAsyncInterrupt from a script. LLDB marks
-  // the stop as interrupted, as it marks ours. (One that arrives between two
-  // steps LLDB drops; Ctrl-C then reaches the command interpreter instead.)
+  // the stop as interrupted. (One that arrives between two steps LLDB
+  // drops; Ctrl-C then reaches the command interpreter instead.) On this
+  // host the deadline's own stop is a SIGSTOP that LLDB did not ask for, so
+  // an interrupted stop is never ours; elsewhere ours is a halt too, and one
+  // of someone else's that LLDB merged with it is taken for ours.
   bool halted = lldb::SBProcess::GetInterruptedFromEvent(
       process.GetStopEventForStopID(process.GetStopID()));
   bool stopSignal = reason == lldb::eStopReasonSignal &&
                     after.GetStopReasonDataAtIndex(0) == SIGSTOP;
-  if ((halted || stopSignal) && !ourInterrupt) {
+  bool signalled = deadline.stopsBySignal() && !deadline.haltedLastStep();
+  bool someoneElses =
+      signalled ? halted : (halted || stopSignal) && !ourInterrupt;
+  bool otherStop = reason == lldb::eStopReasonSignal ||
+                   reason == lldb::eStopReasonException ||
+                   reason == lldb::eStopReasonWatchpoint;
+  std::string description = otherStop ? stopDescription(after) : "";
+  if (deadline.stopsBySignal() && fired == StepDeadline::Fired::Deadline &&
+      !stopSignal)
+    if (llvm::Error error = takePendingStop(after))
+      return std::move(error);
+  if (someoneElses) {
     outcome.kind = StepOutcome::Interrupted;
     return Result::Stop;
   }
@@ -346,13 +382,11 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
     return completed                                ? Result::Progress
            : fired == StepDeadline::Fired::Deadline ? Result::Blocked
                                                     : Result::NoProgress;
-  if (reason == lldb::eStopReasonSignal ||
-      reason == lldb::eStopReasonException ||
-      reason == lldb::eStopReasonWatchpoint) {
+  if (otherStop) {
     outcome.kind = StepOutcome::Stopped;
     outcome.tid = tid;
     outcome.pc = next;
-    outcome.description = stopDescription(after);
+    outcome.description = description;
     return Result::Stop;
   }
   if (!completed)
@@ -552,6 +586,12 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
   } else if (outcome.kind != StepOutcome::Exited && process.IsValid()) {
     if (llvm::Error error = stepper.disableAll())
       failure = llvm::joinErrors(std::move(failure), std::move(error));
+    // A deadline's signal no thread took (it met a thread's end) would stop
+    // the user's next `continue`.
+    lldb::SBThread selected = process.GetSelectedThread();
+    if (stepper.deadline.stopsBySignal() && selected.IsValid())
+      if (llvm::Error error = stepper.takePendingStop(selected))
+        failure = llvm::joinErrors(std::move(failure), std::move(error));
   }
   debugger.SetAsync(wasAsync);
   if (failure)

@@ -1,7 +1,13 @@
 //===- StepDeadline.cpp - Every step of the stepper ends in time ----------===//
 #include "StepDeadline.h"
 
+#include "lldb/API/SBPlatform.h"
+#include "lldb/API/SBTarget.h"
+#include "lldb/API/SBUnixSignals.h"
+
 #include <csignal>
+#include <cstring>
+#include <sys/types.h>
 
 namespace magic_trace::plugin {
 namespace {
@@ -52,8 +58,25 @@ CtrlCWatch::~CtrlCWatch() {
 
 bool CtrlCWatch::pressed() { return ctrlCPressed; }
 
+/// The pid of `process` when the deadline can stop its threads with a
+/// SIGSTOP of its own: the process runs on this host (LLDB's host platform,
+/// where thread ids are the kernel's), and LLDB stops at a SIGSTOP and does
+/// not pass it on (its default: `process handle SIGSTOP`); else 0.
+static uint64_t hostPid(lldb::SBProcess &process) {
+  lldb::SBPlatform platform = process.GetTarget().GetPlatform();
+  const char *name = platform.GetName();
+  if (!name || std::strcmp(name, "host") != 0)
+    return 0;
+  lldb::SBUnixSignals signals = process.GetUnixSignals();
+  if (!signals.GetShouldStop(SIGSTOP) || !signals.GetShouldSuppress(SIGSTOP))
+    return 0;
+  lldb::pid_t pid = process.GetProcessID();
+  return pid == LLDB_INVALID_PROCESS_ID ? 0 : pid;
+}
+
 StepDeadline::StepDeadline(lldb::SBDebugger debugger, lldb::SBProcess process)
-    : debugger(debugger), process(process), watcher([this] { watch(); }) {}
+    : debugger(debugger), process(process), localPid(hostPid(process)),
+      watcher([this] { watch(); }) {}
 
 StepDeadline::~StepDeadline() {
   {
@@ -69,6 +92,8 @@ void StepDeadline::arm(std::chrono::milliseconds timeout) {
   deadline = Clock::now() + timeout;
   armed = true;
   fired = Fired::No;
+  signalled = false;
+  halted = false;
   wake.notify_all();
 }
 
@@ -76,6 +101,11 @@ StepDeadline::Fired StepDeadline::disarm() {
   std::lock_guard<std::mutex> lock(mutex);
   armed = false;
   return fired;
+}
+
+bool StepDeadline::haltedLastStep() {
+  std::lock_guard<std::mutex> lock(mutex);
+  return halted;
 }
 
 void StepDeadline::watch() {
@@ -98,8 +128,19 @@ void StepDeadline::watch() {
     if (fired == Fired::No)
       fired = interrupt ? Fired::Interrupt : Fired::Deadline;
     deadline = Clock::now() + ResendInterval;
+    // The user's interrupt goes through the debugger, which marks the stop
+    // as interrupted; the deadline's is first a signal of our own, where it
+    // can be. It goes to the process, not the thread: the kernel hands it to
+    // a thread that runs. When none takes it (the stepped thread was
+    // exiting, and lldb-server waits on), the next try is a halt.
+    bool signal = fired == Fired::Deadline && localPid && !signalled;
+    signalled |= signal;
+    halted |= !signal && fired == Fired::Deadline;
     lock.unlock();
-    process.SendAsyncInterrupt();
+    if (signal)
+      kill(pid_t(localPid), SIGSTOP);
+    else
+      process.SendAsyncInterrupt();
     lock.lock();
   }
 }

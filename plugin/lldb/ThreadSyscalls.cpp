@@ -5,6 +5,11 @@
 #include "lldb/API/SBFrame.h"
 #include "lldb/API/SBValue.h"
 
+#include <csignal>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
 namespace magic_trace::plugin {
 
 bool restartsSyscall(uint64_t rax) {
@@ -51,6 +56,19 @@ std::optional<uint64_t> cloneFlags(lldb::SBProcess &process,
   if (error.Fail())
     return std::nullopt;
   return flags;
+}
+
+bool stopSignalPending(uint64_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    // proc(5): "ShdPnd:" is the mask of signals pending for the process.
+    if (line.rfind("ShdPnd:", 0) != 0)
+      continue;
+    uint64_t mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return mask & (uint64_t(1) << (SIGSTOP - 1));
+  }
+  return false;
 }
 
 } // namespace magic_trace::plugin

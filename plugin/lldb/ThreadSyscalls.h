@@ -53,6 +53,10 @@ std::optional<uint64_t> syscallInProgress(lldb::SBProcess &process,
 std::optional<uint64_t> cloneFlags(lldb::SBProcess &process,
                                    lldb::SBThread &thread, uint64_t number);
 
+/// Whether a SIGSTOP sent to process `pid` on this host waits to be
+/// delivered (ShdPnd in /proc/PID/status); false when that cannot be read.
+bool stopSignalPending(uint64_t pid);
+
 inline bool isExec(uint64_t number) {
   return number == SysExecve || number == SysExecveat;
 }
