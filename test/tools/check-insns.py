@@ -5,7 +5,10 @@
 
 For every thread in DIR/trace.json, runs LLDB's own intel-pt decoder
 (`trace load DIR/trace.json`, then `thread trace dump instructions -a -r -f -e
-N` for each thread N; one LLDB session for all the DIRs given) and
+N` for each thread N of each process; one LLDB session for all the DIRs
+given; the processes a code history's epochs make are one process, and
+a later epoch's piece of thread T, listed as thread T + k * 10,000,000
+with "magicTraceTid" T, is T's, in process order) and
 checks that the instruction addresses it lists are exactly those in
 DIR/groundtruth/<tid>.insns, with the ranges in <tid>.lost taken out (an
 injected overflow; LLDB may mark it with an error).
@@ -36,6 +39,8 @@ INSN = re.compile(r"^\s+(\d+): (0x[0-9a-fA-F]+)\s*$")
 ERROR = re.compile(r"^\s+(\d+): \(error\) (.*)$")
 EVENT = re.compile(r"^\s+(\d+): \(event\) (.*)$")
 SYNC = "trace synchronization point"
+# A later epoch's piece of a thread: tid + k * this (LldbView.h).
+EPOCH_TID_STEP = 10000000
 CONTEXT = 6
 
 
@@ -52,12 +57,19 @@ class Item:
 
 
 def run_lldb(lldb, bundles):
-    """One LLDB session: each `trace load` makes (and selects) a new target."""
+    """One LLDB session: each `trace load` makes a target per process of its
+    trace.json (several for the epochs of a code history, one pid: each
+    thread's pieces in process order), numbered on from the last."""
     cmd = [lldb, "--no-lldbinit", "-b"]
-    for trace_json, thread_count in bundles:
+    target = 0
+    for trace_json, process_threads in bundles:
         cmd += ["-o", f"trace load {trace_json}"]
-        for index in range(1, thread_count + 1):
-            cmd += ["-o", f"thread trace dump instructions -a -r -f -e {index}"]
+        for thread_count in process_threads:
+            cmd += ["-o", f"target select {target}"]
+            target += 1
+            for index in range(1, thread_count + 1):
+                cmd += ["-o",
+                        f"thread trace dump instructions -a -r -f -e {index}"]
     run = subprocess.run(cmd, capture_output=True, text=True)
     if run.returncode != 0:
         sys.exit(f"error: lldb failed ({run.returncode}): {run.stderr.strip()}")
@@ -208,8 +220,12 @@ def read_tids(bundle):
     try:
         with open(trace_json) as f:
             description = json.load(f)
-        return trace_json, [t["tid"] for p in description["processes"]
-                            for t in p["threads"]]
+        tids = []
+        for process in description["processes"]:
+            tids += [t["tid"] for t in process["threads"]
+                     if "magicTraceTid" not in t]
+        return (trace_json, [len(p["threads"])
+                             for p in description["processes"]], tids)
     except (OSError, ValueError, KeyError) as e:
         sys.exit(f"error: cannot read the threads of {trace_json}: {e} "
                  f"(is it a bundle written by magic-trace-emulate?)")
@@ -243,13 +259,16 @@ def main():
         with open(args.dump) as f:
             text = f.read()
     else:
-        text = run_lldb(args.lldb, [(trace_json, len(tids))
-                                    for trace_json, tids in described])
+        text = run_lldb(args.lldb, [(trace_json, counts)
+                                    for trace_json, counts, _ in described])
     # Thread ids are unique across the bundles: each run is a new process.
     decoded = parse_dump(text)
+    for tid in list(decoded):
+        if tid >= EPOCH_TID_STEP:
+            decoded.setdefault(tid % EPOCH_TID_STEP, []).extend(decoded.pop(tid))
 
     ok, forgiven = True, []
-    for bundle, (_, tids) in zip(args.bundles, described):
+    for bundle, (_, _, tids) in zip(args.bundles, described):
         print(f"bundle {bundle}:")
         wrapped = read_wrapped(bundle)
         for tid in tids:

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace magic_trace {
@@ -113,6 +114,10 @@ struct CodeHistory {
 /// there before it: recorders mark only changes that replace code).
 bool codeChangeWins(const CodeChange &candidate, const CodeChange &other,
                     uint64_t seq);
+
+/// The addresses [begin, end) a module covers: its segments', else its load
+/// address alone.
+std::pair<uint64_t, uint64_t> moduleExtent(const Module &module);
 
 /// The modules to name code with, over the whole history: every module the
 /// history loaded (a later load wins where two overlap), then each module of

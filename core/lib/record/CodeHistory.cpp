@@ -16,10 +16,7 @@ bool codeChangeWins(const CodeChange &candidate, const CodeChange &other,
   return candidateSeen ? candidate.seq > other.seq : candidate.seq < other.seq;
 }
 
-namespace {
-
-/// The addresses a module covers: its segments', else its load address.
-std::pair<uint64_t, uint64_t> extent(const Module &module) {
+std::pair<uint64_t, uint64_t> moduleExtent(const Module &module) {
   if (module.segments.empty())
     return {module.loadAddress, module.loadAddress + 1};
   uint64_t begin = UINT64_MAX, end = 0;
@@ -29,6 +26,8 @@ std::pair<uint64_t, uint64_t> extent(const Module &module) {
   }
   return {begin, end};
 }
+
+namespace {
 
 bool overlaps(std::pair<uint64_t, uint64_t> a,
               std::pair<uint64_t, uint64_t> b) {
@@ -46,7 +45,7 @@ std::vector<Module> modulesOverTime(const std::vector<Module> &atStop,
        ++change) {
     if (change->kind != CodeChange::Kind::Load)
       continue;
-    std::pair<uint64_t, uint64_t> range = extent(change->module);
+    std::pair<uint64_t, uint64_t> range = moduleExtent(change->module);
     if (std::any_of(taken.begin(), taken.end(),
                     [&](const auto &other) { return overlaps(range, other); }))
       continue;
@@ -57,7 +56,7 @@ std::vector<Module> modulesOverTime(const std::vector<Module> &atStop,
   std::reverse(taken.begin(), taken.end());
   size_t fromHistory = taken.size();
   for (const Module &module : atStop) {
-    std::pair<uint64_t, uint64_t> range = extent(module);
+    std::pair<uint64_t, uint64_t> range = moduleExtent(module);
     auto shadow =
         std::find_if(taken.begin(), taken.begin() + fromHistory,
                      [&](const auto &other) { return overlaps(range, other); });

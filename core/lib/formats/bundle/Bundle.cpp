@@ -8,6 +8,7 @@
 
 #include "BundleFields.h"
 #include "BundleHistory.h"
+#include "LldbView.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Object/ELFObjectFile.h"
@@ -32,11 +33,6 @@ namespace {
 constexpr const char *traceJsonName = "trace.json";
 constexpr const char *extrasJsonName = "magic-trace.json";
 constexpr int64_t extrasFormatVersion = 1;
-constexpr const char *bundleTriple = "x86_64-unknown-linux-gnu";
-
-std::string threadTracePath(uint64_t tid) {
-  return "threads/" + std::to_string(tid) + ".intelpt_trace";
-}
 
 /// Writes `contents` to `path` through a temporary file and a rename, so a
 /// reader never sees half a file.
@@ -72,50 +68,12 @@ std::string toJsonText(json::Value value) {
   return text;
 }
 
-/// LLDB accepts only these two vendors in cpuInfo.
-StringRef lldbVendor(StringRef vendor) {
-  return vendor == "GenuineIntel" ? "GenuineIntel" : "unknown";
-}
-
-/// The modules a bundle lists: with a code history, every module the trace
-/// ran code in, also those unloaded before the stop (LLDB's trace load has
-/// one module list per process).
+/// The modules magic-trace.json gives segments for: with a code history,
+/// every module the trace ran code in, also those unloaded before the stop.
 std::vector<Module> bundleModules(const Snapshot &snapshot) {
   if (snapshot.code.changes.empty())
     return snapshot.modules;
   return modulesOverTime(snapshot.modules, snapshot.code);
-}
-
-json::Object traceJson(const Snapshot &snapshot) {
-  std::vector<Module> listed = bundleModules(snapshot);
-  json::Array threads;
-  for (const ThreadTrace &thread : snapshot.threads)
-    threads.push_back(json::Object{{"tid", int64_t(thread.tid)},
-                                   {"iptTrace", threadTracePath(thread.tid)}});
-  json::Array modules;
-  for (const Module &module : listed) {
-    json::Object entry{{"systemPath", module.path},
-                       {"loadAddress", hex(module.loadAddress)}};
-    if (!module.fileCopy.empty())
-      entry["file"] = module.fileCopy;
-    if (!module.buildId.empty())
-      entry["uuid"] = module.buildId;
-    modules.push_back(std::move(entry));
-  }
-  return json::Object{
-      {"type", "intel-pt"},
-      {"cpuInfo", json::Object{{"vendor", lldbVendor(snapshot.cpu.vendor)},
-                               {"family", int64_t(snapshot.cpu.family)},
-                               {"model", int64_t(snapshot.cpu.model)},
-                               {"stepping", int64_t(snapshot.cpu.stepping)}}},
-      {"processes", json::Array{json::Object{{"pid", int64_t(snapshot.pid)},
-                                             {"triple", bundleTriple},
-                                             {"threads", std::move(threads)},
-                                             {"modules", std::move(modules)}}}},
-      {"tscPerfZeroConversion",
-       json::Object{{"timeMult", int64_t(snapshot.time.timeMult)},
-                    {"timeShift", int64_t(snapshot.time.timeShift)},
-                    {"timeZero", hex(snapshot.time.timeZero)}}}};
 }
 
 json::Object extrasJson(const Snapshot &snapshot) {
@@ -245,19 +203,25 @@ Error readTimeConversion(const FieldReader &reader, const json::Object &root,
   return Error::success();
 }
 
+/// A process's threads. A thread already read (from an earlier process: an
+/// epoch of our own bundles, LldbView.h) gets this trace appended.
 Error readThreads(const FieldReader &reader, const json::Object &process,
-                  StringRef dir, Snapshot &snapshot) {
-  auto threads = reader.array(process, "threads", "processes[0].threads");
+                  StringRef processAt, StringRef dir, Snapshot &snapshot) {
+  std::string threadsAt = field(processAt, "threads");
+  auto threads = reader.array(process, "threads", threadsAt);
   if (!threads)
     return threads.takeError();
   for (size_t i = 0; i < (*threads)->size(); ++i) {
-    std::string at = field("processes[0].threads", i);
+    std::string at = field(threadsAt, i);
     auto thread = reader.object(&(**threads)[i], at);
     if (!thread)
       return thread.takeError();
     auto tid = reader.number(**thread, "tid", field(at, "tid"));
     if (!tid)
       return tid.takeError();
+    // A later epoch's piece of a thread (LldbView.h) says whose it is.
+    if (std::optional<int64_t> owner = (*thread)->getInteger("magicTraceTid"))
+      *tid = *owner;
     // LLDB 15 named the file "traceBuffer"; LLDB 16 on reads only
     // "iptTrace" and would decode such a thread to nothing. Same meaning,
     // so we read either (and write "iptTrace").
@@ -279,23 +243,39 @@ Error readThreads(const FieldReader &reader, const json::Object &process,
                                                    bytes.getError().message())
                                                .str());
       StringRef data = (*bytes)->getBuffer();
+      // The next piece's PSB+ that a piece carries for LLDB (LldbView.h).
+      uint64_t tail = (*thread)->getInteger("magicTraceTail").value_or(0);
+      data = data.drop_back(std::min<uint64_t>(tail, data.size()));
       result.bytes.assign(data.begin(), data.end());
     }
-    snapshot.threads.push_back(std::move(result));
+    auto earlier = llvm::find_if(snapshot.threads, [&](const ThreadTrace &t) {
+      return t.tid == result.tid;
+    });
+    if (earlier == snapshot.threads.end())
+      snapshot.threads.push_back(std::move(result));
+    else
+      earlier->bytes.insert(earlier->bytes.end(), result.bytes.begin(),
+                            result.bytes.end());
   }
   return Error::success();
 }
 
+/// A process's modules, but the ELF files we wrote for LLDB of code outside
+/// files (its code is in the code history) and modules an earlier process
+/// listed.
 Error readModules(const FieldReader &reader, const json::Object &process,
-                  StringRef dir, Snapshot &snapshot) {
-  auto modules = reader.array(process, "modules", "processes[0].modules");
+                  StringRef processAt, StringRef dir, Snapshot &snapshot) {
+  std::string modulesAt = field(processAt, "modules");
+  auto modules = reader.array(process, "modules", modulesAt);
   if (!modules)
     return modules.takeError();
   for (size_t i = 0; i < (*modules)->size(); ++i) {
-    std::string at = field("processes[0].modules", i);
+    std::string at = field(modulesAt, i);
     auto module = reader.object(&(**modules)[i], at);
     if (!module)
       return module.takeError();
+    if ((*module)->getBoolean("magicTraceCode").value_or(false))
+      continue;
     auto path = reader.string(**module, "systemPath", field(at, "systemPath"));
     if (!path)
       return path.takeError();
@@ -316,7 +296,11 @@ Error readModules(const FieldReader &reader, const json::Object &process,
     result.loadAddress = *load;
     if (*uuid)
       result.buildId = normalizeUuid(**uuid);
-    snapshot.modules.push_back(std::move(result));
+    if (llvm::none_of(snapshot.modules, [&](const Module &other) {
+          return other.path == result.path &&
+                 other.loadAddress == result.loadAddress;
+        }))
+      snapshot.modules.push_back(std::move(result));
   }
   return Error::success();
 }
@@ -564,21 +548,10 @@ Error writeBundle(const Snapshot &snapshot, StringRef dir) {
         formatv("cannot remove {0}: {1} (check permissions)", tracePath,
                 ec.message())
             .str());
-  SmallString<256> threadsDir(dir);
-  sys::path::append(threadsDir, "threads");
-  if (std::error_code ec = sys::fs::create_directories(threadsDir))
-    return createStringError(formatv("cannot create {0}: {1} (check the "
-                                     "output directory)",
-                                     threadsDir, ec.message())
-                                 .str());
-  for (const ThreadTrace &thread : snapshot.threads) {
-    SmallString<256> path(dir);
-    sys::path::append(path, threadTracePath(thread.tid));
-    StringRef bytes(reinterpret_cast<const char *>(thread.bytes.data()),
-                    thread.bytes.size());
-    if (Error error = writeFileAtomically(path, bytes))
-      return error;
-  }
+  Expected<json::Object> lldbView =
+      writeLldbView(snapshot, dir, writeFileAtomically);
+  if (!lldbView)
+    return lldbView.takeError();
   SmallString<256> extrasPath(dir);
   sys::path::append(extrasPath, extrasJsonName);
   json::Object extras = extrasJson(snapshot);
@@ -587,7 +560,7 @@ Error writeBundle(const Snapshot &snapshot, StringRef dir) {
   if (Error error =
           writeFileAtomically(extrasPath, toJsonText(std::move(extras))))
     return error;
-  return writeFileAtomically(tracePath, toJsonText(traceJson(snapshot)));
+  return writeFileAtomically(tracePath, toJsonText(std::move(*lldbView)));
 }
 
 Expected<Snapshot> loadBundle(StringRef dirOrJson) {
@@ -631,22 +604,30 @@ Expected<Snapshot> loadBundle(StringRef dirOrJson) {
   auto processes = reader.array(**root, "processes", "processes");
   if (!processes)
     return processes.takeError();
-  if ((*processes)->size() != 1)
-    return reader.fail(
-        "processes",
-        formatv("{0} processes; exactly one is supported", (*processes)->size())
-            .str());
-  auto process = reader.object(&(**processes)[0], "processes[0]");
-  if (!process)
-    return process.takeError();
-  auto pid = reader.number(**process, "pid", "processes[0].pid");
-  if (!pid)
-    return pid.takeError();
-  snapshot.pid = *pid;
-  if (Error error = readThreads(reader, **process, dir, snapshot))
-    return std::move(error);
-  if (Error error = readModules(reader, **process, dir, snapshot))
-    return std::move(error);
+  if ((*processes)->empty())
+    return reader.fail("processes", "no process (a bundle of one process is "
+                                    "supported)");
+  // Several processes of one pid: the epochs of a code history that we
+  // wrote for LLDB (LldbView.h); their threads' pieces join again.
+  for (size_t i = 0; i < (*processes)->size(); ++i) {
+    std::string at = field("processes", i);
+    auto process = reader.object(&(**processes)[i], at);
+    if (!process)
+      return process.takeError();
+    auto pid = reader.number(**process, "pid", field(at, "pid"));
+    if (!pid)
+      return pid.takeError();
+    if (i > 0 && *pid != snapshot.pid)
+      return reader.fail("processes",
+                         formatv("{0} processes; exactly one is supported",
+                                 (*processes)->size())
+                             .str());
+    snapshot.pid = *pid;
+    if (Error error = readThreads(reader, **process, at, dir, snapshot))
+      return std::move(error);
+    if (Error error = readModules(reader, **process, at, dir, snapshot))
+      return std::move(error);
+  }
 
   std::string extrasPath = resolve(dir, extrasJsonName);
   if (sys::fs::exists(extrasPath)) {

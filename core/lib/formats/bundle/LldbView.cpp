@@ -1,0 +1,325 @@
+//===- LldbView.cpp - What LLDB's trace load reads of a snapshot ----------===//
+#include "LldbView.h"
+
+#include "../../decode/PacketIp.h"
+#include "../CodeElf.h"
+#include "BundleFields.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+
+#include <algorithm>
+#include <set>
+
+using namespace llvm;
+
+namespace magic_trace::bundle_detail {
+namespace {
+
+constexpr const char *bundleTriple = "x86_64-unknown-linux-gnu";
+
+/// LLDB accepts only these two vendors in cpuInfo.
+StringRef lldbVendor(StringRef vendor) {
+  return vendor == "GenuineIntel" ? "GenuineIntel" : "unknown";
+}
+
+/// Whether `a` and `b` put the same code where they overlap: the same file
+/// at the same place (a library loaded again), or the same bytes.
+bool sameCode(const CodeChange &a, const CodeChange &b) {
+  if (a.kind != b.kind)
+    return false;
+  if (a.kind == CodeChange::Kind::Load)
+    return a.module.path == b.module.path &&
+           a.module.loadAddress == b.module.loadAddress;
+  uint64_t begin = std::max(a.address, b.address);
+  uint64_t end = std::min(a.end(), b.end());
+  return std::equal(a.bytes.begin() + (begin - a.address),
+                    a.bytes.begin() + (end - a.address),
+                    b.bytes.begin() + (begin - b.address));
+}
+
+bool holdsCode(const CodeChange &change) {
+  return change.kind != CodeChange::Kind::Unload && change.size > 0;
+}
+
+/// Whether `change` would replace code one of `held` puts there.
+bool replacesAny(const std::vector<CodeChange> &changes,
+                 const std::vector<size_t> &held, const CodeChange &change) {
+  return std::any_of(held.begin(), held.end(), [&](size_t index) {
+    const CodeChange &other = changes[index];
+    return other.overlaps(change.address, change.end()) &&
+           !sameCode(other, change);
+  });
+}
+
+bool overlapsAny(const std::vector<CodeChange> &changes,
+                 const std::vector<size_t> &held, const CodeChange &change) {
+  return std::any_of(held.begin(), held.end(), [&](size_t index) {
+    return changes[index].overlaps(change.address, change.end());
+  });
+}
+
+/// The code mapped after `change`: what it replaces or unmaps goes (a
+/// range it only cuts into stays: its other bytes are still there).
+void apply(const std::vector<CodeChange> &changes, size_t index,
+           std::vector<size_t> &live) {
+  const CodeChange &change = changes[index];
+  llvm::erase_if(live, [&](size_t other) {
+    const CodeChange &old = changes[other];
+    bool covered = change.address <= old.address && old.end() <= change.end();
+    return covered ||
+           (holdsCode(change) && old.overlaps(change.address, change.end()));
+  });
+  if (holdsCode(change))
+    live.push_back(index);
+}
+
+size_t epochOf(const std::vector<LldbEpoch> &epochs, uint64_t seq) {
+  size_t epoch = 0;
+  while (epoch + 1 < epochs.size() && epochs[epoch + 1].firstSeq <= seq)
+    ++epoch;
+  return epoch;
+}
+
+} // namespace
+
+std::vector<LldbEpoch> lldbEpochs(const CodeHistory &history) {
+  const std::vector<CodeChange> &changes = history.changes;
+  std::vector<LldbEpoch> epochs(1);
+  std::vector<size_t> live;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const CodeChange &change = changes[i];
+    bool replaces = holdsCode(change) &&
+                    replacesAny(changes, epochs.back().changes, change);
+    apply(changes, i, live);
+    if (replaces) {
+      LldbEpoch next;
+      next.firstSeq = change.seq;
+      next.changes = live;
+      epochs.push_back(std::move(next));
+    } else if (holdsCode(change)) {
+      epochs.back().changes.push_back(i);
+    }
+  }
+  // Code a recorder first logged in a later epoch, where nothing of this
+  // one is, ran here too if a stretch of this epoch reached it.
+  for (size_t e = 0; e + 1 < epochs.size(); ++e)
+    for (size_t later = e + 1; later < epochs.size(); ++later)
+      for (size_t index : epochs[later].changes)
+        if (!llvm::is_contained(epochs[e].changes, index) &&
+            !overlapsAny(changes, epochs[e].changes, changes[index]))
+          epochs[e].changes.push_back(index);
+  for (LldbEpoch &epoch : epochs)
+    llvm::sort(epoch.changes);
+  return epochs;
+}
+
+std::vector<LldbPiece> lldbPieces(const Snapshot &snapshot,
+                                  const std::vector<LldbEpoch> &epochs) {
+  std::vector<LldbPiece> pieces;
+  for (const ThreadTrace &thread : snapshot.threads) {
+    uint64_t size = thread.bytes.size();
+    // Before its first mark a stretch's seq is 0 (ImageTimeline::seqAt).
+    LldbPiece piece{thread.tid, epochOf(epochs, 0), 0, size};
+    for (const ImageMark &mark : thread.imageMarks) {
+      size_t epoch = epochOf(epochs, mark.seq);
+      if (epoch == piece.epoch || mark.offset >= size)
+        continue;
+      piece.end = mark.offset;
+      if (piece.end > piece.begin)
+        pieces.push_back(piece);
+      piece = LldbPiece{thread.tid, epoch, mark.offset, size};
+    }
+    pieces.push_back(piece);
+  }
+  return pieces;
+}
+
+std::vector<Module> modulesBeside(const Snapshot &snapshot,
+                                  const LldbEpoch &epoch) {
+  std::vector<Module> modules;
+  for (const Module &module : snapshot.modules) {
+    std::pair<uint64_t, uint64_t> extent = moduleExtent(module);
+    bool shadowed =
+        std::any_of(epoch.changes.begin(), epoch.changes.end(), [&](size_t i) {
+          return snapshot.code.changes[i].overlaps(extent.first, extent.second);
+        });
+    if (!shadowed)
+      modules.push_back(module);
+  }
+  return modules;
+}
+
+namespace {
+
+/// The offset just after the PSBEND of the PSB+ at `offset` of `bytes`, or
+/// `offset` when there is none there (libipt's packet decoder walks it).
+uint64_t psbPlusEnd(const std::vector<uint8_t> &bytes, uint64_t offset) {
+  pt_config config;
+  pt_config_init(&config);
+  config.begin = const_cast<uint8_t *>(bytes.data());
+  config.end = const_cast<uint8_t *>(bytes.data() + bytes.size());
+  PacketDecoderPtr decoder(pt_pkt_alloc_decoder(&config));
+  if (!decoder || pt_pkt_sync_set(decoder.get(), offset) < 0)
+    return offset;
+  for (bool first = true;; first = false) {
+    pt_packet packet;
+    if (pt_pkt_next(decoder.get(), &packet, sizeof(packet)) < 0 ||
+        (first && packet.type != ppt_psb))
+      return offset;
+    if (packet.type == ppt_psbend) {
+      uint64_t end = offset;
+      pt_pkt_get_offset(decoder.get(), &end);
+      return end;
+    }
+  }
+}
+
+json::Object moduleJson(const Module &module) {
+  json::Object entry{{"systemPath", module.path},
+                     {"loadAddress", hex(module.loadAddress)}};
+  if (!module.fileCopy.empty())
+    entry["file"] = module.fileCopy;
+  if (!module.buildId.empty())
+    entry["uuid"] = module.buildId;
+  return entry;
+}
+
+Error createFolder(StringRef dir, StringRef name) {
+  SmallString<256> path(dir);
+  sys::path::append(path, name);
+  if (std::error_code ec = sys::fs::create_directories(path))
+    return createStringError(
+        formatv("cannot create {0}: {1} (check the output directory)", path,
+                ec.message())
+            .str());
+  return Error::success();
+}
+
+std::string codeElfPath(const CodeChange &change) {
+  return "modules/code-" + std::to_string(change.seq) + ".elf";
+}
+
+/// The module a Load change maps: the debugger's entry for the same file
+/// says more (build-id, a copy to read).
+const Module &loadedModule(const Snapshot &snapshot, const CodeChange &load) {
+  for (const Module &module : snapshot.modules) {
+    std::pair<uint64_t, uint64_t> extent = moduleExtent(module);
+    if (module.path == load.module.path &&
+        load.overlaps(extent.first, extent.second))
+      return module;
+  }
+  return load.module;
+}
+
+/// One epoch's module list for trace.json; writes the ELF files of its code
+/// outside files that `written` does not hold yet.
+Expected<json::Array> epochModules(const Snapshot &snapshot,
+                                   const LldbEpoch &epoch, StringRef dir,
+                                   std::set<uint64_t> &written,
+                                   WriteFileFn writeFile) {
+  json::Array modules;
+  std::set<std::pair<std::string, uint64_t>> listed;
+  auto add = [&](const Module &module) {
+    if (listed.emplace(module.path, module.loadAddress).second)
+      modules.push_back(moduleJson(module));
+  };
+  for (size_t index : epoch.changes) {
+    const CodeChange &change = snapshot.code.changes[index];
+    if (change.kind == CodeChange::Kind::Load) {
+      add(loadedModule(snapshot, change));
+      continue;
+    }
+    std::string path = codeElfPath(change);
+    if (!listed.emplace(path, change.address).second)
+      continue;
+    if (written.empty())
+      if (Error error = createFolder(dir, "modules"))
+        return std::move(error);
+    if (written.insert(change.seq).second) {
+      SmallString<256> file(dir);
+      sys::path::append(file, path);
+      if (Error error = writeFile(file, codeElf(change.address, change.bytes,
+                                                snapshot.code.symbols)))
+        return std::move(error);
+    }
+    modules.push_back(json::Object{{"systemPath", path},
+                                   {"file", path},
+                                   {"loadAddress", hex(change.address)},
+                                   {"magicTraceCode", true}});
+  }
+  for (const Module &module : modulesBeside(snapshot, epoch))
+    add(module);
+  return std::move(modules);
+}
+
+} // namespace
+
+Expected<json::Object> writeLldbView(const Snapshot &snapshot, StringRef dir,
+                                     WriteFileFn writeFile) {
+  std::vector<LldbEpoch> epochs = lldbEpochs(snapshot.code);
+  std::vector<LldbPiece> pieces = lldbPieces(snapshot, epochs);
+  bool split = epochs.size() > 1;
+  if (Error error = createFolder(dir, "threads"))
+    return std::move(error);
+  std::vector<json::Array> threads(epochs.size());
+  for (const LldbPiece &piece : pieces) {
+    std::string name = "threads/" + std::to_string(piece.tid);
+    if (split)
+      name += "-" + std::to_string(piece.epoch);
+    name += ".intelpt_trace";
+    const ThreadTrace &thread =
+        *llvm::find_if(snapshot.threads, [&](const ThreadTrace &t) {
+          return t.tid == piece.tid;
+        });
+    // LLDB drops the last instruction of a buffer (its decoder stops at the
+    // status that says the trace ends, before appending the instruction
+    // that came with it): a piece the thread's trace goes on after carries
+    // the next piece's PSB+ too, a block of its own in LLDB's decode that
+    // lists nothing, and says how many bytes of it are the next piece's.
+    uint64_t tail = 0;
+    if (piece.end < thread.bytes.size())
+      tail = psbPlusEnd(thread.bytes, piece.end) - piece.end;
+    SmallString<256> path(dir);
+    sys::path::append(path, name);
+    StringRef bytes(reinterpret_cast<const char *>(thread.bytes.data()) +
+                        piece.begin,
+                    piece.end + tail - piece.begin);
+    if (Error error = writeFile(path, bytes))
+      return std::move(error);
+    json::Object entry{{"tid", int64_t(lldbTid(piece.tid, piece.epoch))},
+                       {"iptTrace", std::move(name)}};
+    if (piece.epoch > 0)
+      entry["magicTraceTid"] = int64_t(piece.tid);
+    if (tail)
+      entry["magicTraceTail"] = int64_t(tail);
+    threads[piece.epoch].push_back(std::move(entry));
+  }
+  json::Array processes;
+  std::set<uint64_t> written;
+  for (size_t e = 0; e < epochs.size(); ++e) {
+    Expected<json::Array> modules =
+        epochModules(snapshot, epochs[e], dir, written, writeFile);
+    if (!modules)
+      return modules.takeError();
+    processes.push_back(json::Object{{"pid", int64_t(snapshot.pid)},
+                                     {"triple", bundleTriple},
+                                     {"threads", std::move(threads[e])},
+                                     {"modules", std::move(*modules)}});
+  }
+  return json::Object{
+      {"type", "intel-pt"},
+      {"cpuInfo", json::Object{{"vendor", lldbVendor(snapshot.cpu.vendor)},
+                               {"family", int64_t(snapshot.cpu.family)},
+                               {"model", int64_t(snapshot.cpu.model)},
+                               {"stepping", int64_t(snapshot.cpu.stepping)}}},
+      {"processes", std::move(processes)},
+      {"tscPerfZeroConversion",
+       json::Object{{"timeMult", int64_t(snapshot.time.timeMult)},
+                    {"timeShift", int64_t(snapshot.time.timeShift)},
+                    {"timeZero", hex(snapshot.time.timeZero)}}}};
+}
+
+} // namespace magic_trace::bundle_detail
