@@ -14,8 +14,8 @@
 #include "magic_trace/Libipt.h"
 #include "magic_trace/MachineFacts.h"
 #include "magic_trace/PerfData.h"
-#include "magic_trace/PerfSession.h"
 #include "magic_trace/Pipeline.h"
+#include "magic_trace/ProcessRecorder.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/QemuRings.h"
 #include "magic_trace/RecorderSnapshots.h"
@@ -70,12 +70,15 @@ public:
   GdbSession(std::string ringDir, bool keepTruth, unsigned keep,
              unsigned waitMs)
       : ringDir(std::move(ringDir)), keepTruth(keepTruth),
-        recorder(this->ringDir, log, lock, symbols.get(), recorderHost(),
-                 kDefaultPendingSnapshots, waitMs) {
+        recorderSnapshots(this->ringDir, log, lock, symbols.get(),
+                          recorderHost(), kDefaultPendingSnapshots, waitMs) {
     log.setKeep(keep);
-    // A QEMU recording's own snapshots (none under the perf backend).
-    if (!this->ringDir.empty())
-      recorder.start();
+    // A QEMU recording, and its own snapshots (the perf backend's recorder
+    // comes with attachPerf).
+    if (!this->ringDir.empty()) {
+      recorder = take(openQemuRecorder(this->ringDir, keepTruth));
+      recorderSnapshots.start();
+    }
   }
 
   /// Takes a snapshot. `pcs` (tid, PC) are every stopped thread's, for the
@@ -94,11 +97,18 @@ public:
     std::unique_lock<std::mutex> hold(lock, std::defer_lock);
     {
       py::gil_scoped_release release;
-      QemuRecording recording =
-          perf ? perfRecording() : qemuRecording(alive, pcs);
-      hold.lock();
+      if (!recorder)
+        raise(llvm::createStringError(
+            "nothing is being recorded (start with 'magic-trace run' or "
+            "'magic-trace attach')"));
+      RecorderStop stop;
+      stop.alive = alive;
+      stop.pcs = pcs;
       Snapshot &snapshot = record->snapshot;
-      snapshot = std::move(recording.snapshot);
+      snapshot.pid = perfPid;
+      if (llvm::Error error = recorder->snapshot(stop, snapshot, record->truth))
+        raise(std::move(error));
+      hold.lock();
       snapshot.processName = processName;
       if (alive) {
         lastModules = modulesOf(linkMap, notes);
@@ -115,16 +125,6 @@ public:
       if (!lastModules.empty())
         snapshot.modules = lastModules;
       snapshot.stop = alive ? lastStops : std::vector<ThreadStop>{};
-      // Only threads with trace; their truth stays parallel.
-      std::vector<ThreadTrace> traced;
-      for (size_t i = 0; i < snapshot.threads.size(); ++i) {
-        if (snapshot.threads[i].bytes.empty())
-          continue;
-        if (i < recording.truth.size())
-          record->truth.push_back(std::move(recording.truth[i]));
-        traced.push_back(std::move(snapshot.threads[i]));
-      }
-      snapshot.threads = std::move(traced);
       if (snapshot.threads.empty())
         raise(llvm::createStringError(
             "nothing recorded yet (continue the process first)"));
@@ -190,7 +190,7 @@ public:
     std::vector<std::string> notes;
     {
       py::gil_scoped_release release;
-      perf = take(startPerfRecording(pid, tids, options, notes));
+      recorder = take(startPerfRecorder(pid, tids, options, notes));
     }
     perfPid = pid;
     for (const std::string &note : notes)
@@ -198,7 +198,7 @@ public:
   }
 
   /// Stops the perf backend's recording (snapshots stay for save, report).
-  void detachPerf() { perf.reset(); }
+  void detachPerf() { recorder.reset(); }
 
   /// The modules (r_map) and process name the recorder's own snapshots
   /// are read with: they carry no module list.
@@ -232,7 +232,7 @@ public:
   /// worker: RecorderSnapshots.h).
   std::vector<std::string> collectTriggered() {
     py::gil_scoped_release release;
-    return recorder.collect(/*json=*/false);
+    return recorderSnapshots.collect(/*json=*/false);
   }
 
   /// The call tree, as the LLDB plugin's `magic-trace report` prints it.
@@ -280,7 +280,7 @@ public:
   /// Recorded instructions so far and the recorder's note, without pausing.
   py::dict status() {
     QemuRingStatus status = take(readQemuRingStatus(ringDir));
-    RecorderSnapshots::Status queue = recorder.status();
+    RecorderSnapshots::Status queue = recorderSnapshots.status();
     py::dict result;
     result["instructions"] = status.instructions;
     result["threads"] = status.threads.size();
@@ -302,36 +302,12 @@ public:
   }
 
 private:
-  /// A QEMU recording's rings, after the stop flush when `alive`.
-  QemuRecording
-  qemuRecording(bool alive,
-                const std::vector<std::pair<uint64_t, uint64_t>> &pcs) {
-    if (alive) {
-      // With ground truth the recorder also writes every instruction so
-      // far (8 bytes each): a test's wait, not a user's.
-      std::chrono::milliseconds deadline(keepTruth ? 120000 : 2000);
-      if (llvm::Error error = flushQemuRings(ringDir, pcs, deadline))
-        raise(std::move(error));
-    }
-    return take(readQemuRings(ringDir, keepTruth));
-  }
-
-  /// The perf backend's rings, as a recording (every thread kept).
-  QemuRecording perfRecording() {
-    QemuRecording recording;
-    recording.snapshot.pid = perfPid;
-    recording.snapshot.cpu = probeMachine().cpu;
-    if (llvm::Error error = fillPerfSnapshot(
-            *perf, [](uint64_t) { return true; }, recording.snapshot))
-      raise(std::move(error));
-    return recording;
-  }
-
   std::string ringDir;
   bool keepTruth;
-  /// The perf backend's recorder (magic-trace attach), or null.
-  std::unique_ptr<PerfRecorder> perf;
-  uint64_t perfPid = 0;
+  /// The recording (ProcessRecorder.h): the QEMU recorder's rings, the perf
+  /// backend's (magic-trace attach), or null after detach.
+  std::unique_ptr<ProcessRecorder> recorder;
+  uint64_t perfPid = 0; ///< The perf backend's process (QEMU's says its own).
   SnapshotLog log;
   /// What the last stop showed; a snapshot after the process exited uses
   /// them (its modules are gone, its stacks are the last ones seen).
@@ -345,7 +321,7 @@ private:
   /// Held by whoever uses the log, the symbols, the modules or the
   /// patterns: the recorder snapshots' worker decodes beside GDB's thread.
   std::mutex lock;
-  RecorderSnapshots recorder;
+  RecorderSnapshots recorderSnapshots;
 
   RecorderSnapshots::Host recorderHost() {
     RecorderSnapshots::Host host;

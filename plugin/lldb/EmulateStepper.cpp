@@ -141,7 +141,7 @@ struct Stepper {
       turn.parkedUntil = Clock::time_point();
   }
 
-  llvm::Error enable(ThreadRecorder &recorder, uint64_t ip) {
+  llvm::Error enable(SteppedThread &recorder, uint64_t ip) {
     if (recorder.tracing)
       return llvm::Error::success();
     if (llvm::Error error = recorder.writer->enable(ip))
@@ -152,7 +152,7 @@ struct Stepper {
     return llvm::Error::success();
   }
 
-  llvm::Error record(ThreadRecorder &recorder, const ExecutedInsn &insn) {
+  llvm::Error record(SteppedThread &recorder, const ExecutedInsn &insn) {
     if (llvm::Error error = enable(recorder, insn.ip))
       return error;
     if (llvm::Error error = recorder.writer->step(insn))
@@ -169,7 +169,7 @@ struct Stepper {
 
   /// A signal handler ran before the instruction at `ip`: an asynchronous
   /// transfer (FUP + TIP.PGD); tracing resumes in the handler.
-  llvm::Error interrupted(ThreadRecorder &recorder, uint64_t ip,
+  llvm::Error interrupted(SteppedThread &recorder, uint64_t ip,
                           uint64_t handler) {
     if (recorder.truth)
       recorder.truth->addEvent(TruthEventKind::Interrupt, ip, handler);
@@ -223,13 +223,13 @@ struct Stepper {
   }
 
   llvm::Expected<Result> stepOne(lldb::SBThread &thread,
-                                 ThreadRecorder *recorder, Turn &turn,
+                                 SteppedThread *recorder, Turn &turn,
                                  bool otherThreads, StepOutcome &outcome);
   llvm::Error disableAll();
 };
 
 llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
-                                                 ThreadRecorder *recorder,
+                                                 SteppedThread *recorder,
                                                  Turn &turn, bool otherThreads,
                                                  StepOutcome &outcome) {
   uint64_t tid = thread.GetThreadID();
@@ -407,7 +407,7 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
 
 /// Writes FUP + TIP.PGD for every thread still tracing, at its PC.
 llvm::Error Stepper::disableAll() {
-  for (auto &[tid, recorder] : session.recorders) {
+  for (auto &[tid, recorder] : session.emulate()->stepped()) {
     if (!recorder.tracing)
       continue;
     recorder.tracing = false;
@@ -491,6 +491,10 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
     return llvm::createStringError(
         "the process is not stopped (interrupt it with 'process interrupt', "
         "or launch it again)");
+  if (!session.emulate())
+    return llvm::createStringError(
+        "the session does not record with the emulate backend (attach with "
+        "'magic-trace attach --backend emulate')");
 
   bool wasAsync = debugger.GetAsync();
   debugger.SetAsync(false);
@@ -531,9 +535,10 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
       lldb::SBThread thread = process.GetThreadByID(tid);
       if (!thread.IsValid())
         continue;
-      ThreadRecorder *recorder = nullptr;
+      SteppedThread *recorder = nullptr;
       if (session.traces(tid)) {
-        llvm::Expected<ThreadRecorder *> created = session.recorder(tid);
+        llvm::Expected<SteppedThread *> created =
+            session.emulate()->thread(tid);
         if (!created) {
           failure = created.takeError();
           done = true;
@@ -581,7 +586,7 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
       std::chrono::duration<double>(Clock::now() - began).count();
   if (outcome.kind == StepOutcome::Exec) {
     // The old program's threads and code are gone: their streams just end.
-    for (auto &[tid, recorder] : session.recorders)
+    for (auto &[tid, recorder] : session.emulate()->stepped())
       recorder.tracing = false;
   } else if (outcome.kind != StepOutcome::Exited && process.IsValid()) {
     if (llvm::Error error = stepper.disableAll())

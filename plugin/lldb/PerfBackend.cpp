@@ -2,7 +2,6 @@
 #include "PerfBackend.h"
 
 #include "magic_trace/MachineFacts.h"
-#include "magic_trace/PerfSession.h"
 
 #include "lldb/API/SBPlatform.h"
 #include "lldb/API/SBTarget.h"
@@ -11,9 +10,9 @@
 #include "llvm/ADT/STLExtras.h"
 
 namespace magic_trace::plugin {
-llvm::Error startPerf(Session &session, lldb::SBProcess &process,
-                      TimerResolution timer, uint64_t bufferSize,
-                      std::vector<std::string> &notes) {
+llvm::Expected<std::unique_ptr<ProcessRecorder>>
+startPerf(lldb::SBProcess &process, TimerResolution timer,
+          uint64_t bufferSize, std::vector<std::string> &notes) {
   std::vector<uint64_t> tids;
   for (uint32_t i = 0; i < process.GetNumThreads(); ++i)
     tids.push_back(process.GetThreadAtIndex(i).GetThreadID());
@@ -22,12 +21,7 @@ llvm::Error startPerf(Session &session, lldb::SBProcess &process,
   options.bufferSize = bufferSize;
   const char *platform = process.GetTarget().GetPlatform().GetName();
   options.platform = platform ? platform : "";
-  llvm::Expected<std::unique_ptr<PerfRecorder>> recorder =
-      startPerfRecording(process.GetProcessID(), tids, options, notes);
-  if (!recorder)
-    return recorder.takeError();
-  session.perf = std::move(*recorder);
-  return llvm::Error::success();
+  return startPerfRecorder(process.GetProcessID(), tids, options, notes);
 }
 
 llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
@@ -75,12 +69,6 @@ llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
   outcome.kind = StepOutcome::Stopped;
   outcome.description = description;
   return outcome;
-}
-
-llvm::Error fillPerfSnapshot(Session &session, Snapshot &snapshot) {
-  return magic_trace::fillPerfSnapshot(
-      *session.perf, [&](uint64_t tid) { return session.traces(tid); },
-      snapshot);
 }
 
 } // namespace magic_trace::plugin

@@ -1,10 +1,9 @@
 //===- PerfBackend.h - The perf backend's LLDB side -------------*- C++ -*-===//
 //
-// Wires core/PerfRecorder (Intel PT through perf_event_open) into a session:
-// start recording the process at attach (per-CPU events with inherit, so
-// threads created later are traced from their first instruction), resume
-// with a plain process continue (the hardware records while the target
-// runs), and hand the rings to takeSnapshot.
+// What LLDB adds to the core's perf recorder (ProcessRecorder.h,
+// PerfSession.h): the process's threads and platform at attach, and the
+// resume of backends that record while the process runs (a plain process
+// continue, which returns at the next stop).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PLUGIN_PERFBACKEND_H
@@ -15,21 +14,17 @@
 
 namespace magic_trace::plugin {
 
-/// Creates the recorder and starts every traced thread of `process`. Fails
-/// with the recorder's one-line error (no intel_pt PMU, permissions, ...);
-/// the session is then left unattached. Notes (degradations, smaller
-/// buffers) are appended to `notes`.
-llvm::Error startPerf(Session &session, lldb::SBProcess &process,
-                      TimerResolution timer, uint64_t bufferSize,
-                      std::vector<std::string> &notes);
+/// Starts the perf recorder on every thread of `process`. Fails with the
+/// core's one-line error (another platform, no intel_pt PMU, permissions,
+/// ...). Notes (degradations, smaller buffers) are appended to `notes`.
+llvm::Expected<std::unique_ptr<ProcessRecorder>>
+startPerf(lldb::SBProcess &process, TimerResolution timer,
+          uint64_t bufferSize, std::vector<std::string> &notes);
 
 /// Resumes the process until it stops or exits. Also the qemu backend's
 /// resume (its recorder needs nothing at a stop either).
 llvm::Expected<StepOutcome> runPerf(lldb::SBDebugger &debugger,
                                     Session &session);
-
-/// Fills the snapshot's threads, time conversion and timing from the rings.
-llvm::Error fillPerfSnapshot(Session &session, Snapshot &snapshot);
 
 } // namespace magic_trace::plugin
 

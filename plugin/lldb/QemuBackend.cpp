@@ -51,44 +51,6 @@ bool qemuOptionsFor(lldb::SBProcess &process,
   return false;
 }
 
-llvm::Error fillQemuSnapshot(Session &session, lldb::SBProcess &process,
-                             bool alive, Snapshot &snapshot,
-                             std::vector<ThreadTruth> &truth) {
-  if (alive) {
-    std::vector<std::pair<uint64_t, uint64_t>> stops;
-    for (uint32_t i = 0; i < process.GetNumThreads(); ++i) {
-      lldb::SBThread thread = process.GetThreadAtIndex(i);
-      stops.emplace_back(thread.GetThreadID(),
-                         thread.GetFrameAtIndex(0).GetPC());
-    }
-    // With --ground-truth the recorder also writes every instruction so
-    // far (8 bytes each): a test's wait, not a user's.
-    std::chrono::milliseconds deadline(session.keepTruth ? 120000 : 2000);
-    if (llvm::Error error = flushQemuRings(session.qemuDir, stops, deadline))
-      return error;
-  }
-  llvm::Expected<QemuRecording> recording =
-      readQemuRings(session.qemuDir, session.keepTruth);
-  if (!recording)
-    return recording.takeError();
-  snapshot.pid = recording->snapshot.pid;
-  snapshot.cpu = recording->snapshot.cpu;
-  snapshot.time = recording->snapshot.time;
-  snapshot.timing = recording->snapshot.timing;
-  // The code as it ran (the recorder's code log): what LLDB lists now may
-  // have lost a library the trace ran in, or JIT code since rewritten.
-  snapshot.code = std::move(recording->snapshot.code);
-  for (size_t i = 0; i < recording->snapshot.threads.size(); ++i) {
-    ThreadTrace &trace = recording->snapshot.threads[i];
-    if (!session.traces(trace.tid) || trace.bytes.empty())
-      continue;
-    if (i < recording->truth.size())
-      truth.push_back(std::move(recording->truth[i]));
-    snapshot.threads.push_back(std::move(trace));
-  }
-  return llvm::Error::success();
-}
-
 uint64_t qemuInstructions(const Session &session) {
   llvm::Expected<QemuRingStatus> status = readQemuRingStatus(session.qemuDir);
   if (!status) {

@@ -31,13 +31,6 @@ namespace magic_trace::plugin {
 bool qemuOptionsFor(lldb::SBProcess &process,
                     std::vector<std::pair<std::string, std::string>> &options);
 
-/// Fills the snapshot's threads, CPU, clock and (with --ground-truth) the
-/// recorder's ground truth from the session's rings; when `alive`, first
-/// ends each stopped thread's trace at its PC. Errors are one line.
-llvm::Error fillQemuSnapshot(Session &session, lldb::SBProcess &process,
-                             bool alive, Snapshot &snapshot,
-                             std::vector<ThreadTruth> &truth);
-
 /// Instructions the QEMU recorder has recorded so far (every thread).
 uint64_t qemuInstructions(const Session &session);
 

@@ -205,18 +205,22 @@ public:
       }
     }
 
+    // The recorder first: on failure the session stays as it was.
+    bool keepTruth = args->has("ground-truth") && backend == "emulate";
+    for (const auto &[key, value] : qemuOptions)
+      if (key == "ground-truth" && value != "off" && value != "0")
+        keepTruth = backend == "qemu";
     std::vector<std::string> perfNotes;
-    std::unique_ptr<PerfRecorder> perfRecorder;
-    if (backend == "perf") {
-      // Start the hardware first: on failure the session stays as it was.
-      Session trial;
-      trial.allThreads = allThreads;
-      trial.threadFilter = filter;
-      if (llvm::Error err = startPerf(trial, process, writerOptions.timer,
-                                      writerOptions.bufferSize, perfNotes))
-        return failCommand(result, std::move(err));
-      perfRecorder = std::move(trial.perf);
-    }
+    llvm::Expected<std::unique_ptr<ProcessRecorder>> recorder =
+        backend == "perf"
+            ? startPerf(process, writerOptions.timer, writerOptions.bufferSize,
+                        perfNotes)
+        : backend == "qemu"
+            ? openQemuRecorder(qemuDir, keepTruth)
+            : llvm::Expected<std::unique_ptr<ProcessRecorder>>(
+                  std::make_unique<EmulateRecorder>(writerOptions, keepTruth));
+    if (!recorder)
+      return failCommand(result, recorder.takeError());
 
     llvm::Expected<std::unique_ptr<InsnClassifier>> classifier =
         InsnClassifier::create();
@@ -227,10 +231,7 @@ public:
     session.attached = true;
     session.exited = false;
     session.execed = false;
-    session.keepTruth = args->has("ground-truth") && backend == "emulate";
-    for (const auto &[key, value] : qemuOptions)
-      if (key == "ground-truth" && value != "off" && value != "0")
-        session.keepTruth = backend == "qemu";
+    session.keepTruth = keepTruth;
     session.pid = process.GetProcessID();
     session.qemuDir = qemuDir;
     session.qemuPid = qemuStatus.pid;
@@ -239,30 +240,26 @@ public:
     session.timerName = timer;
     session.allThreads = allThreads;
     session.threadFilter = filter;
-    session.recorders.clear();
     session.triggers.clear();
     session.stats = {};
     session.classifier = std::move(*classifier);
-    session.perf = std::move(perfRecorder);
+    session.recorder = std::move(*recorder);
     session.recorderSnapshots.reset();
-    // The emulator's packets come from a virtual CPU without errata; the
-    // perf backend's from this machine's CPU, whose errata libipt applies.
-    session.cpu = session.perf ? probeMachine().cpu : emulatorCpu();
     lldb::SBTarget target = debugger.GetSelectedTarget();
     session.lastModules = captureModules(target);
     if (backend == "qemu")
       startRecorderSnapshots(target, session, keep, waitMs);
     else
       session.snapshots.setKeep(keep);
-    bool recordsRunning = session.perf || backend == "qemu";
-    for (uint32_t i = 0; i < process.GetNumThreads() && !recordsRunning; ++i) {
+    for (uint32_t i = 0; i < process.GetNumThreads() && session.emulate();
+         ++i) {
       uint64_t tid = process.GetThreadAtIndex(i).GetThreadID();
       if (!session.traces(tid))
         continue;
-      llvm::Expected<ThreadRecorder *> recorder = session.recorder(tid);
-      if (!recorder) {
+      llvm::Expected<SteppedThread *> thread = session.emulate()->thread(tid);
+      if (!thread) {
         session.attached = false;
-        return failCommand(result, recorder.takeError());
+        return failCommand(result, thread.takeError());
       }
     }
 
@@ -270,16 +267,14 @@ public:
     llvm::raw_string_ostream os(text);
     os << "magic-trace: recording process "
        << (session.qemuPid ? session.qemuPid : session.pid) << " with backend "
-       << backend << note << ", "
-       << ((session.perf ? session.perf->plan().auxBytes
-                         : writerOptions.bufferSize) >>
-           10)
-       << (session.perf ? " KiB per CPU" : " KiB per thread") << ", timer "
-       << timer << ", threads " << threads << "\n";
+       << backend << note << ", " << (session.recorder->bufferBytes() >> 10)
+       << (session.recorder->perCpuBuffers() ? " KiB per CPU"
+                                             : " KiB per thread")
+       << ", timer " << timer << ", threads " << threads << "\n";
     for (const std::string &perfNote : perfNotes)
       os << "note: " << perfNote << "\n";
     os << fasterPath;
-    if (session.perf)
+    if (backend == "perf")
       os << "magic-trace: the hardware records while the process runs; "
             "'magic-trace continue' or 'continue' both trace";
     else if (backend == "qemu")
@@ -294,6 +289,26 @@ public:
 };
 
 // --- status --------------------------------------------------------------
+
+/// The recorder's lines of `status`: each thread it knows, then its own.
+std::string recorderStatus(const ProcessRecorder &recorder) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  bool perCpu = recorder.perCpuBuffers();
+  for (const RecorderThreadStatus &thread : recorder.threads()) {
+    if (perCpu)
+      continue;
+    os << "  thread " << thread.tid << ": " << thread.instructions
+       << " instructions";
+    if (recorder.backend() == "emulate")
+      os << ", " << thread.bytes << " bytes of PT"
+         << (thread.wrapped ? " (ring wrapped)" : "");
+    os << (thread.exited ? ", exited" : "") << "\n";
+  }
+  for (const std::string &line : recorder.statusLines())
+    os << line << "\n";
+  return text;
+}
 
 const OptionSpec statusOptions[] = {
     {'j', "json", false, nullptr, "Print the status as one JSON object."},
@@ -322,39 +337,13 @@ public:
     else
       os << "magic-trace: recording process "
          << (session.qemuPid ? session.qemuPid : session.pid) << " ("
-         << session.backend << ", "
-         << ((session.perf ? session.perf->plan().auxBytes
-                           : session.writerOptions.bufferSize) >>
-             10)
-         << (session.perf ? " KiB per CPU" : " KiB per thread") << ", timer "
-         << session.timerName << ")"
+         << session.backend << ", " << (session.recorder->bufferBytes() >> 10)
+         << (session.recorder->perCpuBuffers() ? " KiB per CPU"
+                                               : " KiB per thread")
+         << ", timer " << session.timerName << ")"
          << (session.exited ? ", process exited" : "") << "\n";
-    for (const auto &[tid, recorder] : session.recorders)
-      os << "  thread " << tid << ": " << recorder.writer->instructions()
-         << " instructions, " << recorder.writer->buffer().written()
-         << " bytes of PT"
-         << (recorder.writer->buffer().wrapped() ? " (ring wrapped)" : "")
-         << (recorder.gone ? ", exited" : "") << "\n";
-    if (session.perf) {
-      os << "  Intel PT: " << session.perf->plan().cpus << " CPU rings of "
-         << (session.perf->plan().auxBytes >> 10) << " KiB, threads";
-      for (uint64_t tid : session.perf->threadIds())
-        os << " " << tid;
-      os << "\n";
-    }
-    if (session.attached && !session.qemuDir.empty()) {
-      llvm::Expected<QemuRingStatus> status =
-          readQemuRingStatus(session.qemuDir);
-      if (!status)
-        os << "  QEMU recorder: " << llvm::toString(status.takeError()) << "\n";
-      else
-        for (const QemuThreadSlot &slot : status->threads)
-          os << "  thread " << slot.tid << ": " << slot.instructions
-             << " instructions"
-             << (slot.state == uint32_t(QemuThreadState::Done) ? ", exited"
-                                                               : "")
-             << "\n";
-    }
+    if (session.attached)
+      os << recorderStatus(*session.recorder);
     if (session.recorderSnapshots) {
       RecorderSnapshots::Status queue = session.recorderSnapshots->status();
       if (queue.written)
@@ -411,8 +400,8 @@ public:
       if (trigger.ownsBreakpoint)
         target.BreakpointDelete(trigger.breakpoint);
     (*session)->triggers.clear();
-    (*session)->recorders.clear();
-    (*session)->perf.reset(); // Closes the perf events and unmaps the rings.
+    // Closes the perf events and unmaps the rings, or drops the writers.
+    (*session)->recorder.reset();
     (*session)->attached = false;
     if (!(*session)->qemuDir.empty())
       return succeed(result,
@@ -487,7 +476,7 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
   while (true) {
     session.triggered.clear();
     llvm::Expected<StepOutcome> outcome =
-        session.perf || qemu ? runPerf(debugger, session)
+        session.recordsRunning() ? runPerf(debugger, session)
                              : runTraced(debugger, session, progress);
     if (!outcome)
       return outcome.takeError();
@@ -508,7 +497,7 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
       // when any breakpoint there is not a trigger that continues. The qemu
       // and perf backends' triggers fired in their breakpoint callbacks,
       // and LLDB stopped only because one of the breakpoints said so.
-      bool recordsRunning = session.perf || qemu;
+      bool recordsRunning = session.recordsRunning();
       bool stop = recordsRunning;
       std::optional<lldb::break_id_t> shown;
       for (lldb::break_id_t id : outcome->breakpoints) {

@@ -124,24 +124,6 @@ bool Session::traces(uint64_t tid) const {
          threadFilter.end();
 }
 
-llvm::Expected<ThreadRecorder *> Session::recorder(uint64_t tid) {
-  auto it = recorders.find(tid);
-  if (it != recorders.end())
-    return &it->second;
-  llvm::Expected<std::unique_ptr<PacketWriter>> writer =
-      PacketWriter::create(writerOptions);
-  if (!writer)
-    return writer.takeError();
-  ThreadRecorder &recorder = recorders[tid];
-  recorder.tid = tid;
-  recorder.writer = std::move(*writer);
-  if (keepTruth) {
-    recorder.truth.emplace();
-    recorder.truth->tid = tid;
-  }
-  return &recorder;
-}
-
 Trigger *Session::findTrigger(lldb::break_id_t breakpoint) {
   for (Trigger &trigger : triggers)
     if (trigger.breakpoint == breakpoint)
@@ -151,31 +133,23 @@ Trigger *Session::findTrigger(lldb::break_id_t breakpoint) {
 
 llvm::json::Value Session::statusJson() const {
   llvm::json::Array threads;
-  for (const auto &[tid, recorder] : recorders)
-    threads.push_back(llvm::json::Object{
-        {"tid", int64_t(tid)},
-        {"instructions", int64_t(recorder.writer->instructions())},
-        {"bytes", int64_t(recorder.writer->buffer().written())},
-        {"wrapped", recorder.writer->buffer().wrapped()},
-        {"exited", recorder.gone}});
-  if (perf)
-    for (uint64_t tid : perf->threadIds())
-      threads.push_back(llvm::json::Object{
-          {"tid", int64_t(tid)},
-          {"ringBytesPerCpu", int64_t(perf->plan().auxBytes)}});
   int64_t recorded = 0;
-  if (!qemuDir.empty()) {
-    llvm::Expected<QemuRingStatus> status = readQemuRingStatus(qemuDir);
-    if (status) {
-      recorded = int64_t(status->instructions);
-      for (const QemuThreadSlot &slot : status->threads)
-        threads.push_back(llvm::json::Object{
-            {"tid", int64_t(slot.tid)},
-            {"instructions", int64_t(slot.instructions)},
-            {"exited", slot.state == uint32_t(QemuThreadState::Done)}});
+  for (const RecorderThreadStatus &thread :
+       recorder ? recorder->threads() : std::vector<RecorderThreadStatus>()) {
+    llvm::json::Object entry{{"tid", int64_t(thread.tid)}};
+    if (recorder->perCpuBuffers()) {
+      entry["ringBytesPerCpu"] = int64_t(recorder->bufferBytes());
     } else {
-      llvm::consumeError(status.takeError());
+      entry["instructions"] = int64_t(thread.instructions);
+      if (emulate()) {
+        entry["bytes"] = int64_t(thread.bytes);
+        entry["wrapped"] = thread.wrapped;
+      }
+      entry["exited"] = thread.exited;
     }
+    if (!emulate())
+      recorded += int64_t(thread.instructions);
+    threads.push_back(std::move(entry));
   }
   llvm::json::Array triggerList;
   for (const Trigger &trigger : triggers)
@@ -196,7 +170,8 @@ llvm::json::Value Session::statusJson() const {
       {"attached", attached},
       {"pid", int64_t(qemuPid ? qemuPid : pid)},
       {"backend", backend},
-      {"snapshotSize", int64_t(writerOptions.bufferSize)},
+      {"snapshotSize", int64_t(recorder ? recorder->bufferBytes()
+                                         : writerOptions.bufferSize)},
       {"timerResolution", timerName},
       {"threads", std::move(threads)},
       {"triggers", std::move(triggerList)},
@@ -325,9 +300,6 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
   snapshot.pid = session.pid;
   const char *exe = target.GetExecutable().GetFilename();
   snapshot.processName = exe ? exe : "";
-  snapshot.cpu = session.cpu;
-  snapshot.time = VirtualClock::conversion();
-  snapshot.timing = VirtualClock::timing;
   // The recorder snapshots' worker shares the modules, symbols and log.
   std::unique_lock<std::mutex> hold(session.lock, std::defer_lock);
   if (alive) {
@@ -338,24 +310,21 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
     hold.lock();
   }
   snapshot.modules = session.lastModules;
-  if (session.perf)
-    if (llvm::Error error = fillPerfSnapshot(session, snapshot))
-      return std::move(error);
-  if (!session.qemuDir.empty())
-    if (llvm::Error error =
-            fillQemuSnapshot(session, process, alive, snapshot, record->truth))
-      return std::move(error);
-  for (auto &[tid, recorder] : session.recorders) {
-    if (!recorder.writer || recorder.writer->buffer().written() == 0)
-      continue;
-    ThreadTrace trace;
-    trace.tid = tid;
-    trace.bytes = recorder.writer->buffer().snapshot();
-    trace.wrapped = recorder.writer->buffer().wrapped();
-    snapshot.threads.push_back(std::move(trace));
-    if (recorder.truth)
-      record->truth.push_back(*recorder.truth);
-  }
+  if (!session.recorder)
+    return llvm::createStringError(
+        "not attached (start recording with 'magic-trace attach')");
+  RecorderStop stop;
+  stop.alive = alive;
+  if (alive)
+    for (uint32_t i = 0; i < process.GetNumThreads(); ++i) {
+      lldb::SBThread thread = process.GetThreadAtIndex(i);
+      stop.pcs.emplace_back(thread.GetThreadID(),
+                            thread.GetFrameAtIndex(0).GetPC());
+    }
+  stop.traces = [&session](uint64_t tid) { return session.traces(tid); };
+  if (llvm::Error error =
+          session.recorder->snapshot(stop, snapshot, record->truth))
+    return std::move(error);
   if (snapshot.threads.empty())
     return llvm::createStringError(
         session.backend == "emulate"

@@ -1,8 +1,8 @@
 //===- Session.h - One debugger's magic-trace recording ---------*- C++ -*-===//
 //
-// What `magic-trace attach` starts and the other commands share: the backend,
-// one PacketWriter per traced thread (emulate), the snapshot triggers, and
-// the snapshots taken so far. One Session per SBDebugger, found by its id.
+// What `magic-trace attach` starts and the other commands share: the
+// recorder (ProcessRecorder.h), the snapshot triggers, and the snapshots
+// taken so far. One Session per SBDebugger, found by its id.
 // Also the adapter from SB objects to the core's Snapshot (modules, threads,
 // stop context).
 //
@@ -13,8 +13,8 @@
 #include "magic_trace/GroundTruth.h"
 #include "magic_trace/InsnClassifier.h"
 #include "magic_trace/PacketWriter.h"
-#include "magic_trace/PerfRecorder.h"
 #include "magic_trace/Pipeline.h"
+#include "magic_trace/ProcessRecorder.h"
 #include "magic_trace/RecorderSnapshots.h"
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/SnapshotLog.h"
@@ -35,18 +35,6 @@
 #include <vector>
 
 namespace magic_trace::plugin {
-
-/// One traced thread's recorder (emulate backend).
-struct ThreadRecorder {
-  uint64_t tid = 0;
-  std::unique_ptr<PacketWriter> writer;
-  /// Tracing is on (TIP.PGE written, no TIP.PGD since).
-  bool tracing = false;
-  /// Every instruction the stepper saw execute, kept when the session was
-  /// attached with --ground-truth (what tests check snapshots against).
-  std::optional<ThreadTruth> truth;
-  bool gone = false; ///< The thread exited.
-};
 
 /// `snapshot-on`: a breakpoint whose hits take snapshots.
 struct Trigger {
@@ -76,9 +64,10 @@ struct Session {
   // The recording (valid while `attached`).
   bool attached = false;
   uint64_t pid = 0;
-  std::string backend; ///< "emulate" or "perf".
-  /// The perf backend's recorder (backend "perf" only).
-  std::unique_ptr<PerfRecorder> perf;
+  std::string backend; ///< "emulate", "perf" or "qemu".
+  /// The recording (ProcessRecorder.h): the perf backend's rings, the QEMU
+  /// recorder's, or the packet writers the emulate stepper writes.
+  std::unique_ptr<ProcessRecorder> recorder;
   /// The QEMU recorder's ring directory (backend "qemu" only), and the QEMU
   /// process's pid (LLDB's gdb-remote connection to QEMU reports pid 1).
   std::string qemuDir;
@@ -92,9 +81,7 @@ struct Session {
   /// selected at attach.
   bool allThreads = true;
   std::vector<uint64_t> threadFilter;
-  std::map<uint64_t, ThreadRecorder> recorders;
   std::unique_ptr<InsnClassifier> classifier;
-  CpuIdentity cpu;
   std::vector<Module> lastModules; ///< Module list last seen while alive.
   std::vector<Trigger> triggers;
   StepperStats stats;
@@ -121,8 +108,16 @@ struct Session {
 
   /// Whether `tid` is to be traced.
   bool traces(uint64_t tid) const;
-  /// The recorder of `tid`, created (with tracing off) when missing.
-  llvm::Expected<ThreadRecorder *> recorder(uint64_t tid);
+  /// The emulate backend's recorder, or null under another backend.
+  EmulateRecorder *emulate() const {
+    return recorder && recorder->backend() == "emulate"
+               ? static_cast<EmulateRecorder *>(recorder.get())
+               : nullptr;
+  }
+  /// The recorder records while the process runs (perf, qemu).
+  bool recordsRunning() const {
+    return recorder && recorder->recordsWhileRunning();
+  }
   /// The trigger on `breakpoint`, or null.
   Trigger *findTrigger(lldb::break_id_t breakpoint);
   llvm::json::Value statusJson() const;

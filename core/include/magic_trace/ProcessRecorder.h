@@ -1,0 +1,150 @@
+//===- ProcessRecorder.h - One recording of a process, any backend -*- C++ -*-//
+//
+// DESIGN.md, "Recorder -> Snapshot": the perf, QEMU and emulate backends
+// behind one interface that the LLDB and GDB hosts share, the way LLDB's
+// lldb-server holds its per-thread and per-CPU Intel PT strategies behind
+// IntelPTProcessTrace, or perf every tracer behind `struct auxtrace_record`:
+// a recorder is started on a process (its factory), hears of the process's
+// stops and resumes, fills a snapshot's threads, clock, timing and code
+// history at a stop, and says what it is doing. A host supplies only what
+// its debugger knows, in RecorderStop: which threads are stopped where, and
+// which to keep; modules and stacks it adds to the snapshot itself.
+//
+// The checks that are not tied to one debugger (the platform, the PID
+// namespace, the PMU, the budget, the advice when Intel PT is missing) are
+// the factories' (PerfSession.h, QemuRings.h).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PROCESSRECORDER_H
+#define MAGIC_TRACE_PROCESSRECORDER_H
+
+#include "magic_trace/GroundTruth.h"
+#include "magic_trace/PacketWriter.h"
+#include "magic_trace/PerfSession.h"
+#include "magic_trace/Snapshot.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace magic_trace {
+
+/// What the host's debugger knows of the stop a snapshot is taken at.
+struct RecorderStop {
+  /// The process is stopped (false: it exited, or exec replaced the
+  /// program: the rings are read as they are).
+  bool alive = true;
+  /// (tid, PC) of every stopped thread: the QEMU recorder ends each thread's
+  /// trace there (the stop flush).
+  std::vector<std::pair<uint64_t, uint64_t>> pcs;
+  /// The threads to keep (the host's thread filter); empty: all.
+  std::function<bool(uint64_t)> traces;
+
+  bool keeps(uint64_t tid) const { return !traces || traces(tid); }
+};
+
+/// One line of `status` per thread or ring the recorder knows.
+struct RecorderThreadStatus {
+  uint64_t tid = 0;
+  uint64_t instructions = 0; ///< Recorded so far; 0 when unknown (perf).
+  uint64_t bytes = 0;        ///< PT in its ring; 0 when unknown.
+  bool wrapped = false;
+  bool exited = false;
+};
+
+class ProcessRecorder {
+public:
+  virtual ~ProcessRecorder();
+
+  /// "perf", "qemu" or "emulate".
+  virtual llvm::StringRef backend() const = 0;
+  /// The recorder records while the process runs, so that a plain continue
+  /// traces (perf, qemu); the emulate stepper records only what it steps.
+  virtual bool recordsWhileRunning() const = 0;
+  /// The ring size: per CPU (perf) or per thread.
+  virtual uint64_t bufferBytes() const = 0;
+  virtual bool perCpuBuffers() const { return false; }
+  /// The CPU whose errata libipt applies to the recorded packets.
+  virtual CpuIdentity cpu() const = 0;
+
+  /// The process stopped, or is about to run again (the perf backend reads
+  /// its sideband then). Defaults do nothing.
+  virtual void processDidStop() {}
+  virtual void processWillResume() {}
+
+  /// Fills `snapshot`'s threads (those `stop` keeps, with trace), CPU,
+  /// clock, timing and code history, and `truth` with the recorder's
+  /// ground truth of each (parallel to the threads) when it keeps one.
+  /// Errors: one line, what to do.
+  virtual llvm::Error snapshot(const RecorderStop &stop, Snapshot &snapshot,
+                               std::vector<ThreadTruth> &truth) = 0;
+
+  /// What `status` lists: one entry per thread the recorder knows.
+  virtual std::vector<RecorderThreadStatus> threads() const = 0;
+  /// More status lines ("  Intel PT: 8 CPU rings of 512 KiB, ..."): none
+  /// by default.
+  virtual std::vector<std::string> statusLines() const { return {}; }
+};
+
+/// The perf backend: startPerfRecording (PerfSession.h) as a recorder.
+llvm::Expected<std::unique_ptr<ProcessRecorder>>
+startPerfRecorder(uint64_t pid, const std::vector<uint64_t> &tids,
+                  const PerfStartOptions &options,
+                  std::vector<std::string> &notes);
+
+/// The QEMU recorder recording into `ringDir` (QemuRings.h), with its
+/// ground truth when `keepTruth`. Errors: the directory holds no recorder's
+/// header (the program does not run under it).
+llvm::Expected<std::unique_ptr<ProcessRecorder>>
+openQemuRecorder(std::string ringDir, bool keepTruth);
+
+/// One traced thread of the emulate backend: the host's stepper writes the
+/// packets of each instruction it steps.
+struct SteppedThread {
+  uint64_t tid = 0;
+  std::unique_ptr<PacketWriter> writer;
+  /// Tracing is on (TIP.PGE written, no TIP.PGD since).
+  bool tracing = false;
+  /// Every instruction the stepper saw execute (--ground-truth).
+  std::optional<ThreadTruth> truth;
+  bool gone = false; ///< The thread exited.
+};
+
+/// The emulate backend: PT that a host's single-stepper writes, one
+/// PacketWriter per thread (genuine packets through libipt's encoder, a
+/// virtual CPU without errata, the virtual clock).
+class EmulateRecorder final : public ProcessRecorder {
+public:
+  EmulateRecorder(PacketWriter::Options options, bool keepTruth);
+
+  /// The thread's writer, created (with tracing off) when missing.
+  /// Errors: the packet writer's.
+  llvm::Expected<SteppedThread *> thread(uint64_t tid);
+  std::map<uint64_t, SteppedThread> &stepped() { return threadsByTid; }
+  const PacketWriter::Options &options() const { return writerOptions; }
+
+  llvm::StringRef backend() const override { return "emulate"; }
+  bool recordsWhileRunning() const override { return false; }
+  uint64_t bufferBytes() const override { return writerOptions.bufferSize; }
+  CpuIdentity cpu() const override;
+  llvm::Error snapshot(const RecorderStop &stop, Snapshot &snapshot,
+                       std::vector<ThreadTruth> &truth) override;
+  std::vector<RecorderThreadStatus> threads() const override;
+
+private:
+  PacketWriter::Options writerOptions;
+  bool keepTruth;
+  std::map<uint64_t, SteppedThread> threadsByTid;
+};
+
+} // namespace magic_trace
+
+#endif

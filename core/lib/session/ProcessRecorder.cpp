@@ -1,0 +1,225 @@
+//===- ProcessRecorder.cpp - One recording of a process, any backend ------===//
+#include "magic_trace/ProcessRecorder.h"
+
+#include "magic_trace/MachineFacts.h"
+#include "magic_trace/QemuRings.h"
+#include "magic_trace/VirtualClock.h"
+
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+namespace magic_trace {
+
+ProcessRecorder::~ProcessRecorder() = default;
+
+namespace {
+
+/// Moves the threads `stop` keeps, with trace, and their truth into place.
+void keepThreads(const RecorderStop &stop, std::vector<ThreadTrace> &from,
+                 std::vector<ThreadTruth> &fromTruth, Snapshot &snapshot,
+                 std::vector<ThreadTruth> &truth) {
+  for (size_t i = 0; i < from.size(); ++i) {
+    ThreadTrace &trace = from[i];
+    if (!stop.keeps(trace.tid) || trace.bytes.empty())
+      continue;
+    if (i < fromTruth.size())
+      truth.push_back(std::move(fromTruth[i]));
+    snapshot.threads.push_back(std::move(trace));
+  }
+}
+
+// --- perf -----------------------------------------------------------------
+
+class PerfProcessRecorder final : public ProcessRecorder {
+public:
+  explicit PerfProcessRecorder(std::unique_ptr<PerfRecorder> recorder)
+      : recorder(std::move(recorder)), machineCpu(probeMachine().cpu) {}
+
+  llvm::StringRef backend() const override { return "perf"; }
+  bool recordsWhileRunning() const override { return true; }
+  uint64_t bufferBytes() const override { return recorder->plan().auxBytes; }
+  bool perCpuBuffers() const override { return true; }
+  // The packets come from this machine's CPU, whose errata libipt applies.
+  CpuIdentity cpu() const override { return machineCpu; }
+
+  llvm::Error snapshot(const RecorderStop &stop, Snapshot &snapshot,
+                       std::vector<ThreadTruth> &truth) override {
+    snapshot.cpu = machineCpu;
+    return fillPerfSnapshot(
+        *recorder, [&](uint64_t tid) { return stop.keeps(tid); }, snapshot);
+  }
+
+  /// The threads the kernel traces; how much each wrote is known only at a
+  /// snapshot (their trace shares the CPUs' rings).
+  std::vector<RecorderThreadStatus> threads() const override {
+    std::vector<RecorderThreadStatus> threads;
+    for (uint64_t tid : recorder->threadIds()) {
+      RecorderThreadStatus thread;
+      thread.tid = tid;
+      threads.push_back(thread);
+    }
+    return threads;
+  }
+
+  std::vector<std::string> statusLines() const override {
+    std::string line;
+    llvm::raw_string_ostream os(line);
+    os << "  Intel PT: " << recorder->plan().cpus << " CPU rings of "
+       << (recorder->plan().auxBytes >> 10) << " KiB, threads";
+    for (uint64_t tid : recorder->threadIds())
+      os << " " << tid;
+    return {line};
+  }
+
+private:
+  std::unique_ptr<PerfRecorder> recorder;
+  CpuIdentity machineCpu;
+};
+
+// --- qemu -----------------------------------------------------------------
+
+class QemuProcessRecorder final : public ProcessRecorder {
+public:
+  QemuProcessRecorder(std::string ringDir, bool keepTruth,
+                      QemuRingStatus status)
+      : ringDir(std::move(ringDir)), keepTruth(keepTruth),
+        ringSize(status.ringSize), recorderCpu(emulatorCpu()) {}
+
+  llvm::StringRef backend() const override { return "qemu"; }
+  bool recordsWhileRunning() const override { return true; }
+  uint64_t bufferBytes() const override { return ringSize; }
+  CpuIdentity cpu() const override { return recorderCpu; }
+
+  llvm::Error snapshot(const RecorderStop &stop, Snapshot &snapshot,
+                       std::vector<ThreadTruth> &truth) override {
+    if (stop.alive) {
+      // With ground truth the recorder also writes every instruction so
+      // far (8 bytes each): a test's wait, not a user's.
+      std::chrono::milliseconds deadline(keepTruth ? 120000 : 2000);
+      if (llvm::Error error = flushQemuRings(ringDir, stop.pcs, deadline))
+        return error;
+    }
+    llvm::Expected<QemuRecording> recording = readQemuRings(ringDir, keepTruth);
+    if (!recording)
+      return recording.takeError();
+    Snapshot &read = recording->snapshot;
+    snapshot.pid = read.pid;
+    snapshot.cpu = read.cpu;
+    snapshot.time = read.time;
+    snapshot.timing = read.timing;
+    // The code as it ran (the recorder's code log): what the debugger
+    // lists now may have lost a library the trace ran in, or JIT code
+    // since rewritten.
+    snapshot.code = std::move(read.code);
+    keepThreads(stop, read.threads, recording->truth, snapshot, truth);
+    return llvm::Error::success();
+  }
+
+  std::vector<RecorderThreadStatus> threads() const override {
+    llvm::Expected<QemuRingStatus> status = readQemuRingStatus(ringDir);
+    if (!status) {
+      llvm::consumeError(status.takeError());
+      return {};
+    }
+    std::vector<RecorderThreadStatus> threads;
+    for (const QemuThreadSlot &slot : status->threads) {
+      RecorderThreadStatus thread;
+      thread.tid = slot.tid;
+      thread.instructions = slot.instructions;
+      thread.exited = slot.state == uint32_t(QemuThreadState::Done);
+      threads.push_back(thread);
+    }
+    return threads;
+  }
+
+private:
+  std::string ringDir;
+  bool keepTruth;
+  uint64_t ringSize;
+  CpuIdentity recorderCpu;
+};
+
+} // namespace
+
+llvm::Expected<std::unique_ptr<ProcessRecorder>>
+startPerfRecorder(uint64_t pid, const std::vector<uint64_t> &tids,
+                  const PerfStartOptions &options,
+                  std::vector<std::string> &notes) {
+  llvm::Expected<std::unique_ptr<PerfRecorder>> recorder =
+      startPerfRecording(pid, tids, options, notes);
+  if (!recorder)
+    return recorder.takeError();
+  return std::make_unique<PerfProcessRecorder>(std::move(*recorder));
+}
+
+llvm::Expected<std::unique_ptr<ProcessRecorder>>
+openQemuRecorder(std::string ringDir, bool keepTruth) {
+  llvm::Expected<QemuRingStatus> status = readQemuRingStatus(ringDir);
+  if (!status)
+    return status.takeError();
+  return std::make_unique<QemuProcessRecorder>(std::move(ringDir), keepTruth,
+                                               std::move(*status));
+}
+
+// --- emulate ----------------------------------------------------------------
+
+EmulateRecorder::EmulateRecorder(PacketWriter::Options options, bool keepTruth)
+    : writerOptions(options), keepTruth(keepTruth) {}
+
+CpuIdentity EmulateRecorder::cpu() const { return emulatorCpu(); }
+
+llvm::Expected<SteppedThread *> EmulateRecorder::thread(uint64_t tid) {
+  auto it = threadsByTid.find(tid);
+  if (it != threadsByTid.end())
+    return &it->second;
+  llvm::Expected<std::unique_ptr<PacketWriter>> writer =
+      PacketWriter::create(writerOptions);
+  if (!writer)
+    return writer.takeError();
+  SteppedThread &thread = threadsByTid[tid];
+  thread.tid = tid;
+  thread.writer = std::move(*writer);
+  if (keepTruth) {
+    thread.truth.emplace();
+    thread.truth->tid = tid;
+  }
+  return &thread;
+}
+
+llvm::Error EmulateRecorder::snapshot(const RecorderStop &stop,
+                                      Snapshot &snapshot,
+                                      std::vector<ThreadTruth> &truth) {
+  snapshot.cpu = emulatorCpu();
+  snapshot.time = VirtualClock::conversion();
+  snapshot.timing = VirtualClock::timing;
+  for (auto &[tid, thread] : threadsByTid) {
+    if (!stop.keeps(tid) || !thread.writer ||
+        thread.writer->buffer().written() == 0)
+      continue;
+    ThreadTrace trace;
+    trace.tid = tid;
+    trace.bytes = thread.writer->buffer().snapshot();
+    trace.wrapped = thread.writer->buffer().wrapped();
+    snapshot.threads.push_back(std::move(trace));
+    if (thread.truth)
+      truth.push_back(*thread.truth);
+  }
+  return llvm::Error::success();
+}
+
+std::vector<RecorderThreadStatus> EmulateRecorder::threads() const {
+  std::vector<RecorderThreadStatus> threads;
+  for (const auto &[tid, thread] : threadsByTid) {
+    RecorderThreadStatus status;
+    status.tid = tid;
+    status.instructions = thread.writer->instructions();
+    status.bytes = thread.writer->buffer().written();
+    status.wrapped = thread.writer->buffer().wrapped();
+    status.exited = thread.gone;
+    threads.push_back(status);
+  }
+  return threads;
+}
+
+} // namespace magic_trace
