@@ -15,8 +15,8 @@
 #include "magic_trace/MachineFacts.h"
 #include "magic_trace/PerfData.h"
 #include "magic_trace/Pipeline.h"
-#include "magic_trace/ProcessRecorder.h"
 #include "magic_trace/ProcessModules.h"
+#include "magic_trace/ProcessRecorder.h"
 #include "magic_trace/QemuRings.h"
 #include "magic_trace/RecorderSnapshots.h"
 #include "magic_trace/SnapshotLog.h"
@@ -90,26 +90,24 @@ public:
                     const std::vector<StopFrames> &stops,
                     const std::string &reason, const std::string &path,
                     const std::string &processName) {
-    auto record = std::make_unique<SnapshotRecord>();
-    record->reason = reason;
     std::vector<std::string> notes;
-    // The recorder snapshots' worker uses the modules, symbols and log too.
-    std::unique_lock<std::mutex> hold(lock, std::defer_lock);
+    SnapshotRecord *added = nullptr;
     {
       py::gil_scoped_release release;
       if (!recorder)
         raise(llvm::createStringError(
             "nothing is being recorded (start with 'magic-trace run' or "
             "'magic-trace attach')"));
-      RecorderStop stop;
-      stop.alive = alive;
-      stop.pcs = pcs;
-      Snapshot &snapshot = record->snapshot;
-      snapshot.pid = perfPid;
-      if (llvm::Error error = recorder->snapshot(stop, snapshot, record->truth))
-        raise(std::move(error));
-      hold.lock();
-      snapshot.processName = processName;
+      SnapshotRequest request;
+      request.reason = reason;
+      request.path = path;
+      request.pid = perfPid;
+      request.processName = processName;
+      request.stop.alive = alive;
+      request.stop.pcs = pcs;
+      request.pipeline = progressOptions();
+      // The recorder snapshots' worker uses the modules, symbols and log too.
+      std::lock_guard<std::mutex> hold(lock);
       if (alive) {
         lastModules = modulesOf(linkMap, notes);
         lastStops.clear();
@@ -121,24 +119,17 @@ public:
           stop.triggered = triggered;
           lastStops.push_back(std::move(stop));
         }
+        request.stacks = lastStops;
       }
-      if (!lastModules.empty())
-        snapshot.modules = lastModules;
-      snapshot.stop = alive ? lastStops : std::vector<ThreadStop>{};
-      if (snapshot.threads.empty())
-        raise(llvm::createStringError(
-            "nothing recorded yet (continue the process first)"));
-      record->result =
-          take(runPipeline(snapshot, progressOptions(), symbols.get()));
-      if (llvm::Error error = writeSnapshotFile(*record, path))
-        raise(std::move(error));
+      request.modules = lastModules;
+      added = take(
+          recordSnapshot(*recorder, std::move(request), log, symbols.get()));
     }
-    SnapshotRecord &added = log.add(std::move(record));
     py::dict result;
-    result["number"] = added.number;
-    result["line"] = snapshotLine(added);
+    result["number"] = added->number;
+    result["line"] = snapshotLine(*added);
     result["notes"] = notes;
-    if (const ThreadSummary *thread = added.result.mainThread()) {
+    if (const ThreadSummary *thread = added->result.mainThread()) {
       result["tid"] = thread->tid;
       result["calls"] = thread->calls;
       result["errors"] = thread->errors;

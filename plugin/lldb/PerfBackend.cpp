@@ -11,8 +11,8 @@
 
 namespace magic_trace::plugin {
 llvm::Expected<std::unique_ptr<ProcessRecorder>>
-startPerf(lldb::SBProcess &process, TimerResolution timer,
-          uint64_t bufferSize, std::vector<std::string> &notes) {
+startPerf(lldb::SBProcess &process, TimerResolution timer, uint64_t bufferSize,
+          std::vector<std::string> &notes) {
   std::vector<uint64_t> tids;
   for (uint32_t i = 0; i < process.GetNumThreads(); ++i)
     tids.push_back(process.GetThreadAtIndex(i).GetThreadID());

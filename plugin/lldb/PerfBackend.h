@@ -18,8 +18,8 @@ namespace magic_trace::plugin {
 /// core's one-line error (another platform, no intel_pt PMU, permissions,
 /// ...). Notes (degradations, smaller buffers) are appended to `notes`.
 llvm::Expected<std::unique_ptr<ProcessRecorder>>
-startPerf(lldb::SBProcess &process, TimerResolution timer,
-          uint64_t bufferSize, std::vector<std::string> &notes);
+startPerf(lldb::SBProcess &process, TimerResolution timer, uint64_t bufferSize,
+          std::vector<std::string> &notes);
 
 /// Resumes the process until it stops or exits. Also the qemu backend's
 /// resume (its recorder needs nothing at a stop either).

@@ -212,9 +212,8 @@ public:
         keepTruth = backend == "qemu";
     std::vector<std::string> perfNotes;
     llvm::Expected<std::unique_ptr<ProcessRecorder>> recorder =
-        backend == "perf"
-            ? startPerf(process, writerOptions.timer, writerOptions.bufferSize,
-                        perfNotes)
+        backend == "perf" ? startPerf(process, writerOptions.timer,
+                                      writerOptions.bufferSize, perfNotes)
         : backend == "qemu"
             ? openQemuRecorder(qemuDir, keepTruth)
             : llvm::Expected<std::unique_ptr<ProcessRecorder>>(
@@ -477,7 +476,7 @@ llvm::Error continueTraced(lldb::SBDebugger &debugger, Session &session,
     session.triggered.clear();
     llvm::Expected<StepOutcome> outcome =
         session.recordsRunning() ? runPerf(debugger, session)
-                             : runTraced(debugger, session, progress);
+                                 : runTraced(debugger, session, progress);
     if (!outcome)
       return outcome.takeError();
     for (const std::string &note : outcome->notes)

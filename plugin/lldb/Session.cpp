@@ -170,8 +170,8 @@ llvm::json::Value Session::statusJson() const {
       {"attached", attached},
       {"pid", int64_t(qemuPid ? qemuPid : pid)},
       {"backend", backend},
-      {"snapshotSize", int64_t(recorder ? recorder->bufferBytes()
-                                         : writerOptions.bufferSize)},
+      {"snapshotSize",
+       int64_t(recorder ? recorder->bufferBytes() : writerOptions.bufferSize)},
       {"timerResolution", timerName},
       {"threads", std::move(threads)},
       {"triggers", std::move(triggerList)},
@@ -293,13 +293,41 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
                (stopped || process.GetState() == lldb::eStateStopped) &&
                !session.execed;
 
-  auto record = std::make_unique<SnapshotRecord>();
-  record->number = session.snapshots.next();
-  record->reason = std::move(reason);
-  Snapshot &snapshot = record->snapshot;
-  snapshot.pid = session.pid;
+  if (!session.recorder)
+    return llvm::createStringError(
+        "not attached (start recording with 'magic-trace attach')");
+  SnapshotRequest request;
+  request.reason = std::move(reason);
+  request.path = std::move(path);
+  request.pid = session.pid;
   const char *exe = target.GetExecutable().GetFilename();
-  snapshot.processName = exe ? exe : "";
+  request.processName = exe ? exe : "";
+  request.stop.alive = alive;
+  if (alive) {
+    for (uint32_t i = 0; i < process.GetNumThreads(); ++i) {
+      lldb::SBThread thread = process.GetThreadAtIndex(i);
+      request.stop.pcs.emplace_back(thread.GetThreadID(),
+                                    thread.GetFrameAtIndex(0).GetPC());
+    }
+    request.stacks = captureStop(process, session, triggeredTid);
+  }
+  request.stop.traces = [&session](uint64_t tid) {
+    return session.traces(tid);
+  };
+  if (session.emulate())
+    request.nothingRecorded =
+        "nothing recorded yet (run 'magic-trace continue' first: under the "
+        "emulate backend only that command records)";
+  // A long decode shows LLDB's progress and stops at Ctrl-C (the session
+  // goes on; the snapshot is not made).
+  CtrlCWatch ctrlC;
+  lldb::SBProgress progress("magic-trace: decoding the snapshot", "", debugger);
+  request.pipeline.progress = [&](uint64_t instructions) {
+    std::string done = withCommas(instructions) + " instructions";
+    progress.Increment(1, done.c_str());
+    return !(CtrlCWatch::pressed() || debugger.InterruptRequested() ||
+             debugger.GetCommandInterpreter().WasInterrupted());
+  };
   // The recorder snapshots' worker shares the modules, symbols and log.
   std::unique_lock<std::mutex> hold(session.lock, std::defer_lock);
   if (alive) {
@@ -309,51 +337,12 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
   } else {
     hold.lock();
   }
-  snapshot.modules = session.lastModules;
-  if (!session.recorder)
-    return llvm::createStringError(
-        "not attached (start recording with 'magic-trace attach')");
-  RecorderStop stop;
-  stop.alive = alive;
-  if (alive)
-    for (uint32_t i = 0; i < process.GetNumThreads(); ++i) {
-      lldb::SBThread thread = process.GetThreadAtIndex(i);
-      stop.pcs.emplace_back(thread.GetThreadID(),
-                            thread.GetFrameAtIndex(0).GetPC());
-    }
-  stop.traces = [&session](uint64_t tid) { return session.traces(tid); };
-  if (llvm::Error error =
-          session.recorder->snapshot(stop, snapshot, record->truth))
-    return std::move(error);
-  if (snapshot.threads.empty())
-    return llvm::createStringError(
-        session.backend == "emulate"
-            ? "nothing recorded yet (run 'magic-trace continue' first: under "
-              "the emulate backend only that command records)"
-            : "nothing recorded yet (continue the process first)");
-  if (alive)
-    snapshot.stop = captureStop(process, session, triggeredTid);
-
-  // A long decode shows LLDB's progress and stops at Ctrl-C (the session
-  // goes on; the snapshot is not made).
-  PipelineOptions options;
-  CtrlCWatch ctrlC;
-  lldb::SBProgress progress("magic-trace: decoding the snapshot", "", debugger);
-  options.progress = [&](uint64_t instructions) {
-    std::string done = withCommas(instructions) + " instructions";
-    progress.Increment(1, done.c_str());
-    return !(CtrlCWatch::pressed() || debugger.InterruptRequested() ||
-             debugger.GetCommandInterpreter().WasInterrupted());
-  };
-  llvm::Expected<PipelineResult> result =
-      runPipeline(snapshot, options, session.symbols.get());
+  request.modules = session.lastModules;
+  llvm::Expected<SnapshotRecord *> record =
+      recordSnapshot(*session.recorder, std::move(request), session.snapshots,
+                     session.symbols.get());
   progress.Finalize();
-  if (!result)
-    return result.takeError();
-  record->result = std::move(*result);
-  if (llvm::Error error = writeSnapshotFile(*record, path))
-    return std::move(error);
-  return &session.snapshots.add(std::move(record));
+  return record;
 }
 
 llvm::Expected<SnapshotRecord *> fireTrigger(lldb::SBDebugger &debugger,

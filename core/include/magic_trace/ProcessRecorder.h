@@ -21,7 +21,9 @@
 #include "magic_trace/GroundTruth.h"
 #include "magic_trace/PacketWriter.h"
 #include "magic_trace/PerfSession.h"
+#include "magic_trace/Pipeline.h"
 #include "magic_trace/Snapshot.h"
+#include "magic_trace/SnapshotLog.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -93,6 +95,35 @@ public:
   /// by default.
   virtual std::vector<std::string> statusLines() const { return {}; }
 };
+
+/// A snapshot a host takes at a stop: what its debugger knows besides the
+/// recorder's rings.
+struct SnapshotRequest {
+  std::string reason; ///< "command", "breakpoint 2", ...
+  std::string path;   ///< The file to write (pattern expanded); "" for none.
+  uint64_t pid = 0;   ///< The recorder's own pid wins (QEMU).
+  std::string processName;
+  RecorderStop stop;
+  /// The debugger's modules (at the stop, or as last seen); the recorder's
+  /// code history says what changed before.
+  std::vector<Module> modules;
+  /// Every kept thread's stack at the stop (empty when the process is gone).
+  std::vector<ThreadStop> stacks;
+  PipelineOptions pipeline; ///< Progress and Ctrl-C.
+  /// The error when no thread has trace (what to do differs by backend).
+  std::string nothingRecorded =
+      "nothing recorded yet (continue the process first)";
+};
+
+/// Takes `request`'s snapshot: the recorder's threads with the host's
+/// modules and stacks, decoded (runPipeline, with `symbols`), written to
+/// its path, and added to `log` (numbered). The caller holds what guards
+/// `log` and `symbols`. Errors (one line): the recorder's, nothing
+/// recorded, the pipeline's (interrupted), the file's.
+llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
+                                                SnapshotRequest request,
+                                                SnapshotLog &log,
+                                                SymbolCache *symbols);
 
 /// The perf backend: startPerfRecording (PerfSession.h) as a recorder.
 llvm::Expected<std::unique_ptr<ProcessRecorder>>

@@ -112,6 +112,9 @@ public:
     // lists now may have lost a library the trace ran in, or JIT code
     // since rewritten.
     snapshot.code = std::move(read.code);
+    // The recorder's own list (DIR/maps) where the host has none.
+    if (snapshot.modules.empty())
+      snapshot.modules = std::move(read.modules);
     keepThreads(stop, read.threads, recording->truth, snapshot, truth);
     return llvm::Error::success();
   }
@@ -141,6 +144,32 @@ private:
 };
 
 } // namespace
+
+llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
+                                                SnapshotRequest request,
+                                                SnapshotLog &log,
+                                                SymbolCache *symbols) {
+  auto record = std::make_unique<SnapshotRecord>();
+  record->reason = std::move(request.reason);
+  Snapshot &snapshot = record->snapshot;
+  snapshot.pid = request.pid;
+  snapshot.processName = std::move(request.processName);
+  snapshot.modules = std::move(request.modules);
+  if (llvm::Error error =
+          recorder.snapshot(request.stop, snapshot, record->truth))
+    return std::move(error);
+  if (snapshot.threads.empty())
+    return llvm::createStringError(request.nothingRecorded);
+  snapshot.stop = std::move(request.stacks);
+  llvm::Expected<PipelineResult> result =
+      runPipeline(snapshot, request.pipeline, symbols);
+  if (!result)
+    return result.takeError();
+  record->result = std::move(*result);
+  if (llvm::Error error = writeSnapshotFile(*record, request.path))
+    return std::move(error);
+  return &log.add(std::move(record));
+}
 
 llvm::Expected<std::unique_ptr<ProcessRecorder>>
 startPerfRecorder(uint64_t pid, const std::vector<uint64_t> &tids,
