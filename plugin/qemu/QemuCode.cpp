@@ -10,8 +10,9 @@
 //    one whose bytes differ where the block is (`B`, the page in code.bin);
 //  - a range unmapped where code ran (`U`).
 // Each record has the next seq. A change that replaces code (a new page
-// version over an old one, a file where other code was) marks the blocks
-// translated from it (BlockInfo::seq); before such a block's instructions a
+// version over an old one, a file where other code was) marks every block
+// translated from it (BlockInfo::seq), also those translated after the log
+// took the version; before such a block's instructions a
 // thread whose trace has not marked that seq writes a PSB+ and a mark
 // (DIR/marks.<tid>: the PSB's ring offset, the seq). So a decoder that
 // resyncs at each PSB reads every stretch with the code it ran. A change
@@ -43,6 +44,18 @@ struct FileMapping {
   uint64_t end = 0;
   std::string path;
   uint64_t fileOffset = 0;
+  /// The seq its blocks mark, when it replaced code; else 0.
+  uint32_t markSeq = 0;
+};
+
+/// The latest version of a page of code outside files.
+struct PageVersion {
+  std::unique_ptr<uint8_t[]> bytes;
+  /// The seq its blocks mark, when it replaced code; else 0. Every block
+  /// translated from this version carries it, not only the block that
+  /// made the log take the version: a thread may run another block of the
+  /// new version first.
+  uint32_t markSeq = 0;
 };
 
 /// What the log knows, with Recorder::mutex held.
@@ -57,7 +70,7 @@ struct CodeLog {
   /// Every file mapping ever logged, by start (to tell a replacement).
   std::multimap<uint64_t, FileMapping> everFiles;
   /// The latest version of each page of code outside files.
-  std::unordered_map<uint64_t, std::unique_ptr<uint8_t[]>> pages;
+  std::unordered_map<uint64_t, PageVersion> pages;
 };
 
 CodeLog &codeLog() {
@@ -152,9 +165,10 @@ uint32_t noteFileMapping(CodeLog &log, uint64_t address, bool &isFileCode) {
                                       entry.start, entry.end, entry.fileOffset,
                                       entry.path)))
       return 0;
+    mapping.markSeq = replaces ? uint32_t(log.seq) : 0;
     log.files[entry.start] = mapping;
     log.everFiles.emplace(entry.start, mapping);
-    return replaces ? uint32_t(log.seq) : 0;
+    return mapping.markSeq;
   }
   return 0;
 }
@@ -171,15 +185,16 @@ uint32_t notePage(CodeLog &log, uint64_t page, uint64_t from, uint64_t to) {
     return 0;
   auto known = log.pages.find(page);
   bool replaces = known != log.pages.end();
-  if (replaces && std::memcmp(known->second.get() + (from - page),
+  if (replaces && std::memcmp(known->second.bytes.get() + (from - page),
                               now + (from - page), to - from) == 0)
-    return 0;
+    return known->second.markSeq;
   if (!replaces) {
     for (const auto &[begin, earlier] : log.everFiles)
       replaces |= begin < page + kPage && page < earlier.end;
-    known = log.pages.emplace(page, std::make_unique<uint8_t[]>(kPage)).first;
+    known = log.pages.emplace(page, PageVersion()).first;
+    known->second.bytes = std::make_unique<uint8_t[]>(kPage);
   }
-  std::memcpy(known->second.get(), now, kPage);
+  std::memcpy(known->second.bytes.get(), now, kPage);
   if (!openLog(log) || !writeAll(log.binFd, now, kPage)) {
     log.failed = true;
     return 0;
@@ -187,10 +202,11 @@ uint32_t notePage(CodeLog &log, uint64_t page, uint64_t from, uint64_t to) {
   uint64_t at = log.binSize;
   log.binSize += kPage;
   ++log.seq;
+  known->second.markSeq = replaces ? uint32_t(log.seq) : 0;
   if (!logRecord(log, llvm::formatv("B {0} {1:x} {2:x} {3:x}\n", log.seq, page,
                                     kPage, at)))
     return 0;
-  return replaces ? uint32_t(log.seq) : 0;
+  return known->second.markSeq;
 }
 
 } // namespace
@@ -203,7 +219,7 @@ uint32_t noteTranslatedCode(const BlockInfo &block) {
   uint64_t end = block.last().ip + std::max<uint8_t>(block.last().size, 1);
   auto file = log.files.upper_bound(start);
   if (file != log.files.begin() && start < std::prev(file)->second.end)
-    return 0; // A file mapping the log knows.
+    return std::prev(file)->second.markSeq; // A file mapping the log knows.
   bool isFileCode = false;
   uint32_t seq = noteFileMapping(log, start, isFileCode);
   if (isFileCode)

@@ -51,6 +51,14 @@ __attribute__((noinline)) void stop_here(int value) {
   asm volatile("" ::"r"(value) : "memory");
 }
 
+/// Called in 'rewrite' mode after the rewritten slot 0 first ran, before
+/// the other slots run rewritten: a recording that starts here sees the
+/// new code's other blocks first run after the recorder logged the page's
+/// new version (the QEMU recorder must mark them too).
+__attribute__((noinline)) void rewritten(void) {
+  asm volatile("" ::: "memory");
+}
+
 static FILE *perfMap;
 
 /// Writes `code` into the slots of `region` and names them in the perf map.
@@ -67,11 +75,13 @@ static void place(uint8_t *region, const struct Code *code) {
 }
 
 /// Calls the four slots `rounds` times: slots 0 and 3 take two ints, slot 1
-/// one, slot 2 one and a callback.
-static int run(uint8_t *region, int rounds) {
+/// one, slot 2 one and a callback; `after` (if any) after the first call.
+static int run(uint8_t *region, int rounds, void (*after)(void)) {
   int sum = 0;
   for (int i = 0; i < rounds; ++i) {
     sum += ((Binary)(region + 0 * kSlot))(i, 7);
+    if (after && i == 0)
+      after();
     sum += ((Unary)(region + 1 * kSlot))(i & 7);
     sum += ((WithCallback)(region + 2 * kSlot))(i, c_callback);
     sum += ((Binary)(region + 3 * kSlot))(i, 3);
@@ -95,7 +105,7 @@ int main(int argc, char **argv) {
                                {"jit_callback", kCallback, sizeof kCallback},
                                {"jit_mul", kMul, sizeof kMul}};
   place(region, first);
-  int sum = run(region, 1000);
+  int sum = run(region, 1000, NULL);
   if (!strcmp(mode, "rewrite")) {
     // Each slot gets another function: the old bytes no longer exist.
     struct Code second[kSlots] = {
@@ -104,7 +114,7 @@ int main(int argc, char **argv) {
         {"jit_callback2", kCallback, sizeof kCallback},
         {"jit_add2", kAdd, sizeof kAdd}};
     place(region, second);
-    sum += run(region, 1000);
+    sum += run(region, 1000, rewritten);
   } else if (!strcmp(mode, "unmap")) {
     uint8_t *copy = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -112,7 +122,7 @@ int main(int argc, char **argv) {
       return 1;
     place(copy, first);
     munmap(region, 4096);
-    sum += run(copy, 1000);
+    sum += run(copy, 1000, NULL);
   }
   fclose(perfMap);
   stop_here(sum);
