@@ -1,5 +1,6 @@
 //===- CodeElf.cpp - Code outside files, as an ELF file others load -------===//
 #include "CodeElf.h"
+#include "magic_trace/PrivateFiles.h"
 
 #include "llvm/BinaryFormat/ELF.h"
 #include "llvm/Support/FileSystem.h"
@@ -164,13 +165,10 @@ std::string codeElf(uint64_t address, ArrayRef<uint8_t> code,
 Error writeCodeElf(StringRef path, uint64_t address, ArrayRef<uint8_t> code,
                    ArrayRef<JitSymbol> symbols) {
   std::string bytes = codeElf(address, code, symbols);
-  std::error_code ec;
-  raw_fd_ostream os(path, ec, sys::fs::OF_None);
-  if (ec)
-    return createStringError(
-        formatv("cannot write {0}: {1} (check the output directory)", path,
-                ec.message())
-            .str());
+  Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(path);
+  if (!file)
+    return file.takeError();
+  raw_fd_ostream &os = **file;
   os << bytes;
   os.close();
   if (os.has_error())

@@ -3,6 +3,7 @@
 
 #include "magic_trace/Bundle.h"
 #include "magic_trace/PerfData.h"
+#include "magic_trace/PrivateFiles.h"
 #include "magic_trace/TraceWriters.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -31,7 +32,7 @@ llvm::Expected<Snapshot> withCopiesInside(const Snapshot &snapshot,
       continue;
     llvm::SmallString<256> target(dir);
     llvm::sys::path::append(target, "modules");
-    if (std::error_code ec = llvm::sys::fs::create_directories(target))
+    if (std::error_code ec = createOutputDirectories(target))
       return failure("cannot create '" + target + "': " + ec.message() +
                      " (check the path)");
     std::string name = llvm::sys::path::filename(module.fileCopy).str();
@@ -39,6 +40,7 @@ llvm::Expected<Snapshot> withCopiesInside(const Snapshot &snapshot,
     if (std::error_code ec = llvm::sys::fs::copy_file(module.fileCopy, target))
       return failure("cannot copy '" + module.fileCopy +
                      "' into the bundle: " + ec.message());
+    makeOutputPrivate(target);
     module.fileCopy = "modules/" + name;
   }
   return copy;

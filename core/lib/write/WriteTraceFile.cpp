@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/FxtWriter.h"
+#include "magic_trace/PrivateFiles.h"
 #include "magic_trace/TraceWriters.h"
 
 #include "ValidatedWriters.h"
@@ -117,13 +118,11 @@ llvm::Error writeTrace(const TraceModel &model, llvm::StringRef path,
   // once: the writers below do not check again.
   if (llvm::Error err = validateModel(model))
     return err;
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write '" + path +
-                                           "': " + ec.message() +
-                                           " (check the directory exists and "
-                                           "is writable)");
+  llvm::Expected<std::unique_ptr<llvm::raw_fd_ostream>> file =
+      openOutputFile(path);
+  if (!file)
+    return file.takeError();
+  llvm::raw_fd_ostream &os = **file;
   llvm::Error err = format.write(model, os, fxt, format.gzip);
   os.close();
   if (err)

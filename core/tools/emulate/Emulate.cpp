@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
 #include "magic_trace/GroundTruth.h"
+#include "magic_trace/PrivateFiles.h"
 #include "magic_trace/PtraceStepper.h"
 #include "magic_trace/QemuEngine.h"
 
@@ -134,18 +135,20 @@ static Error writeCodeImage(EmulateResult &result, StringRef dir,
                             const std::vector<uint8_t> &bytes) {
   SmallString<256> path(dir);
   sys::path::append(path, "modules");
-  if (std::error_code ec = sys::fs::create_directories(path))
+  if (std::error_code ec = createOutputDirectories(path))
     return createStringError("cannot create " + path + ": " + ec.message() +
                              " (check permissions)");
   sys::path::append(path, name);
-  std::error_code ec;
-  raw_fd_ostream os(path, ec);
-  if (!ec) {
-    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    os.close();
-  }
-  if (ec || os.has_error())
+  Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(path);
+  if (!file)
+    return file.takeError();
+  raw_fd_ostream &os = **file;
+  os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  os.close();
+  if (os.has_error()) {
+    os.clear_error();
     return createStringError("cannot write " + path + " (check the disk)");
+  }
   for (Module &module : result.snapshot.modules)
     if (module.path == modulePath)
       module.fileCopy = ("modules/" + name).str();

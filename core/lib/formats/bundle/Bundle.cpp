@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
+#include "magic_trace/PrivateFiles.h"
 
 #include "BundleFields.h"
 #include "BundleHistory.h"
@@ -39,13 +40,10 @@ constexpr int64_t extrasFormatVersion = 1;
 Error writeFileAtomically(StringRef path, StringRef contents) {
   std::string temporary = (path + ".tmp").str();
   {
-    std::error_code ec;
-    raw_fd_ostream os(temporary, ec, sys::fs::OF_None);
-    if (ec)
-      return createStringError(
-          formatv("cannot write {0}: {1} (check the output directory)",
-                  temporary, ec.message())
-              .str());
+    Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(temporary);
+    if (!file)
+      return file.takeError();
+    raw_fd_ostream &os = **file;
     os << contents;
     os.close();
     if (os.has_error())
@@ -540,6 +538,14 @@ Error readExtras(StringRef path, StringRef dir, Snapshot &snapshot) {
 } // namespace
 
 Error writeBundle(const Snapshot &snapshot, StringRef dir) {
+  // Bundles hold copies of binaries and memory: private, as perf keeps
+  // perf.data.
+  if (std::error_code ec = createOutputDirectories(dir))
+    return createStringError(
+        formatv("cannot create {0}: {1} (check the output directory)", dir,
+                ec.message())
+            .str());
+  makeOutputPrivate(dir);
   SmallString<256> tracePath(dir);
   sys::path::append(tracePath, traceJsonName);
   // An older bundle's trace.json must not survive a failed rewrite.

@@ -1,6 +1,7 @@
 //===- BundleHistory.cpp - A snapshot's code history in a bundle ----------===//
 #include "BundleHistory.h"
 
+#include "magic_trace/PrivateFiles.h"
 #include "magic_trace/QemuRings.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -234,13 +235,11 @@ Error writeCodeHistory(const CodeHistory &history, StringRef dir,
   if (history.changes.empty() && symbols.empty())
     return Error::success();
   std::string binPath = resolve(dir, codeBinName);
-  std::error_code ec;
-  llvm::raw_fd_ostream bin(binPath, ec);
-  if (ec)
-    return createStringError(formatv("cannot write {0}: {1} (check the "
-                                     "output directory)",
-                                     binPath, ec.message())
-                                 .str());
+  Expected<std::unique_ptr<llvm::raw_fd_ostream>> binFile =
+      openOutputFile(binPath);
+  if (!binFile)
+    return binFile.takeError();
+  llvm::raw_fd_ostream &bin = **binFile;
   uint64_t written = 0;
   json::Array changes;
   for (const CodeChange &change : history.changes) {

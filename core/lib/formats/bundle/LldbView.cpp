@@ -4,6 +4,7 @@
 #include "../../decode/PacketIp.h"
 #include "../CodeElf.h"
 #include "BundleFields.h"
+#include "magic_trace/PrivateFiles.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -190,7 +191,7 @@ json::Object moduleJson(const Module &module) {
 Error createFolder(StringRef dir, StringRef name) {
   SmallString<256> path(dir);
   sys::path::append(path, name);
-  if (std::error_code ec = sys::fs::create_directories(path))
+  if (std::error_code ec = createOutputDirectories(path))
     return createStringError(
         formatv("cannot create {0}: {1} (check the output directory)", path,
                 ec.message())

@@ -18,6 +18,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/PerfData.h"
+#include "magic_trace/PrivateFiles.h"
 
 #include "ModuleLookup.h"
 #include "PerCpuLayout.h"
@@ -470,14 +471,17 @@ Error writePerfData(const Snapshot &snapshot, StringRef path,
   } else {
     bytes = buildPerfData(snapshot, options);
   }
-  std::error_code ec;
-  raw_fd_ostream os(path, ec);
-  if (!ec) {
-    os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    os.close();
-  }
-  if (ec || os.has_error())
+  // 0600, as perf writes perf.data.
+  Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(path);
+  if (!file)
+    return file.takeError();
+  raw_fd_ostream &os = **file;
+  os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  os.close();
+  if (os.has_error()) {
+    os.clear_error();
     return createStringError("cannot write " + path + " (check the disk)");
+  }
   return Error::success();
 }
 

@@ -1,5 +1,6 @@
 //===- GroundTruth.cpp - What the emulated thread really executed ---------===//
 #include "magic_trace/GroundTruth.h"
+#include "magic_trace/PrivateFiles.h"
 
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/FileSystem.h"
@@ -66,11 +67,10 @@ void ThreadTruth::addInstruction(uint64_t ip, uint8_t size, BranchClass branch,
 }
 
 static Error writeFile(StringRef path, StringRef contents) {
-  std::error_code ec;
-  raw_fd_ostream out(path, ec);
-  if (ec)
-    return createStringError(ec, "cannot write %s: %s (check the directory)",
-                             path.str().c_str(), ec.message().c_str());
+  Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(path);
+  if (!file)
+    return file.takeError();
+  raw_fd_ostream &out = **file;
   out << contents;
   out.close();
   if (out.has_error())
@@ -82,7 +82,7 @@ static Error writeFile(StringRef path, StringRef contents) {
 Error writeGroundTruth(const std::vector<ThreadTruth> &threads, StringRef dir) {
   SmallString<256> truthDir(dir);
   sys::path::append(truthDir, "groundtruth");
-  if (std::error_code ec = sys::fs::create_directories(truthDir))
+  if (std::error_code ec = createOutputDirectories(truthDir))
     return createStringError(ec, "cannot create %s: %s (check permissions)",
                              truthDir.c_str(), ec.message().c_str());
   for (const ThreadTruth &thread : threads) {
