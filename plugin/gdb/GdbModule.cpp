@@ -15,6 +15,7 @@
 #include "magic_trace/MachineFacts.h"
 #include "magic_trace/PerfData.h"
 #include "magic_trace/Pipeline.h"
+#include "magic_trace/PrivateFiles.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/ProcessRecorder.h"
 #include "magic_trace/QemuRings.h"
@@ -380,6 +381,29 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
           raise(std::move(error));
       },
       "Raises unless the file is an x86-64 ELF program.");
+  m.def(
+      "user_cache_dir", [] { return take(userCacheDir()); },
+      "The user's cache directory (~/.cache/magic-trace), made 0700 when "
+      "missing; raises when someone else controls it.");
+  m.def(
+      "check_private",
+      [](const std::string &path, bool directory) -> std::string {
+        if (llvm::Error error = checkPrivate(path, directory))
+          return llvm::toString(std::move(error));
+        return "";
+      },
+      "Why PATH may not be trusted (a symlink, another user's, writable by "
+      "others), or '' when it may.");
+  m.def(
+      "make_private_temp_dir",
+      [](const std::string &prefix) {
+        return take(makePrivateTempDir(prefix));
+      },
+      "A new directory $TMPDIR/PREFIX-XXXXXX, 0700, naming this process as "
+      "its owner.");
+  m.def("remove_stale_temp_dirs", &removeStaleTempDirs,
+        "Removes this user's magic-trace directories whose owner process is "
+        "gone; returns how many.");
   py::class_<GdbSession>(m, "Session")
       .def(py::init<std::string, bool, unsigned, unsigned>(),
            py::arg("ring_dir"), py::arg("keep_truth"),

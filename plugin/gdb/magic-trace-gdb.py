@@ -13,7 +13,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import tempfile
 
 import gdb
 
@@ -335,9 +334,12 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
                      "spelling)" % (start, os.path.basename(program)))
         qemu = find_qemu()
         recorder = find_recorder()
-        tdesc = target_description(qemu, program)
         cleanup()
-        state.ring_dir = tempfile.mkdtemp(prefix="magic-trace-qemu-")
+        # Rings of sessions killed with their debugger go; this one's are in
+        # a directory of its own (0700) that names GDB as its owner.
+        core.remove_stale_temp_dirs()
+        state.ring_dir = core.make_private_temp_dir("magic-trace-qemu")
+        tdesc = target_description(qemu, program, state.ring_dir)
         arguments = "%s,dir=%s,size=%d,timer=%s,start=%s" % (
             recorder, state.ring_dir, size, timer, start_address)
         if timer == "high":

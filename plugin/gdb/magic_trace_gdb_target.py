@@ -67,20 +67,45 @@ def connect(sock, process):
             time.sleep(0.05)
 
 
-def target_description(qemu, program):
+def trusted_description(path):
+    """Whether PATH is a target description this session may load: this
+    user's regular file that others cannot write, and whole."""
+    import magic_trace_gdb as core
+    if not os.path.lexists(path) or core.check_private(path, False):
+        return False
+    try:
+        with open(path) as cached:
+            text = cached.read()
+    except OSError:
+        return False
+    return ("<osabi>GNU/Linux</osabi>" in text and "orig_rax" in text and
+            text.rstrip().endswith("</target>"))
+
+
+def target_description(qemu, program, scratch_dir):
     """QEMU's x86-64 target description, as its gdbstub sends it, with
     osabi GNU/Linux and orig_rax (GDB's amd64 Linux ABI needs both) so that
     GDB follows the dynamic linker (shared libraries, dlopen). Asked once
-    per QEMU binary, of a QEMU that runs nothing, by a batch GDB; kept in
-    the temporary directory."""
+    per QEMU binary, of a QEMU that runs nothing, by a batch GDB; cached in
+    the user's cache directory (~/.cache/magic-trace), never in a shared
+    one: a cached file is trusted only when it is this user's, nobody else
+    can write it, and it reads as a description with GNU/Linux's osabi;
+    otherwise it is made again. Where the user has no usable cache
+    directory, it goes to the session's private directory `scratch_dir`."""
+    import magic_trace_gdb as core
     info = os.stat(qemu)
     key = hashlib.sha1(("%s:%d:%d" % (qemu, info.st_size, info.st_mtime_ns))
                        .encode()).hexdigest()[:16]
-    path = os.path.join(tempfile.gettempdir(),
-                        "magic-trace-gdb-tdesc-%s.xml" % key)
-    if os.path.exists(path):
+    try:
+        cache = core.user_cache_dir()
+    except RuntimeError as error:
+        print("magic-trace: not caching QEMU's target description (%s)"
+              % error)
+        cache = scratch_dir
+    path = os.path.join(cache, "gdb-tdesc-%s.xml" % key)
+    if trusted_description(path):
         return path
-    scratch = tempfile.mkdtemp(prefix="magic-trace-tdesc-")
+    scratch = core.make_private_temp_dir("magic-trace-tdesc")
     sock = os.path.join(scratch, "sock")
     process = subprocess.Popen([qemu, "-g", sock, program],
                                stdin=subprocess.DEVNULL,

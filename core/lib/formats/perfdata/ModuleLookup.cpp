@@ -1,5 +1,6 @@
 //===- ModuleLookup.cpp - Find a recorded module's file here --------------===//
 #include "ModuleLookup.h"
+#include "magic_trace/PrivateFiles.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Object/BuildID.h"
@@ -53,8 +54,11 @@ std::optional<std::pair<uint64_t, uint64_t>> ownVdsoRange() {
   return std::nullopt;
 }
 
-/// This process's vdso copied to $TMPDIR/magic-trace-vdso-<build-id>.so
-/// when its build-id is `buildId`: the kernel that recorded is this one.
+/// This process's vdso copied to the user's cache directory
+/// (~/.cache/magic-trace/vdso-<build-id>.so) when its build-id is
+/// `buildId`: the kernel that recorded is this one. A copy there is trusted
+/// only when it is this user's and nobody else can write it; a fixed name in
+/// a shared directory could be anyone's file or link.
 std::optional<std::string> ownVdsoCopy(StringRef buildId) {
   std::optional<std::pair<uint64_t, uint64_t>> range = ownVdsoRange();
   if (!range || buildId.empty())
@@ -69,10 +73,16 @@ std::optional<std::string> ownVdsoCopy(StringRef buildId) {
   }
   if (toHex(object::getBuildID(binary->get()), /*LowerCase=*/true) != buildId)
     return std::nullopt;
-  SmallString<256> path;
-  sys::path::system_temp_directory(/*ErasedOnReboot=*/true, path);
-  sys::path::append(path, "magic-trace-vdso-" + buildId + ".so");
-  if (sys::fs::exists(path) && elfFileBuildId(path) == buildId)
+  Expected<std::string> cache = userCacheDir();
+  if (!cache) {
+    consumeError(cache.takeError());
+    return std::nullopt;
+  }
+  SmallString<256> path(*cache);
+  sys::path::append(path, "vdso-" + buildId + ".so");
+  if (Error notOurs = checkPrivate(path, /*directory=*/false))
+    consumeError(std::move(notOurs));
+  else if (elfFileBuildId(path) == buildId)
     return path.str().str();
   // Written under a unique name and renamed, so a reader never sees half.
   SmallString<256> temp;
