@@ -261,6 +261,7 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
 //---------------------------------------------------===//
 
 llvm::Error parseOptions(int argc, char **argv, Options &options) {
+  options.parent = getppid();
   for (int i = 0; i < argc; ++i) {
     std::pair<llvm::StringRef, llvm::StringRef> option =
         llvm::StringRef(argv[i]).split('=');
@@ -320,6 +321,12 @@ llvm::Error parseOptions(int argc, char **argv, Options &options) {
       options.stop = value.str();
     } else if (key == "ground-truth") {
       options.groundTruth = value != "off" && value != "0";
+    } else if (key == "parent") {
+      // parent=keep: run on when the debugger is gone (QEMU's own way).
+      if (value != "keep" && value != "watch")
+        return llvm::createStringError("parent= must be watch or keep, not " +
+                                       value);
+      options.parent = value == "keep" ? 0 : getppid();
     } else if (key == "log") {
       if (llvm::Error error = needPowerOfTwo(1024))
         return error;
@@ -328,7 +335,7 @@ llvm::Error parseOptions(int argc, char **argv, Options &options) {
       return llvm::createStringError(
           "unknown option '" + key +
           "' (dir, size, timer, noretcomp, psb-period, overflow-every, "
-          "max-insns, start, stop, ground-truth, log)");
+          "max-insns, start, stop, ground-truth, log, parent)");
     }
   }
   if (options.dir.empty())

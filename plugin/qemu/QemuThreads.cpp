@@ -306,10 +306,29 @@ void flushStopped() {
   }
 }
 
+/// Ends QEMU, and the program with it, once the process that started it
+/// (the debugger) is gone: a debugger killed with SIGKILL cannot end it,
+/// and a program left running unobserved is what LLDB and GDB avoid for
+/// their own processes (they kill them with the debugger). The parent is
+/// polled, at the flusher's 200 ms wake-ups, rather than asked of the kernel
+/// with PR_SET_PDEATHSIG, which fires when the *thread* that forked QEMU
+/// exits, and a debugger may launch from a thread that ends before it does.
+void endIfOrphaned() {
+  int parent = recorder->options.parent;
+  if (parent == 0 || getppid() == parent)
+    return;
+  std::fprintf(stderr,
+               "magic-trace-qemu: the debugger that started this "
+               "program (pid %d) is gone: ending the program\n",
+               parent);
+  kill(getpid(), SIGKILL);
+}
+
 void flusherLoop() {
   QemuRingHeader &header = *recorder->header;
   uint32_t seen = 0;
   for (;;) {
+    endIfOrphaned();
     uint32_t request = __atomic_load_n(&header.flushRequest, __ATOMIC_ACQUIRE);
     if (request == seen) {
       timespec timeout{0, 200 * 1000 * 1000};

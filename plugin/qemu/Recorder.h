@@ -126,6 +126,9 @@ struct Options {
   /// Entries of each thread's block log (a power of two; log=): 64 MiB
   /// of virtual memory, touched as the log fills.
   uint64_t logSize = uint64_t(1) << 23;
+  /// The process that started QEMU (the debugger): when it is gone, the
+  /// program ends with it (parent=keep keeps it running; 0 = no watch).
+  int parent = 0;
 };
 
 /// A thread's state as the block callback's fast path needs it: together,

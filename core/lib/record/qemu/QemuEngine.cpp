@@ -1,6 +1,7 @@
 //===- QemuEngine.cpp - Recording a program under the QEMU plugin ---------===//
 #include "magic_trace/QemuEngine.h"
 
+#include "magic_trace/PrivateFiles.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/QemuRings.h"
 
@@ -63,16 +64,19 @@ llvm::Expected<std::string> makeRingDir(const std::string &wanted) {
                                      " (choose a writable directory)");
     return wanted;
   }
-  for (const char *base : {"/dev/shm", "/tmp"}) {
-    std::string pattern = std::string(base) + "/magic-trace-qemu-XXXXXX";
-    std::vector<char> buffer(pattern.begin(), pattern.end());
-    buffer.push_back('\0');
-    if (mkdtemp(buffer.data()))
-      return std::string(buffer.data());
+  // A directory of this run's own (mkdtemp, 0700) that names this process
+  // as its owner, so a later run removes it if this one is killed.
+  removeStaleTempDirs();
+  for (std::string base : {std::string("/dev/shm"), tempRoot()}) {
+    llvm::Expected<std::string> dir =
+        makePrivateTempDir("magic-trace-qemu", base);
+    if (dir)
+      return *dir;
+    llvm::consumeError(dir.takeError());
   }
   return llvm::createStringError(
-      std::string("cannot create a ring directory in /dev/shm or /tmp: ") +
-      std::strerror(errno) + " (give one with --ring-dir)");
+      std::string("cannot create a ring directory in /dev/shm or ") +
+      tempRoot() + ": " + std::strerror(errno) + " (give one with --ring-dir)");
 }
 
 /// True when the plugin has stopped and every thread's ring is final.
@@ -215,7 +219,7 @@ emulateUnderQemu(const EmulateOptions &options,
           : llvm::Expected<QemuRecording>(llvm::createStringError(
                 "qemu-x86_64 did not run the plugin (its message is above)"));
   if (engine.ringDir.empty())
-    llvm::sys::fs::remove_directories(*dir);
+    removeTree(*dir);
   if (!recording)
     return recording.takeError();
 
