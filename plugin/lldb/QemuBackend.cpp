@@ -6,6 +6,7 @@
 
 #include "magic_trace/Bundle.h"
 #include "magic_trace/GroundTruth.h"
+#include "magic_trace/PrivateFiles.h"
 #include "magic_trace/QemuRings.h"
 #include "magic_trace/RecorderSnapshots.h"
 #include "magic_trace/TraceWriters.h"
@@ -18,6 +19,7 @@
 #include "lldb/API/SBFileSpec.h"
 #include "lldb/API/SBFrame.h"
 #include "lldb/API/SBFunction.h"
+#include "lldb/API/SBHostOS.h"
 #include "lldb/API/SBLaunchInfo.h"
 #include "lldb/API/SBModule.h"
 #include "lldb/API/SBPlatform.h"
@@ -37,7 +39,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <dlfcn.h>
+#include <sys/un.h>
 
 namespace magic_trace::plugin {
 
@@ -255,6 +259,57 @@ std::string quoted(llvm::StringRef text) {
   return out + "\"";
 }
 
+/// Makes LLDB keep QEMU's gdb socket in a directory only this user can
+/// write. LLDB's qemu-user platform makes the socket in its process
+/// temporary directory, $TMPDIR/lldb/<pid> (HostInfoBase::
+/// ComputeProcessTempFileDirectory), and accepts a $TMPDIR/lldb that another
+/// user made and can write, where that user could replace the socket. LLDB
+/// computes the directory once per process, from TMPDIR: when it has not
+/// yet, TMPDIR points into `dir` (ours, 0700) while it does, and is
+/// restored, so QEMU and the program see the user's TMPDIR. A directory
+/// computed before is checked, with its parent, and refused if unsafe.
+llvm::Error privateLldbTempDir(std::string dir) {
+  // The socket's path, DIR/lldb/<pid>/qemu-XXXXXXXX.socket, must fit a
+  // sockaddr_un (108 bytes; LLDB says "Failed to set socket address"
+  // otherwise): under a long TMPDIR, a private directory of its own in /tmp.
+  constexpr size_t kSocketPathMax = sizeof(sockaddr_un::sun_path) - 1;
+  if (dir.size() + std::strlen("/lldb/4194304/qemu-XXXXXXXX.socket") >
+      kSocketPathMax) {
+    llvm::Expected<std::string> shorter =
+        makePrivateTempDir("magic-trace-lldb", "/tmp");
+    if (!shorter)
+      return shorter.takeError();
+    dir = *shorter;
+    removeAtExit(dir);
+  }
+  const char *old = std::getenv("TMPDIR");
+  std::string saved = old ? old : "";
+  setenv("TMPDIR", dir.c_str(), 1);
+  lldb::SBFileSpec spec =
+      lldb::SBHostOS::GetLLDBPath(lldb::ePathTypeLLDBTempSystemDir);
+  if (old)
+    setenv("TMPDIR", saved.c_str(), 1);
+  else
+    unsetenv("TMPDIR");
+  const char *path = spec.GetDirectory();
+  if (!path || !*path)
+    return error("LLDB has no temporary directory for QEMU's debug socket "
+                 "(set TMPDIR to a directory of your own)");
+  std::string lldbDir = path;
+  if (spec.GetFilename())
+    lldbDir += std::string("/") + spec.GetFilename();
+  if (llvm::StringRef(lldbDir).starts_with(dir + "/"))
+    return llvm::Error::success();
+  for (const std::string &checked :
+       {lldbDir, llvm::sys::path::parent_path(lldbDir).str()})
+    if (llvm::Error unsafe = checkPrivate(checked, /*directory=*/true))
+      return error("LLDB's temporary directory for QEMU's debug socket is "
+                   "not private: %s (start lldb with TMPDIR set to a "
+                   "directory of your own)",
+                   llvm::toString(std::move(unsafe)).c_str());
+  return llvm::Error::success();
+}
+
 /// The selected target, on LLDB's qemu-user platform: a target made for the
 /// host is made again for qemu-user (same executable, launch settings and
 /// breakpoints; LLDB fixes a target's platform when it creates it).
@@ -344,17 +399,23 @@ public:
     if (!plugin)
       return failCommand(result, plugin.takeError());
 
-    // One ring directory per launch, removed when the debugger exits.
-    llvm::SmallString<128> dir;
-    llvm::sys::path::system_temp_directory(true, dir);
-    llvm::sys::path::append(dir, "magic-trace-qemu-%%%%%%");
+    // One ring directory per launch, in the debugger's private directory
+    // (removed when the debugger exits, or by the next session if it is
+    // killed).
+    llvm::Expected<std::string> ownDir = privateDir();
+    if (!ownDir)
+      return failCommand(result, ownDir.takeError());
+    if (llvm::Error unsafe = privateLldbTempDir(*ownDir))
+      return failCommand(result, std::move(unsafe));
+    llvm::SmallString<128> dir(*ownDir);
+    llvm::sys::path::append(dir, "qemu-%%%%%%");
     llvm::SmallString<128> unique;
     if (std::error_code ec =
             llvm::sys::fs::createUniqueDirectory(dir.str(), unique))
       return failCommand(result,
-                         error("cannot create a ring directory in the temp "
-                               "directory: %s (check TMPDIR)",
-                               ec.message().c_str()));
+                         error("cannot create a ring directory in %s: %s "
+                               "(check TMPDIR)",
+                               ownDir->c_str(), ec.message().c_str()));
     removeAtExit(unique.str().str());
 
     // Recording starts at --start when it is a function of the program (the

@@ -4,6 +4,7 @@
 #include "QemuBackend.h"
 #include "StepDeadline.h"
 
+#include "magic_trace/PrivateFiles.h"
 #include "magic_trace/QemuRings.h"
 #include "magic_trace/TraceWriters.h"
 #include "magic_trace/VirtualClock.h"
@@ -60,10 +61,7 @@ public:
   }
   ~TemporaryFiles() {
     for (const std::string &path : paths)
-      if (llvm::sys::fs::is_directory(path))
-        llvm::sys::fs::remove_directories(path);
-      else
-        llvm::sys::fs::remove(path);
+      removeTree(path);
   }
 
 private:
@@ -95,18 +93,22 @@ void copyFromMemory(lldb::SBProcess &process, Module &module, uint64_t pid) {
       process.ReadMemory(module.loadAddress, bytes.data(), bytes.size(), error);
   if (read != bytes.size())
     return;
-  llvm::SmallString<128> path;
-  llvm::sys::path::system_temp_directory(true, path);
+  llvm::Expected<std::string> dir = privateDir();
+  if (!dir) {
+    llvm::consumeError(dir.takeError());
+    return;
+  }
+  llvm::SmallString<128> path(*dir);
   std::string name = llvm::sys::path::filename(module.path).str();
   std::replace_if(
       name.begin(), name.end(), [](char c) { return !llvm::isAlnum(c); }, '_');
-  llvm::sys::path::append(path, "magic-trace-" + std::to_string(pid) + "-" +
-                                    name + ".so");
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (ec)
+  llvm::sys::path::append(path, std::to_string(pid) + "-" + name + ".so");
+  // In a directory only this user can write, a fixed name is safe.
+  int fd = -1;
+  if (llvm::sys::fs::openFileForWrite(path, fd, llvm::sys::fs::CD_CreateAlways,
+                                      llvm::sys::fs::OF_None, 0600))
     return;
-  temporaryFiles().add(path.str().str());
+  llvm::raw_fd_ostream os(fd, /*shouldClose=*/true);
   os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
   os.close();
   if (!os.has_error())
@@ -116,6 +118,21 @@ void copyFromMemory(lldb::SBProcess &process, Module &module, uint64_t pid) {
 } // namespace
 
 void removeAtExit(const std::string &path) { temporaryFiles().add(path); }
+
+llvm::Expected<std::string> privateDir() {
+  static std::mutex lock;
+  static std::string made;
+  std::lock_guard<std::mutex> hold(lock);
+  if (!made.empty() && llvm::sys::fs::is_directory(made))
+    return made;
+  removeStaleTempDirs();
+  llvm::Expected<std::string> dir = makePrivateTempDir("magic-trace-lldb");
+  if (!dir)
+    return dir.takeError();
+  made = *dir;
+  removeAtExit(made);
+  return made;
+}
 
 bool Session::traces(uint64_t tid) const {
   if (allThreads)

@@ -127,6 +127,15 @@ struct Session {
 /// debugger exits.
 void removeAtExit(const std::string &path);
 
+/// This debugger's private directory, $TMPDIR/magic-trace-lldb-XXXXXX (0700,
+/// naming this process as its owner): the vdso copies, the QEMU rings and
+/// LLDB's own temporary directory for QEMU's socket live in it, so nothing
+/// we write has a name another user could plant or redirect. Made on first
+/// use, after removing what debuggers killed earlier left behind; removed
+/// when the debugger exits.
+/// Errors: the directory cannot be made (check TMPDIR).
+llvm::Expected<std::string> privateDir();
+
 /// The session of `debugger`, created on first use.
 Session &sessionFor(lldb::SBDebugger &debugger);
 

@@ -77,6 +77,14 @@ try:
 except OSError:
     pass
 
+# Root with setpriv, for the tests that act as a second, unprivileged user
+# (nobody) on a machine other people share (REQUIRES: root).
+import shutil as _shutil
+if os.geteuid() == 0 and _shutil.which("setpriv"):
+    config.available_features.add("root")
+config.substitutions.append(
+    ("%as_nobody", "setpriv --reuid=nobody --regid=nogroup --clear-groups"))
+
 # An ASan+UBSan build (MT_SANITIZE=ON): the plugin cannot be loaded into an
 # uninstrumented lldb-22, so tests that load it are unsupported there.
 if config.mt_sanitize.upper() in ("ON", "1", "TRUE", "YES"):
