@@ -73,6 +73,10 @@ bool privateOutputs();
 llvm::Expected<std::unique_ptr<llvm::raw_fd_ostream>>
 openOutputFile(llvm::StringRef path);
 
+/// Writes BYTES as the whole output file PATH (openOutputFile's mode).
+/// Errors: the file cannot be opened or written (with what to check).
+llvm::Error writeOutputFile(llvm::StringRef path, llvm::StringRef bytes);
+
 /// Creates PATH and its missing parents for outputs: 0700 when private.
 std::error_code createOutputDirectories(llvm::StringRef path);
 

@@ -164,19 +164,7 @@ std::string codeElf(uint64_t address, ArrayRef<uint8_t> code,
 
 Error writeCodeElf(StringRef path, uint64_t address, ArrayRef<uint8_t> code,
                    ArrayRef<JitSymbol> symbols) {
-  std::string bytes = codeElf(address, code, symbols);
-  Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(path);
-  if (!file)
-    return file.takeError();
-  raw_fd_ostream &os = **file;
-  os << bytes;
-  os.close();
-  if (os.has_error())
-    return createStringError(formatv("cannot write {0}: {1} (check free disk "
-                                     "space)",
-                                     path, os.error().message())
-                                 .str());
-  return Error::success();
+  return writeOutputFile(path, codeElf(address, code, symbols));
 }
 
 } // namespace magic_trace

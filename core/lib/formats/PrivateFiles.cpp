@@ -233,6 +233,23 @@ Expected<std::unique_ptr<raw_fd_ostream>> openOutputFile(StringRef path) {
   return std::make_unique<raw_fd_ostream>(fd, /*shouldClose=*/true);
 }
 
+Error writeOutputFile(StringRef path, StringRef bytes) {
+  Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(path);
+  if (!file)
+    return file.takeError();
+  raw_fd_ostream &os = **file;
+  os << bytes;
+  os.close();
+  if (os.has_error()) {
+    std::error_code ec = os.error();
+    os.clear_error();
+    return createStringError(ec,
+                             "cannot write '%s': %s (check free disk space)",
+                             path.str().c_str(), ec.message().c_str());
+  }
+  return Error::success();
+}
+
 std::error_code createOutputDirectories(StringRef path) {
   return sys::fs::create_directories(path, /*IgnoreExisting=*/true,
                                      privateOutputs() ? sys::fs::owner_all

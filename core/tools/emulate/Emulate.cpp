@@ -139,16 +139,10 @@ static Error writeCodeImage(EmulateResult &result, StringRef dir,
     return createStringError("cannot create " + path + ": " + ec.message() +
                              " (check permissions)");
   sys::path::append(path, name);
-  Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(path);
-  if (!file)
-    return file.takeError();
-  raw_fd_ostream &os = **file;
-  os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-  os.close();
-  if (os.has_error()) {
-    os.clear_error();
-    return createStringError("cannot write " + path + " (check the disk)");
-  }
+  if (Error error = writeOutputFile(
+          path, StringRef(reinterpret_cast<const char *>(bytes.data()),
+                          bytes.size())))
+    return error;
   for (Module &module : result.snapshot.modules)
     if (module.path == modulePath)
       module.fileCopy = ("modules/" + name).str();

@@ -472,17 +472,9 @@ Error writePerfData(const Snapshot &snapshot, StringRef path,
     bytes = buildPerfData(snapshot, options);
   }
   // 0600, as perf writes perf.data.
-  Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(path);
-  if (!file)
-    return file.takeError();
-  raw_fd_ostream &os = **file;
-  os.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-  os.close();
-  if (os.has_error()) {
-    os.clear_error();
-    return createStringError("cannot write " + path + " (check the disk)");
-  }
-  return Error::success();
+  return writeOutputFile(
+      path,
+      StringRef(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
 }
 
 bool isPerfDataFile(StringRef path) {

@@ -66,19 +66,6 @@ void ThreadTruth::addInstruction(uint64_t ip, uint8_t size, BranchClass branch,
   }
 }
 
-static Error writeFile(StringRef path, StringRef contents) {
-  Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(path);
-  if (!file)
-    return file.takeError();
-  raw_fd_ostream &out = **file;
-  out << contents;
-  out.close();
-  if (out.has_error())
-    return createStringError(out.error(), "cannot write %s: %s",
-                             path.str().c_str(), out.error().message().c_str());
-  return Error::success();
-}
-
 Error writeGroundTruth(const std::vector<ThreadTruth> &threads, StringRef dir) {
   SmallString<256> truthDir(dir);
   sys::path::append(truthDir, "groundtruth");
@@ -91,7 +78,7 @@ Error writeGroundTruth(const std::vector<ThreadTruth> &threads, StringRef dir) {
     insns.resize(thread.insns.size() * 8);
     for (size_t i = 0; i < thread.insns.size(); ++i)
       support::endian::write64le(&insns[i * 8], thread.insns[i]);
-    if (Error err = writeFile(base + ".insns", insns))
+    if (Error err = writeOutputFile(base + ".insns", insns))
       return err;
     std::string events;
     raw_string_ostream eventsOut(events);
@@ -99,13 +86,13 @@ Error writeGroundTruth(const std::vector<ThreadTruth> &threads, StringRef dir) {
       eventsOut << event.index << ' ' << truthEventName(event.kind) << ' '
                 << format("0x%" PRIx64, event.from) << ' '
                 << format("0x%" PRIx64, event.to) << '\n';
-    if (Error err = writeFile(base + ".events", events))
+    if (Error err = writeOutputFile(base + ".events", events))
       return err;
     std::string lost;
     raw_string_ostream lostOut(lost);
     for (auto [first, count] : thread.lost)
       lostOut << first << ' ' << count << '\n';
-    if (Error err = writeFile(base + ".lost", lost))
+    if (Error err = writeOutputFile(base + ".lost", lost))
       return err;
   }
   return Error::success();
