@@ -362,9 +362,21 @@ TEST(PerfFakeKernel, TruncatedAuxRecordShowsAsMarkedGap) {
   auto traces = recorder->snapshot();
   ASSERT_TRUE(bool(traces)) << llvm::toString(traces.takeError());
   ASSERT_EQ(traces->size(), 1u);
-  ThreadDecode decode = decodeAs(run, traces->front(), 0, nullptr);
+  std::vector<uint64_t> insns;
+  ThreadDecode decode = decodeAs(run, traces->front(), 0, &insns);
   EXPECT_EQ(countKind(decode, ItemKind::Overflow), 1u);
   EXPECT_GT(recorder->lostPieces(), 0u);
+  // After the gap the trace is whole again: the stretches after the first,
+  // on their own, are what the trace ends with, with no decode error.
+  ThreadTrace rest;
+  for (size_t i = 1; i < parts.size(); ++i)
+    rest.bytes.insert(rest.bytes.end(), parts[i].begin(), parts[i].end());
+  std::vector<uint64_t> restInsns;
+  decodeAs(run, rest, 0, &restInsns);
+  EXPECT_TRUE(decode.errors.empty()) << decode.errors.front().message;
+  ASSERT_GE(insns.size(), restInsns.size());
+  EXPECT_TRUE(std::equal(restInsns.begin(), restInsns.end(),
+                         insns.end() - restInsns.size()));
 }
 
 TEST(PerfFakeKernel, LostAndPartialRecordsShowAsGaps) {
@@ -386,10 +398,12 @@ TEST(PerfFakeKernel, LostAndPartialRecordsShowAsGaps) {
   ASSERT_EQ(traces->size(), 1u);
   // PARTIAL: an OVF after the first stretch. The lost AUX record: whose
   // the third stretch was is unknown, so the fourth record's thread gets
-  // only its own stretch (from the last PSB) after an OVF. A PSB+PSBEND
-  // (splitPerCpu's sync point) starts each stretch after a gap.
+  // only its own stretch (from the last PSB) after an OVF. A PSB, a
+  // MODE.Exec and a PSBEND (splitPerCpu's sync point after an OVF) start
+  // each stretch after a gap.
   std::vector<uint8_t> sync = psb;
-  sync.push_back(0x02), sync.push_back(0x23);
+  for (uint8_t byte : {0x99, 0x01, 0x02, 0x23})
+    sync.push_back(byte);
   std::vector<uint8_t> want;
   for (const auto *part : {&psb, &ovf, &sync, &psb, &ovf, &sync, &psb})
     want.insert(want.end(), part->begin(), part->end());
