@@ -21,6 +21,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 namespace magic_trace {
@@ -37,14 +38,31 @@ struct BufferPlan {
   std::string note;         ///< Set when the wish was reduced to fit.
 };
 
+/// The data pages perf record maps by default (tools/perf/util/evlist.c,
+/// perf_event_mlock_kb_in_pages): perf_event_mlock_kb less one page, a
+/// power of two of pages; 512 KiB at the kernel's default of 516.
+uint64_t perfDataBytes(const KernelInterface &kernel);
+
+/// The data pages perf maps for an Intel PT snapshot when unprivileged
+/// (tools/perf/arch/x86/util/intel-pt.c, intel_pt_recording_options).
+constexpr uint64_t kPerfSnapshotDataBytes = 256 << 10;
+
+/// The fewest data pages planBuffers gives up to when the budget is short
+/// (what the recorder used before it read the sideband as the target runs).
+constexpr uint64_t kMinDataBytes = 64 << 10;
+
 /// Picks the largest AUX size up to `wantedAux` that fits the budget on
-/// every CPU together with the perf page and `dataBytes` of data pages.
-/// Fails (one line, what to do) when that is below two PSB periods
-/// (`psbPeriodBytes`; perf warns below it too: a snapshot must hold a PSB).
-llvm::Expected<BufferPlan> planBuffers(uint64_t wantedAux, unsigned cpus,
-                                       const KernelInterface &kernel,
-                                       uint64_t psbPeriodBytes,
-                                       uint64_t dataBytes = 64 << 10);
+/// every CPU together with the perf page and `dataBytes` of data pages
+/// (perfDataBytes when not given). The data pages are halved while that
+/// gives a larger AUX, down to kPerfSnapshotDataBytes, and further down to
+/// kMinDataBytes, with a note, only when two PSB periods of AUX would not
+/// fit beside them. Fails (one line, what to do) when the AUX is below two
+/// PSB periods even so (`psbPeriodBytes`; perf warns below it too: a
+/// snapshot must hold a PSB).
+llvm::Expected<BufferPlan>
+planBuffers(uint64_t wantedAux, unsigned cpus, const KernelInterface &kernel,
+            uint64_t psbPeriodBytes,
+            std::optional<uint64_t> dataBytes = std::nullopt);
 
 /// The PSB period the attr asks for, in bytes (2^(psb_period + 11); the
 /// hardware's default of 2 KiB when the term is absent).

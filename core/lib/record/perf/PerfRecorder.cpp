@@ -101,14 +101,40 @@ uint64_t psbPeriodBytes(const IntelPtPmuDescription &pmu,
   return uint64_t(1) << (value + 11);
 }
 
+uint64_t perfDataBytes(const KernelInterface &kernel) {
+  // tools/perf/util/evlist.c, perf_event_mlock_kb_in_pages (what
+  // evlist__mmap_size gives perf record's default mmap_pages): the user's
+  // per-CPU budget less one page, a power of two of pages; 512 KiB when
+  // the sysctl is unreadable.
+  uint64_t page = kernel.pageSize();
+  std::optional<uint64_t> mlockKb = kernel.perfMlockKb();
+  uint64_t maxKb = 512;
+  if (mlockKb)
+    maxKb = *mlockKb > page / 1024 ? *mlockKb - page / 1024 : 0;
+  return floorPowerOfTwo(maxKb * 1024 / page) * page;
+}
+
+namespace {
+
+/// The largest AUX area that fits `perCpuLimit` beside the perf page and
+/// `dataBytes` of data pages: a power of two of pages, or 0.
+uint64_t auxRoom(uint64_t wantedAux, uint64_t perCpuLimit, uint64_t page,
+                 uint64_t dataBytes) {
+  uint64_t fixed = page + dataBytes;
+  uint64_t room = perCpuLimit > fixed ? perCpuLimit - fixed : 0;
+  uint64_t aux = floorPowerOfTwo(std::min(wantedAux, room));
+  return aux < page ? 0 : aux;
+}
+
+} // namespace
+
 llvm::Expected<BufferPlan> planBuffers(uint64_t wantedAux, unsigned cpus,
                                        const KernelInterface &kernel,
                                        uint64_t psbPeriodBytes,
-                                       uint64_t dataBytes) {
+                                       std::optional<uint64_t> dataBytes) {
   uint64_t page = kernel.pageSize();
   BufferPlan plan;
   plan.cpus = std::max(cpus, 1u);
-  plan.dataBytes = dataBytes;
   uint64_t perCpuLimit = UINT64_MAX;
   if (!kernel.lockLimitExempt()) {
     // perf_mmap: the user may lock perf_event_mlock_kb on each online CPU;
@@ -121,11 +147,24 @@ llvm::Expected<BufferPlan> planBuffers(uint64_t wantedAux, unsigned cpus,
     }
   }
   // The perf page and the data pages come first out of each CPU's share.
-  uint64_t fixed = page + dataBytes;
-  uint64_t room = perCpuLimit > fixed ? perCpuLimit - fixed : 0;
-  uint64_t aux = floorPowerOfTwo(std::min(wantedAux, room));
-  aux = aux < page ? 0 : aux;
+  // The data pages are perf's default; where that costs AUX, they go down
+  // to what perf maps for an unprivileged Intel PT snapshot; where two PSB
+  // periods of AUX still do not fit, down to kMinDataBytes, with a note.
+  // (The reader consumes them as the target runs, so they need to hold only
+  // what comes between two of its rounds.)
+  uint64_t wantedData = dataBytes ? *dataBytes : perfDataBytes(kernel);
   uint64_t minimum = std::max(2 * psbPeriodBytes, page);
+  uint64_t data = std::max(wantedData, page);
+  uint64_t aux = auxRoom(wantedAux, perCpuLimit, page, data);
+  while (data / 2 >= kPerfSnapshotDataBytes &&
+         auxRoom(wantedAux, perCpuLimit, page, data / 2) > aux) {
+    data /= 2;
+    aux = auxRoom(wantedAux, perCpuLimit, page, data);
+  }
+  while (aux < minimum && data / 2 >= kMinDataBytes) {
+    data /= 2;
+    aux = auxRoom(wantedAux, perCpuLimit, page, data);
+  }
   if (aux < minimum)
     return llvm::createStringError(
         "the locked-memory budget (%s for this user on %u CPUs) leaves no "
@@ -133,7 +172,14 @@ llvm::Expected<BufferPlan> planBuffers(uint64_t wantedAux, unsigned cpus,
         "/proc/sys/kernel/perf_event_mlock_kb or 'ulimit -l')",
         kib(plan.budgetBytes).c_str(), plan.cpus, kib(minimum).c_str());
   plan.auxBytes = aux;
-  if (aux < wantedAux)
+  plan.dataBytes = data;
+  if (data < std::min(wantedData, kPerfSnapshotDataBytes))
+    plan.note = "the locked-memory budget (" + kib(plan.budgetBytes) +
+                " for this user on " + std::to_string(plan.cpus) +
+                " CPUs) fits " + kib(data) + " of sideband per CPU, not " +
+                kib(wantedData) +
+                " (raise /proc/sys/kernel/perf_event_mlock_kb for more)";
+  else if (aux < wantedAux)
     plan.note = "the locked-memory budget (" + kib(plan.budgetBytes) +
                 " for this user on " + std::to_string(plan.cpus) +
                 " CPUs) fits " + kib(aux) + " of AUX buffer per CPU, not " +
