@@ -88,7 +88,8 @@ struct SwitchStorm {
 /// emu_thread's two threads and eight others that switch `perCpu` times on
 /// each of two CPUs between a first stop and the next, as a busy process
 /// does: the real stretches spread evenly over the switches, the last one
-/// of each CPU right before the stop; the others write a PSB+PSBEND each.
+/// the very last switch before the stop; the others write a PSB+PSBEND
+/// each. (emu_thread's PT has few stretches: 20,000 switches hold them.)
 /// With `dropAt`, the `dropCount` records that follow switch `dropAt` on
 /// CPU 0 find the data pages full (a reader that did not run in time).
 SwitchStorm switchStorm(const EmulateResult &run, FakeKernel &kernel,
@@ -101,7 +102,8 @@ SwitchStorm switchStorm(const EmulateResult &run, FakeKernel &kernel,
   auto workerParts = stretches(run.snapshot.threads[1].bytes);
   // The first stop: main has run its first stretch and made its threads.
   kernel.run(storm.mainTid, 0, mainParts[0]);
-  storm.ranBeforeLoss.insert(storm.mainTid);
+  if (dropAt)
+    storm.ranBeforeLoss.insert(storm.mainTid);
   storm.worker = kernel.clone(storm.mainTid);
   std::vector<uint32_t> others;
   for (int i = 0; i < 8; ++i)
