@@ -1,6 +1,7 @@
 //===- FakeKernel.cpp - The perf backend's kernel, for tests --------------===//
 #include "FakeKernel.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -31,6 +32,10 @@ struct FakeKernel::Ring {
   unsigned cpu = 0;
   unsigned dropping = 0; ///< Records still to find the data pages full.
   uint64_t lost = 0;     ///< Records not written since the last LOST.
+  uint64_t head = 0;     ///< rb->head: data_head is what was published.
+  uint64_t watermark = 0, wakeup = 0; ///< rb->watermark, rb->wakeup.
+  bool pollPending = false;           ///< rb->poll (POLLIN).
+  bool wokeReader = false;            ///< The last record woke the poller.
 
   perf_event_mmap_page &page() {
     return *reinterpret_cast<perf_event_mmap_page *>(base.get());
@@ -54,9 +59,13 @@ struct FakeKernel::Event {
 FakeKernel::FakeKernel(Options options) : options(std::move(options)) {}
 FakeKernel::~FakeKernel() = default;
 
-void FakeKernel::addThread(uint32_t pid, uint32_t tid) { pidOf[tid] = pid; }
+void FakeKernel::addThread(uint32_t pid, uint32_t tid) {
+  std::lock_guard<std::mutex> guard(mutex);
+  pidOf[tid] = pid;
+}
 
 uint32_t FakeKernel::clone(uint32_t parent, uint32_t tid) {
+  std::lock_guard<std::mutex> guard(mutex);
   if (!tid)
     tid = nextTid++;
   pidOf[tid] = pidOf.at(parent);
@@ -80,6 +89,7 @@ uint32_t FakeKernel::clone(uint32_t parent, uint32_t tid) {
 }
 
 void FakeKernel::exitThread(uint32_t tid) {
+  std::lock_guard<std::mutex> guard(mutex);
   pidOf.erase(tid);
   for (const auto &event : events)
     if (event->tid == tid && event->fd < 0)
@@ -104,6 +114,7 @@ FakeKernel::Ring *FakeKernel::ringOf(Event &event) {
 
 llvm::ErrorOr<int> FakeKernel::perfEventOpen(const perf_event_attr &attr,
                                              int pid, int cpu) {
+  std::lock_guard<std::mutex> guard(mutex);
   // perf_event_paranoid > 2 (Debian's 3) forbids unprivileged events.
   if (options.paranoid > 2)
     return errnoCode(EACCES);
@@ -150,6 +161,7 @@ std::error_code FakeKernel::charge(uint64_t pages, uint64_t &userPart,
 
 llvm::ErrorOr<void *> FakeKernel::mmap(int fd, size_t length, bool writable,
                                        uint64_t offset) {
+  std::lock_guard<std::mutex> guard(mutex);
   Event *event = eventOf(fd);
   if (!event)
     return errnoCode(EBADF);
@@ -176,6 +188,15 @@ llvm::ErrorOr<void *> FakeKernel::mmap(int fd, size_t length, bool writable,
     ring->page().time_zero = 0;
     ring->page().time_mult = 1;
     ring->page().time_shift = 0;
+    // ring_buffer_init: attr.wakeup_watermark when attr.watermark, else
+    // half the data pages.
+    uint64_t dataSize = dataPages * page;
+    ring->watermark =
+        event->attr.watermark
+            ? std::min<uint64_t>(event->attr.wakeup_watermark, dataSize)
+            : 0;
+    if (!ring->watermark)
+      ring->watermark = dataSize / 2;
     event->ring = ring.get();
     rings.push_back(std::move(ring));
     return static_cast<void *>(event->ring->base.get());
@@ -196,6 +217,7 @@ llvm::ErrorOr<void *> FakeKernel::mmap(int fd, size_t length, bool writable,
 }
 
 void FakeKernel::munmap(void *address, size_t length) {
+  std::lock_guard<std::mutex> guard(mutex);
   for (const auto &ring : rings) {
     if (ring->aux.get() == address) {
       userLockedPages -= ring->auxUser;
@@ -212,6 +234,7 @@ void FakeKernel::munmap(void *address, size_t length) {
 
 std::error_code FakeKernel::ioctl(int fd, unsigned long request,
                                   unsigned long argument) {
+  std::lock_guard<std::mutex> guard(mutex);
   Event *event = eventOf(fd);
   if (!event)
     return errnoCode(EBADF);
@@ -237,57 +260,84 @@ std::error_code FakeKernel::ioctl(int fd, unsigned long request,
 }
 
 void FakeKernel::close(int fd) {
+  std::lock_guard<std::mutex> guard(mutex);
   if (Event *event = eventOf(fd))
     event->closed = true;
 }
 
 void FakeKernel::emit(Ring &ring, const Event &event, uint32_t type,
                       llvm::ArrayRef<uint64_t> words, uint32_t tid) {
-  std::vector<uint64_t> body(words.begin(), words.end());
   // The sample_id trailer (sample_id_all), in perf_event_open(2)'s order.
+  std::vector<uint64_t> sampleId;
   uint64_t sampleType = event.attr.sample_id_all ? event.attr.sample_type : 0;
   if (sampleType & PERF_SAMPLE_TID)
-    body.push_back(uint64_t(pidOf.count(tid) ? pidOf[tid] : tid) | uint64_t(tid)
-                                                                       << 32);
+    sampleId.push_back(uint64_t(pidOf.count(tid) ? pidOf[tid] : tid) |
+                       uint64_t(tid) << 32);
   if (sampleType & PERF_SAMPLE_TIME)
-    body.push_back(clock);
+    sampleId.push_back(clock);
   if (sampleType & PERF_SAMPLE_CPU)
-    body.push_back(ring.cpu);
-  uint16_t size = uint16_t(8 + body.size() * 8);
+    sampleId.push_back(ring.cpu);
   perf_event_mmap_page &page = ring.page();
   uint64_t dataSize = page.data_size;
-  auto fits = [&](uint64_t bytes) {
-    return ring.dropping == 0 &&
-           dataSize - (page.data_head - page.data_tail) >= bytes;
-  };
-  auto write = [&](uint32_t recordType, const std::vector<uint64_t> &fields) {
-    std::vector<uint8_t> bytes(8 + fields.size() * 8);
-    uint16_t recordSize = uint16_t(bytes.size());
-    std::memcpy(bytes.data(), &recordType, 4);
-    std::memcpy(bytes.data() + 6, &recordSize, 2);
-    std::memcpy(bytes.data() + 8, fields.data(), fields.size() * 8);
-    for (uint8_t byte : bytes)
-      ring.data()[page.data_offset + (page.data_head++ & (dataSize - 1))] =
-          byte;
-  };
-  // perf_output_begin: a LOST record first once there is room again.
-  if (ring.lost && fits(24 + size)) {
-    std::vector<uint64_t> lost{0, ring.lost};
-    lost.insert(lost.end(), body.begin() + words.size(), body.end());
-    write(kRecordLost, lost);
-    ring.lost = 0;
-  }
-  if (!fits(size)) {
+  uint64_t size = 8 + (words.size() + sampleId.size()) * 8;
+  // perf_output_begin: a pending loss adds a LOST {header, id, lost} and
+  // its sample_id in front of this record, and the two need room together.
+  uint64_t lostSize = ring.lost ? 8 + 16 + sampleId.size() * 8 : 0;
+  uint64_t tail = __atomic_load_n(&page.data_tail, __ATOMIC_ACQUIRE);
+  // CIRC_SPACE (include/linux/circ_buf.h): the ring is full one byte short.
+  uint64_t space = (tail - (ring.head + 1)) & (dataSize - 1);
+  if (ring.dropping || space < lostSize + size) {
+    // fail: local_inc(&rb->lost); the record is gone.
     if (ring.dropping)
       --ring.dropping;
     ++ring.lost;
     return;
   }
-  write(type, body);
+  auto write = [&](uint32_t recordType, llvm::ArrayRef<uint64_t> fields) {
+    std::vector<uint64_t> body(fields.begin(), fields.end());
+    body.insert(body.end(), sampleId.begin(), sampleId.end());
+    std::vector<uint8_t> bytes(8 + body.size() * 8);
+    uint16_t recordSize = uint16_t(bytes.size());
+    std::memcpy(bytes.data(), &recordType, 4);
+    std::memcpy(bytes.data() + 6, &recordSize, 2);
+    std::memcpy(bytes.data() + 8, body.data(), body.size() * 8);
+    for (uint8_t byte : bytes)
+      ring.data()[page.data_offset + (ring.head++ & (dataSize - 1))] = byte;
+  };
+  if (ring.lost) {
+    write(kRecordLost, {0, ring.lost});
+    ring.lost = 0;
+  }
+  write(type, words);
+  // perf_output_put_handle: the reader sees the head once the bytes are
+  // there (smp_wmb, then data_head).
+  __atomic_store_n(&page.data_head, ring.head, __ATOMIC_RELEASE);
+  // Past the watermark: rb->wakeup moves on and the poller is woken
+  // (perf_output_wakeup sets rb->poll = POLLIN).
+  if (ring.head - ring.wakeup > ring.watermark) {
+    ring.wakeup += ring.watermark;
+    ring.pollPending = true;
+    ring.wokeReader = true;
+    woken.notify_all();
+  }
+}
+
+void FakeKernel::letReaderRun(std::unique_lock<std::mutex> &guard, Ring &ring) {
+  if (!ring.wokeReader || options.wokenReaderRuns.count() == 0)
+    return;
+  ring.wokeReader = false;
+  perf_event_mmap_page &page = ring.page();
+  uint64_t tail = __atomic_load_n(&page.data_tail, __ATOMIC_ACQUIRE);
+  auto deadline = std::chrono::steady_clock::now() + options.wokenReaderRuns;
+  // The reader writes data_tail without telling us: look every millisecond.
+  while (__atomic_load_n(&page.data_tail, __ATOMIC_ACQUIRE) == tail &&
+         std::chrono::steady_clock::now() < deadline)
+    woken.wait_for(guard, std::chrono::milliseconds(1));
 }
 
 void FakeKernel::run(uint32_t tid, unsigned cpu, llvm::ArrayRef<uint8_t> bytes,
                      uint64_t auxFlags) {
+  std::unique_lock<std::mutex> guard(mutex);
   if (!pidOf.count(tid))
     return;
   Event *event = nullptr;
@@ -312,24 +362,62 @@ void FakeKernel::run(uint32_t tid, unsigned cpu, llvm::ArrayRef<uint8_t> bytes,
   for (uint8_t byte : bytes)
     ring->aux[head++ & (ring->auxSize - 1)] = byte;
   head &= ring->auxSize - 1;
-  ring->page().aux_head = head;
+  __atomic_store_n(&ring->page().aux_head, head, __ATOMIC_RELEASE);
   // pt_event_stop in snapshot mode: PERF_RECORD_AUX {aux_head, the whole
   // buffer, OVERWRITE | what went wrong}.
   emit(*ring, *event, kRecordAux,
        {head, ring->auxSize, kAuxFlagOverwrite | auxFlags}, tid);
+  letReaderRun(guard, *ring);
+}
+
+llvm::ErrorOr<unsigned> FakeKernel::poll(llvm::MutableArrayRef<pollfd> fds,
+                                         int timeoutMs) {
+  std::unique_lock<std::mutex> guard(mutex);
+  auto pending = [&] {
+    for (const pollfd &entry : fds) {
+      Event *event = eventOf(entry.fd);
+      Ring *ring = event ? ringOf(*event) : nullptr;
+      if (!event || (ring && ring->pollPending))
+        return true;
+    }
+    return false;
+  };
+  if (timeoutMs < 0)
+    woken.wait(guard, pending);
+  else
+    woken.wait_for(guard, std::chrono::milliseconds(timeoutMs), pending);
+  unsigned ready = 0;
+  for (pollfd &entry : fds) {
+    entry.revents = 0;
+    Event *event = eventOf(entry.fd);
+    Ring *ring = event ? ringOf(*event) : nullptr;
+    if (!event)
+      entry.revents = POLLNVAL;
+    // perf_poll: atomic_xchg(&rb->poll, 0), so one of the ring's events
+    // reports it.
+    else if (ring && ring->pollPending && (entry.events & POLLIN)) {
+      entry.revents = POLLIN;
+      ring->pollPending = false;
+    }
+    ready += entry.revents != 0;
+  }
+  return ready;
 }
 
 void FakeKernel::dropRecords(unsigned cpu, unsigned count) {
+  std::lock_guard<std::mutex> guard(mutex);
   for (const auto &ring : rings)
     if (ring->cpu == cpu)
       ring->dropping += count;
 }
 
 uint64_t FakeKernel::lockedBytes() const {
+  std::lock_guard<std::mutex> guard(mutex);
   return (userLockedPages + pinnedPages) * options.pageSize;
 }
 
 std::map<unsigned, uint64_t> FakeKernel::auxSizes() const {
+  std::lock_guard<std::mutex> guard(mutex);
   std::map<unsigned, uint64_t> sizes;
   for (const auto &ring : rings)
     if (ring->aux)

@@ -15,7 +15,18 @@
 //   AUX pages at aux_head, wrapping, aux_head an offset (PT snapshot mode);
 //   switched out, the kernel writes ITRACE_START (once per event) and
 //   PERF_RECORD_AUX {aux_head, size, OVERWRITE | flags} with the sample_id
-//   into the data pages, or counts it lost and writes LOST when room returns.
+//   into the data pages;
+// - the data pages (kernel/events/ring_buffer.c, perf_output_begin): a
+//   record that does not fit beside what the reader has not consumed
+//   (data_tail; CIRC_SPACE, one byte short of full) is dropped, the newest
+//   first, and counted; the next record that fits together with a
+//   LOST {id, lost} writes the LOST in front of it. Every watermark's worth
+//   of records (half the data pages) wakes a poll(2) on the ring's events.
+//
+// The kernel is called from the test's thread (the target) and from the
+// recorder's sideband reader; one lock keeps its state whole. The data pages
+// are shared memory, written and published (data_head, release) as the
+// kernel does, so the reader reads them without the lock.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_TEST_FAKEKERNEL_H
@@ -25,8 +36,11 @@
 
 #include "llvm/ADT/ArrayRef.h"
 
+#include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace magic_trace::testing {
@@ -43,6 +57,13 @@ public:
     int paranoid = 2;
     bool systemWidePt = false; ///< Someone runs perf record -a -e intel_pt.
     uint64_t pageSize = 4096;
+    /// The scheduler's part: when the data pages pass their watermark and
+    /// the kernel wakes the ring's poller, the target's next switch waits
+    /// up to this long for the reader to consume (data_tail to move), as a
+    /// woken reader on a real machine runs long before the target switches
+    /// another half ring's worth of times. 0: the target never waits (a
+    /// reader that is not there, or never gets a CPU).
+    std::chrono::milliseconds wokenReaderRuns{0};
   };
   explicit FakeKernel(Options options);
   ~FakeKernel() override;
@@ -74,6 +95,8 @@ public:
   std::error_code ioctl(int fd, unsigned long request,
                         unsigned long argument) override;
   void close(int fd) override;
+  llvm::ErrorOr<unsigned> poll(llvm::MutableArrayRef<pollfd> fds,
+                               int timeoutMs) override;
   std::string sysRoot() const override { return options.sysRoot; }
   std::string procRoot() const override { return options.procRoot; }
   uint64_t pageSize() const override { return options.pageSize; }
@@ -99,9 +122,14 @@ private:
   Ring *ringOf(Event &event);
   std::error_code charge(uint64_t pages, uint64_t &userPart,
                          uint64_t &pinnedPart);
+  /// Writes one record into the ring's data pages, or counts it lost.
   void emit(Ring &ring, const Event &event, uint32_t type,
             llvm::ArrayRef<uint64_t> words, uint32_t tid);
+  /// Options::wokenReaderRuns: waits (lock released) for the reader.
+  void letReaderRun(std::unique_lock<std::mutex> &guard, Ring &ring);
 
+  mutable std::mutex mutex;
+  std::condition_variable woken; ///< A ring passed its watermark.
   Options options;
   std::map<uint32_t, uint32_t> pidOf; ///< Live threads.
   std::vector<std::unique_ptr<Event>> events;

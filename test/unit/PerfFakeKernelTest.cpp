@@ -7,11 +7,7 @@
 // Expected instructions come from the emulator's ground truth.
 //
 //===----------------------------------------------------------------------===//
-#include "FakeKernel.h"
-
-#include "magic_trace/Decoder.h"
-#include "magic_trace/PerfRecorder.h"
-#include "magic_trace/PtraceStepper.h"
+#include "PerfFakeKernelSupport.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -25,109 +21,7 @@ using magic_trace::testing::FakeKernel;
 
 namespace {
 
-constexpr uint32_t kPid = 4000;
-constexpr uint64_t kAuxTruncated = 0x01, kAuxPartial = 0x04;
-
-std::string fixture(const char *name) {
-  return std::string(MT_TEST_SOURCE_DIR) + "/unit/fixtures/" + name;
-}
-
-FakeKernel::Options skylake() {
-  FakeKernel::Options options;
-  options.sysRoot = fixture("sysfs-skylake");
-  return options;
-}
-
-std::unique_ptr<PerfRecorder> makeRecorder(std::shared_ptr<FakeKernel> kernel,
-                                           uint64_t auxSize = 1 << 20) {
-  PerfRecorder::Options options;
-  options.kernel = kernel;
-  options.auxSize = auxSize;
-  auto recorder = PerfRecorder::create(options);
-  EXPECT_TRUE(bool(recorder)) << llvm::toString(recorder.takeError());
-  return recorder ? std::move(*recorder) : nullptr;
-}
-
-/// What the emulator recorded of a test program, with a PSB every
-/// `psbPeriod` bytes (more stretches to cut).
-EmulateResult record(std::vector<std::string> argv, uint64_t psbPeriod) {
-  EmulateOptions options;
-  argv[0] = std::string(MT_TEST_BINARY_DIR) + "/inputs/" + argv[0];
-  options.argv = argv;
-  options.stop = "stop_here";
-  options.maxInsns = 2'000'000;
-  options.writer.psbPeriod = psbPeriod;
-  auto run = emulateProgram(options);
-  EXPECT_TRUE(bool(run)) << llvm::toString(run.takeError());
-  return run ? std::move(*run) : EmulateResult();
-}
-
-/// emu_thread: main and a worker it starts; once per test binary run.
-const EmulateResult &threadRecording() {
-  static const EmulateResult *result =
-      new EmulateResult(record({"emu_thread"}, 256));
-  return *result;
-}
-
-/// emu_bench: one thread, more PT than an 8 KiB ring holds.
-const EmulateResult &longRecording() {
-  static const EmulateResult *result =
-      new EmulateResult(record({"emu_bench", "20"}, 1024));
-  return *result;
-}
-
-/// `bytes` cut at its PSBs: each stretch begins with one, as PT does when a
-/// thread is switched back in.
-std::vector<std::vector<uint8_t>> stretches(const std::vector<uint8_t> &bytes) {
-  static const uint8_t psb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                                  0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                                  0x02, 0x82, 0x02, 0x82};
-  std::vector<size_t> starts;
-  for (auto it = bytes.begin();
-       (it = std::search(it, bytes.end(), std::begin(psb), std::end(psb))) !=
-       bytes.end();
-       it += 16)
-    starts.push_back(it - bytes.begin());
-  std::vector<std::vector<uint8_t>> result;
-  for (size_t i = 0; i < starts.size(); ++i)
-    result.emplace_back(
-        bytes.begin() + starts[i],
-        bytes.begin() + (i + 1 < starts.size() ? starts[i + 1] : bytes.size()));
-  return result;
-}
-
-const ThreadTrace *traceOf(const std::vector<ThreadTrace> &traces,
-                           uint64_t tid) {
-  for (const ThreadTrace &trace : traces)
-    if (trace.tid == tid)
-      return &trace;
-  return nullptr;
-}
-
-/// Decodes `trace` with the recording's modules as thread `truthIndex`.
-ThreadDecode decodeAs(const EmulateResult &run, const ThreadTrace &trace,
-                      size_t truthIndex, std::vector<uint64_t> *insns) {
-  Snapshot snapshot = run.snapshot;
-  snapshot.threads = {trace};
-  snapshot.threads[0].tid = run.truth[truthIndex].tid;
-  DecodeOptions options;
-  options.threads = 1;
-  auto result = decodeSnapshot(snapshot, options);
-  EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
-  if (!result)
-    return {};
-  auto expanded = expandInstructions(snapshot, result->threads[0], options);
-  EXPECT_TRUE(bool(expanded)) << llvm::toString(expanded.takeError());
-  if (expanded && insns)
-    *insns = *expanded;
-  return result->threads[0];
-}
-
-size_t countKind(const ThreadDecode &decode, ItemKind kind) {
-  return std::count_if(
-      decode.items.begin(), decode.items.end(),
-      [&](const TraceItem &item) { return item.kind == kind; });
-}
+using namespace perf_fake;
 
 TEST(PerfFakeKernel, KernelRules) {
   auto kernel = std::make_shared<FakeKernel>(skylake());
@@ -327,9 +221,13 @@ TEST(PerfFakeKernel, SixtyFourThreadsUnderTwoMiBBudget) {
   ASSERT_EQ(sizes.size(), 8u);
   for (auto [cpu, size] : sizes)
     EXPECT_GE(size, uint64_t(32) << 10) << "CPU " << cpu;
-  EXPECT_EQ(recorder->plan().auxBytes, uint64_t(128) << 10);
+  // The data pages are perf's for perf_event_mlock_kb 256 (252 KiB, as a
+  // power of two of pages: 128 KiB); the AUX gets the rest.
+  EXPECT_EQ(recorder->plan().dataBytes, uint64_t(128) << 10);
+  EXPECT_EQ(recorder->plan().auxBytes, uint64_t(64) << 10);
   ASSERT_FALSE(recorder->notes().empty());
-  EXPECT_NE(recorder->notes().back().find("fits 128 KiB"), std::string::npos)
+  EXPECT_NE(recorder->notes().back().find("fits 64 KiB of AUX"),
+            std::string::npos)
       << recorder->notes().back();
 }
 
@@ -362,9 +260,21 @@ TEST(PerfFakeKernel, TruncatedAuxRecordShowsAsMarkedGap) {
   auto traces = recorder->snapshot();
   ASSERT_TRUE(bool(traces)) << llvm::toString(traces.takeError());
   ASSERT_EQ(traces->size(), 1u);
-  ThreadDecode decode = decodeAs(run, traces->front(), 0, nullptr);
+  std::vector<uint64_t> insns;
+  ThreadDecode decode = decodeAs(run, traces->front(), 0, &insns);
   EXPECT_EQ(countKind(decode, ItemKind::Overflow), 1u);
   EXPECT_GT(recorder->lostPieces(), 0u);
+  // After the gap the trace is whole again: the stretches after the first,
+  // on their own, are what the trace ends with, with no decode error.
+  ThreadTrace rest;
+  for (size_t i = 1; i < parts.size(); ++i)
+    rest.bytes.insert(rest.bytes.end(), parts[i].begin(), parts[i].end());
+  std::vector<uint64_t> restInsns;
+  decodeAs(run, rest, 0, &restInsns);
+  EXPECT_TRUE(decode.errors.empty()) << decode.errors.front().message;
+  ASSERT_GE(insns.size(), restInsns.size());
+  EXPECT_TRUE(std::equal(restInsns.begin(), restInsns.end(),
+                         insns.end() - restInsns.size()));
 }
 
 TEST(PerfFakeKernel, LostAndPartialRecordsShowAsGaps) {
@@ -386,10 +296,12 @@ TEST(PerfFakeKernel, LostAndPartialRecordsShowAsGaps) {
   ASSERT_EQ(traces->size(), 1u);
   // PARTIAL: an OVF after the first stretch. The lost AUX record: whose
   // the third stretch was is unknown, so the fourth record's thread gets
-  // only its own stretch (from the last PSB) after an OVF. A PSB+PSBEND
-  // (splitPerCpu's sync point) starts each stretch after a gap.
+  // only its own stretch (from the last PSB) after an OVF. A PSB, a
+  // MODE.Exec and a PSBEND (splitPerCpu's sync point after an OVF) start
+  // each stretch after a gap.
   std::vector<uint8_t> sync = psb;
-  sync.push_back(0x02), sync.push_back(0x23);
+  for (uint8_t byte : {0x99, 0x01, 0x02, 0x23})
+    sync.push_back(byte);
   std::vector<uint8_t> want;
   for (const auto *part : {&psb, &ovf, &sync, &psb, &ovf, &sync, &psb})
     want.insert(want.end(), part->begin(), part->end());

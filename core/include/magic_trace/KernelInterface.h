@@ -3,16 +3,19 @@
 // Everything the perf backend asks of the kernel, behind one narrow interface
 // so that tests can put a fake kernel behind it (test/unit/FakeKernel.h):
 // perf_event_open, mmap/munmap of the perf and AUX areas, the ioctls, close,
-// the sysfs root the PMU is read from, and the numbers the per-user locked
-// memory budget is computed from (kernel/events/core.c, perf_mmap).
+// poll (the sideband reader waits on it while the target runs), the sysfs root
+// the PMU is read from, and the numbers the per-user locked memory budget is
+// computed from (kernel/events/core.c, perf_mmap).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_KERNELINTERFACE_H
 #define MAGIC_TRACE_KERNELINTERFACE_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/ErrorOr.h"
 
 #include <linux/perf_event.h>
+#include <poll.h>
 
 #include <cstdint>
 #include <memory>
@@ -41,6 +44,15 @@ public:
   virtual std::error_code ioctl(int fd, unsigned long request,
                                 unsigned long argument) = 0;
   virtual void close(int fd) = 0;
+  /// poll(2) on events for POLLIN, waiting at most `timeoutMs`: fills each
+  /// entry's revents and returns how many have any (0: the time passed).
+  /// POLLIN: the event's ring passed its wakeup watermark since the last
+  /// poll (half the data pages without attr.watermark; kernel/events/
+  /// ring_buffer.c: ring_buffer_init, perf_output_wakeup; core.c:
+  /// perf_poll); POLLHUP: its thread and every inherited copy exited.
+  /// Errors: poll's (EINTR is retried by the caller's loop).
+  virtual llvm::ErrorOr<unsigned> poll(llvm::MutableArrayRef<pollfd> fds,
+                                       int timeoutMs) = 0;
 
   /// The root the intel_pt PMU is read from ("/sys").
   virtual std::string sysRoot() const = 0;

@@ -9,8 +9,10 @@
 // ones create, in clone() before the new thread runs, so a thread started
 // after attach is traced from its first instruction. The kernel ends each
 // thread's stretch on a CPU with a PERF_RECORD_AUX naming the thread and the
-// ring offset it got to; at a stop those records split every CPU's ring into
-// per-thread traces (PerCpuTrace.h, shared with the perf.data reader).
+// ring offset it got to. A reader thread consumes those records as the
+// target runs (Sideband.h), so that the data pages do not fill between two
+// stops; at a stop they split every CPU's ring into per-thread traces
+// (PerCpuTrace.h, shared with the perf.data reader).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PERFRECORDER_H
@@ -21,9 +23,14 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <set>
 
 namespace magic_trace {
+
+struct CpuRing;       // core/lib/record/perf/Sideband.h
+class SidebandReader; // core/lib/record/perf/Sideband.h
 
 /// The per-CPU buffer sizes for a recording, chosen against the per-user
 /// locked memory budget before any mmap (kernel/events/core.c, perf_mmap:
@@ -37,14 +44,31 @@ struct BufferPlan {
   std::string note;         ///< Set when the wish was reduced to fit.
 };
 
+/// The data pages perf record maps by default (tools/perf/util/evlist.c,
+/// perf_event_mlock_kb_in_pages): perf_event_mlock_kb less one page, a
+/// power of two of pages; 512 KiB at the kernel's default of 516.
+uint64_t perfDataBytes(const KernelInterface &kernel);
+
+/// The data pages perf maps for an Intel PT snapshot when unprivileged
+/// (tools/perf/arch/x86/util/intel-pt.c, intel_pt_recording_options).
+constexpr uint64_t kPerfSnapshotDataBytes = 256 << 10;
+
+/// The fewest data pages planBuffers gives up to when the budget is short
+/// (what the recorder used before it read the sideband as the target runs).
+constexpr uint64_t kMinDataBytes = 64 << 10;
+
 /// Picks the largest AUX size up to `wantedAux` that fits the budget on
-/// every CPU together with the perf page and `dataBytes` of data pages.
-/// Fails (one line, what to do) when that is below two PSB periods
-/// (`psbPeriodBytes`; perf warns below it too: a snapshot must hold a PSB).
-llvm::Expected<BufferPlan> planBuffers(uint64_t wantedAux, unsigned cpus,
-                                       const KernelInterface &kernel,
-                                       uint64_t psbPeriodBytes,
-                                       uint64_t dataBytes = 64 << 10);
+/// every CPU together with the perf page and `dataBytes` of data pages
+/// (perfDataBytes when not given). The data pages are halved while that
+/// gives a larger AUX, down to kPerfSnapshotDataBytes, and further down to
+/// kMinDataBytes, with a note, only when two PSB periods of AUX would not
+/// fit beside them. Fails (one line, what to do) when the AUX is below two
+/// PSB periods even so (`psbPeriodBytes`; perf warns below it too: a
+/// snapshot must hold a PSB).
+llvm::Expected<BufferPlan>
+planBuffers(uint64_t wantedAux, unsigned cpus, const KernelInterface &kernel,
+            uint64_t psbPeriodBytes,
+            std::optional<uint64_t> dataBytes = std::nullopt);
 
 /// The PSB period the attr asks for, in bytes (2^(psb_period + 11); the
 /// hardware's default of 2 KiB when the term is absent).
@@ -56,6 +80,9 @@ public:
   struct Options {
     TimerResolution timer = TimerResolution::Normal;
     uint64_t auxSize = 4 << 20; ///< Per CPU; reduced to fit the budget.
+    /// The sideband reader's longest wait between two reads while the
+    /// target runs (it is woken sooner when a ring is half full).
+    int sidebandPeriodMs = 50;
     /// The kernel to use; the running one when null.
     std::shared_ptr<KernelInterface> kernel;
   };
@@ -66,7 +93,8 @@ public:
   ~PerfRecorder();
 
   /// Starts recording process `pid` whose threads are `tids` (and every
-  /// thread they create from now on). A thread that cannot be traced (it
+  /// thread they create from now on), and the thread that reads the
+  /// sideband as the process runs. A thread that cannot be traced (it
   /// exited: ESRCH) is skipped with a note and the next one is tried. Fails
   /// when no thread can be traced, or no CPU's ring can be mapped: EACCES
   /// and EPERM name perf_event_paranoid and CAP_PERFMON, EBUSY says another
@@ -77,11 +105,13 @@ public:
   bool isTracing(uint64_t tid) const;
 
   /// Every thread's trace from the rings (the target must be stopped):
-  /// disables the events, reads each CPU's sideband and AUX ring, splits it
-  /// by thread, and enables them again. A piece the kernel flagged
-  /// (TRUNCATED, PARTIAL, COLLISION) or whose AUX record was LOST ends with
-  /// an OVF, which the decoder shows as a gap. Threads with no trace are
-  /// left out.
+  /// disables the events, reads what is left of each CPU's sideband and its
+  /// AUX ring, splits it by thread, and enables them again. A piece the
+  /// kernel flagged (TRUNCATED, PARTIAL, COLLISION) ends with an OVF, which
+  /// the decoder shows as a gap. Where AUX records were lost (LOST), which
+  /// thread ran is unknown: every thread with trace from before the loss
+  /// gets an OVF there, and the stretch after it keeps only its part from
+  /// its last PSB. Threads with no trace are left out.
   llvm::Expected<std::vector<ThreadTrace>> snapshot();
   /// Time conversion from the first ring's perf page, with the TSC read now
   /// as the reference for the top byte of 56-bit TSC packets.
@@ -96,6 +126,9 @@ public:
   /// Pieces of trace the last snapshot marked lost (flagged by the kernel,
   /// or not attributable after lost sideband), all CPUs.
   uint64_t lostPieces() const { return lostCount; }
+  /// Sideband records the kernel could not write since attach (the sum of
+  /// its LOST records), all CPUs.
+  uint64_t lostSidebandRecords() const;
 
   /// Degradations, skipped threads and size reductions, one line each.
   const std::vector<std::string> &notes() const { return notesList; }
@@ -105,15 +138,17 @@ public:
 
 private:
   PerfRecorder() = default;
-  struct CpuRing;
   llvm::Error openRings(llvm::ArrayRef<uint64_t> tids);
   llvm::Error mapRing(CpuRing &ring);
-  void readSideband(CpuRing &ring);
   void enableAll(bool enable);
 
   std::shared_ptr<KernelInterface> kernel;
   std::vector<std::unique_ptr<CpuRing>> rings;
+  /// Guards what the sideband reader writes: the rings' pieces and `known`.
+  mutable std::mutex sidebandLock;
   std::set<uint64_t> known;
+  /// Stopped first on destruction, before the rings are unmapped.
+  std::unique_ptr<SidebandReader> reader;
   perf_event_attr attrValue{};
   PtTimingConfig timingValue;
   BufferPlan planValue;

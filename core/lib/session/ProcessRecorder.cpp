@@ -69,7 +69,14 @@ public:
        << (recorder->plan().auxBytes >> 10) << " KiB, threads";
     for (uint64_t tid : recorder->threadIds())
       os << " " << tid;
-    return {line};
+    std::string sideband;
+    llvm::raw_string_ostream sidebandOs(sideband);
+    sidebandOs << "  sideband: " << (recorder->plan().dataBytes >> 10)
+               << " KiB per CPU, read as the process runs";
+    if (uint64_t lost = recorder->lostSidebandRecords())
+      sidebandOs << "; the kernel lost " << lost
+                 << " records (the trace has gaps there)";
+    return {line, sideband};
   }
 
 private:

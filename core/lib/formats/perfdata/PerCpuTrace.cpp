@@ -19,10 +19,22 @@ constexpr uint8_t kSyncPoint[18] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
                                     0x02, 0x82, 0x02, 0x82, 0x02, 0x23};
 /// OVF: the CPU lost trace here.
 constexpr uint8_t kOverflow[2] = {0x02, 0xf3};
+/// The sync point after an OVF: a MODE.Exec (64-bit) in its PSB+. libipt
+/// binds an OVF that a PSB follows to tracing off (pt_qry_find_ovf_fup);
+/// after it, a PSB+ without FUP gave the decoder no status update to resync
+/// at (PieceDecoder::crossedPsb), so it decoded the next piece on from the
+/// overflow's state and failed there ("no memory mapped at this address":
+/// PerfFakeKernel.TruncatedAuxRecordShowsAsMarkedGap). libipt reports the
+/// MODE.Exec: the decoder resyncs at this PSB, and the next piece's own PSB+
+/// sets the mode before any instruction runs.
+constexpr uint8_t kResyncPoint[20] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02,
+                                      0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                      0x02, 0x82, 0x99, 0x01, 0x02, 0x23};
 
 struct ThreadPieces {
   std::vector<uint8_t> bytes;
   bool started = false;
+  bool afterOverflow = false; ///< The bytes end with an OVF.
   uint32_t lastCpu = 0;
   uint64_t lastEnd = 0; ///< AUX offset right after the last piece.
 };
@@ -106,16 +118,22 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
                      thread.lastEnd == piece.offset;
     if (!inFile) {
       ++counts.lostPieces;
-      if (thread.started)
+      if (thread.started) {
         thread.bytes.insert(thread.bytes.end(), std::begin(kOverflow),
                             std::end(kOverflow));
+        thread.afterOverflow = true;
+      }
       thread.started = true;
       thread.lastEnd = UINT64_MAX;
       continue;
     }
-    if (thread.started && !continues)
+    if (thread.started && !continues && thread.afterOverflow)
+      thread.bytes.insert(thread.bytes.end(), std::begin(kResyncPoint),
+                          std::end(kResyncPoint));
+    else if (thread.started && !continues)
       thread.bytes.insert(thread.bytes.end(), std::begin(kSyncPoint),
                           std::end(kSyncPoint));
+    thread.afterOverflow = false;
     auto begin = stream.bytes.begin() + (piece.offset - stream.base);
     thread.bytes.insert(thread.bytes.end(), begin, begin + piece.size);
     ++counts.pieces;
@@ -127,6 +145,7 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
       ++counts.lostPieces;
       thread.bytes.insert(thread.bytes.end(), std::begin(kOverflow),
                           std::end(kOverflow));
+      thread.afterOverflow = true;
       thread.lastEnd = UINT64_MAX;
     }
   }

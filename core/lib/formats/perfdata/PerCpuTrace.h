@@ -64,10 +64,11 @@ struct PerCpuStats {
 /// with a PSB+PSBEND between pieces that do not continue one another in one
 /// CPU's stream (the decoder must not carry IP compression or timing across
 /// CPUs: the pair resets both, and says nothing was lost), and an OVF where
-/// a piece was truncated or is missing. A CPU without usable AUX records (a
-/// snapshot recording, whose AUX records overwrite) goes whole to the one
-/// thread traced there. Errors: a CPU stream that several threads share with
-/// no AUX records to split it.
+/// a piece was truncated or is missing (the PSB+ after an OVF also holds a
+/// MODE.Exec, so that the decoder resyncs there). A CPU without usable AUX
+/// records (a snapshot recording, whose AUX records overwrite) goes whole to
+/// the one thread traced there. Errors: a CPU stream that several threads share
+/// with no AUX records to split it.
 llvm::Expected<std::vector<ThreadTrace>>
 splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
             bool snapshotMode, PerCpuStats *stats = nullptr);

@@ -76,6 +76,13 @@ public:
     return {};
   }
   void close(int fd) override { ::close(fd); }
+  llvm::ErrorOr<unsigned> poll(llvm::MutableArrayRef<pollfd> fds,
+                               int timeoutMs) override {
+    int ready = ::poll(fds.data(), fds.size(), timeoutMs);
+    if (ready < 0)
+      return std::error_code(errno, std::generic_category());
+    return unsigned(ready);
+  }
   std::string sysRoot() const override { return sys; }
   std::string procRoot() const override { return proc; }
   uint64_t pageSize() const override {

@@ -3,7 +3,8 @@
 
 #include "magic_trace/MachineFacts.h"
 
-#include "../../formats/perfdata/KernelRecords.h"
+#include "Sideband.h"
+
 #include "../../formats/perfdata/PerCpuTrace.h"
 #include "../../formats/perfdata/PerfDataFormat.h"
 
@@ -21,11 +22,6 @@ namespace {
 
 using perfdata::AuxPiece;
 using perfdata::CpuStream;
-
-/// What every event's sideband carries after each record (sample_id_all):
-/// the writer's pid/tid, the time and the CPU (perf_event_open(2)).
-constexpr uint64_t kSampleType =
-    perfdata::kSampleTid | perfdata::kSampleTime | perfdata::kSampleCpu;
 
 /// The kernel's flags that say a piece of AUX data is not whole
 /// (include/uapi/linux/perf_event.h).
@@ -50,41 +46,6 @@ std::string kib(uint64_t bytes) { return std::to_string(bytes >> 10) + " KiB"; }
 
 } // namespace
 
-/// One CPU's ring: the events writing into it and what its sideband said.
-struct PerfRecorder::CpuRing {
-  /// One stretch of the AUX ring written by one thread, in linear bytes
-  /// since attach (ring offset = linear % size).
-  struct Piece {
-    uint64_t start = 0, end = 0;
-    uint32_t tid = 0;
-    uint64_t flags = 0, time = 0;
-    bool lostBefore = false; ///< Records before it were lost.
-  };
-
-  KernelInterface *kernel = nullptr;
-  unsigned cpu = 0;
-  std::vector<int> fds; ///< fds[0] owns the mapping; the rest output to it.
-  void *base = nullptr;
-  size_t baseLength = 0;
-  void *aux = nullptr;
-  uint64_t auxSize = 0;
-  std::vector<Piece> pieces;
-  uint64_t linearEnd = 0; ///< Where the last piece ended.
-  bool pendingLost = false;
-
-  ~CpuRing() {
-    if (aux)
-      kernel->munmap(aux, auxSize);
-    if (base)
-      kernel->munmap(base, baseLength);
-    for (int fd : fds)
-      kernel->close(fd);
-  }
-  perf_event_mmap_page &page() const {
-    return *static_cast<perf_event_mmap_page *>(base);
-  }
-};
-
 uint64_t psbPeriodBytes(const IntelPtPmuDescription &pmu,
                         const perf_event_attr &attr) {
   auto field = pmu.format.find("psb_period");
@@ -101,14 +62,40 @@ uint64_t psbPeriodBytes(const IntelPtPmuDescription &pmu,
   return uint64_t(1) << (value + 11);
 }
 
+uint64_t perfDataBytes(const KernelInterface &kernel) {
+  // tools/perf/util/evlist.c, perf_event_mlock_kb_in_pages (what
+  // evlist__mmap_size gives perf record's default mmap_pages): the user's
+  // per-CPU budget less one page, a power of two of pages; 512 KiB when
+  // the sysctl is unreadable.
+  uint64_t page = kernel.pageSize();
+  std::optional<uint64_t> mlockKb = kernel.perfMlockKb();
+  uint64_t maxKb = 512;
+  if (mlockKb)
+    maxKb = *mlockKb > page / 1024 ? *mlockKb - page / 1024 : 0;
+  return floorPowerOfTwo(maxKb * 1024 / page) * page;
+}
+
+namespace {
+
+/// The largest AUX area that fits `perCpuLimit` beside the perf page and
+/// `dataBytes` of data pages: a power of two of pages, or 0.
+uint64_t auxRoom(uint64_t wantedAux, uint64_t perCpuLimit, uint64_t page,
+                 uint64_t dataBytes) {
+  uint64_t fixed = page + dataBytes;
+  uint64_t room = perCpuLimit > fixed ? perCpuLimit - fixed : 0;
+  uint64_t aux = floorPowerOfTwo(std::min(wantedAux, room));
+  return aux < page ? 0 : aux;
+}
+
+} // namespace
+
 llvm::Expected<BufferPlan> planBuffers(uint64_t wantedAux, unsigned cpus,
                                        const KernelInterface &kernel,
                                        uint64_t psbPeriodBytes,
-                                       uint64_t dataBytes) {
+                                       std::optional<uint64_t> dataBytes) {
   uint64_t page = kernel.pageSize();
   BufferPlan plan;
   plan.cpus = std::max(cpus, 1u);
-  plan.dataBytes = dataBytes;
   uint64_t perCpuLimit = UINT64_MAX;
   if (!kernel.lockLimitExempt()) {
     // perf_mmap: the user may lock perf_event_mlock_kb on each online CPU;
@@ -121,11 +108,24 @@ llvm::Expected<BufferPlan> planBuffers(uint64_t wantedAux, unsigned cpus,
     }
   }
   // The perf page and the data pages come first out of each CPU's share.
-  uint64_t fixed = page + dataBytes;
-  uint64_t room = perCpuLimit > fixed ? perCpuLimit - fixed : 0;
-  uint64_t aux = floorPowerOfTwo(std::min(wantedAux, room));
-  aux = aux < page ? 0 : aux;
+  // The data pages are perf's default; where that costs AUX, they go down
+  // to what perf maps for an unprivileged Intel PT snapshot; where two PSB
+  // periods of AUX still do not fit, down to kMinDataBytes, with a note.
+  // (The reader consumes them as the target runs, so they need to hold only
+  // what comes between two of its rounds.)
+  uint64_t wantedData = dataBytes ? *dataBytes : perfDataBytes(kernel);
   uint64_t minimum = std::max(2 * psbPeriodBytes, page);
+  uint64_t data = std::max(wantedData, page);
+  uint64_t aux = auxRoom(wantedAux, perCpuLimit, page, data);
+  while (data / 2 >= kPerfSnapshotDataBytes &&
+         auxRoom(wantedAux, perCpuLimit, page, data / 2) > aux) {
+    data /= 2;
+    aux = auxRoom(wantedAux, perCpuLimit, page, data);
+  }
+  while (aux < minimum && data / 2 >= kMinDataBytes) {
+    data /= 2;
+    aux = auxRoom(wantedAux, perCpuLimit, page, data);
+  }
   if (aux < minimum)
     return llvm::createStringError(
         "the locked-memory budget (%s for this user on %u CPUs) leaves no "
@@ -133,7 +133,14 @@ llvm::Expected<BufferPlan> planBuffers(uint64_t wantedAux, unsigned cpus,
         "/proc/sys/kernel/perf_event_mlock_kb or 'ulimit -l')",
         kib(plan.budgetBytes).c_str(), plan.cpus, kib(minimum).c_str());
   plan.auxBytes = aux;
-  if (aux < wantedAux)
+  plan.dataBytes = data;
+  if (data < std::min(wantedData, kPerfSnapshotDataBytes))
+    plan.note = "the locked-memory budget (" + kib(plan.budgetBytes) +
+                " for this user on " + std::to_string(plan.cpus) +
+                " CPUs) fits " + kib(data) + " of sideband per CPU, not " +
+                kib(wantedData) +
+                " (raise /proc/sys/kernel/perf_event_mlock_kb for more)";
+  else if (aux < wantedAux)
     plan.note = "the locked-memory budget (" + kib(plan.budgetBytes) +
                 " for this user on " + std::to_string(plan.cpus) +
                 " CPUs) fits " + kib(aux) + " of AUX buffer per CPU, not " +
@@ -342,7 +349,7 @@ PerfRecorder::create(Options options) {
   // sideband names the thread, time and CPU of every AUX record.
   recorder->attrValue.inherit = 1;
   recorder->attrValue.sample_id_all = 1;
-  recorder->attrValue.sample_type = kSampleType;
+  recorder->attrValue.sample_type = kSidebandSampleType;
   recorder->timingValue = hardwareTiming(*pmu, attr->attr);
   recorder->psbBytes = psbPeriodBytes(*pmu, attr->attr);
   recorder->options = std::move(options);
@@ -350,13 +357,20 @@ PerfRecorder::create(Options options) {
   return recorder;
 }
 
-PerfRecorder::~PerfRecorder() = default;
+PerfRecorder::~PerfRecorder() {
+  // The reader touches the rings: it stops before they are unmapped.
+  reader.reset();
+}
 
 std::vector<uint64_t> PerfRecorder::threadIds() const {
+  std::lock_guard<std::mutex> guard(sidebandLock);
   return std::vector<uint64_t>(known.begin(), known.end());
 }
 
-bool PerfRecorder::isTracing(uint64_t tid) const { return known.count(tid); }
+bool PerfRecorder::isTracing(uint64_t tid) const {
+  std::lock_guard<std::mutex> guard(sidebandLock);
+  return known.count(tid);
+}
 
 llvm::Error PerfRecorder::mapRing(CpuRing &ring) {
   uint64_t page = kernel->pageSize();
@@ -481,73 +495,38 @@ llvm::Error PerfRecorder::attach(uint64_t pid, llvm::ArrayRef<uint64_t> tids) {
     return error;
   }
   enableAll(true);
+  // Every event of a ring can be polled for it (SET_OUTPUT shares the
+  // ring: perf record polls them all, evlist__add_pollfd).
+  std::vector<int> fds;
+  for (const auto &ring : rings)
+    fds.insert(fds.end(), ring->fds.begin(), ring->fds.end());
+  reader = std::make_unique<SidebandReader>(
+      *kernel, std::move(fds), options.sidebandPeriodMs, sidebandLock, [this] {
+        for (const auto &ring : rings)
+          readSideband(*ring, planValue.dataBytes, known);
+      });
   return llvm::Error::success();
 }
 
-void PerfRecorder::readSideband(CpuRing &ring) {
-  perf_event_mmap_page &page = ring.page();
-  uint64_t dataOffset =
-      page.data_offset ? page.data_offset : kernel->pageSize();
-  uint64_t dataSize = page.data_size ? page.data_size : planValue.dataBytes;
-  const uint8_t *data = static_cast<const uint8_t *>(ring.base) + dataOffset;
-  uint64_t head = __atomic_load_n(&page.data_head, __ATOMIC_ACQUIRE);
-  uint64_t tail = page.data_tail;
-  // Records may wrap around the end of the data pages: copy them out in
-  // order first, then frame them.
-  std::vector<uint8_t> bytes;
-  for (uint64_t at = tail; at < head; ++at)
-    bytes.push_back(data[at & (dataSize - 1)]);
-  __atomic_store_n(&page.data_tail, head, __ATOMIC_RELEASE);
+uint64_t PerfRecorder::lostSidebandRecords() const {
+  std::lock_guard<std::mutex> guard(sidebandLock);
+  uint64_t lost = 0;
+  for (const auto &ring : rings)
+    lost += ring->lostRecords;
+  return lost;
+}
 
-  uint64_t auxMask = ring.auxSize - 1;
-  for (size_t at = 0; at + perfdata::kEventHeaderSize <= bytes.size();) {
-    uint16_t size = 0;
-    std::memcpy(&size, bytes.data() + at + 6, sizeof(size));
-    if (size < perfdata::kEventHeaderSize || at + size > bytes.size()) {
-      ring.pendingLost = true; // A broken frame: the rest cannot be framed.
-      break;
-    }
-    perfdata::KernelRecord record;
-    llvm::Error error = perfdata::parseKernelRecord(
-        llvm::ArrayRef<uint8_t>(bytes).slice(at, size), kSampleType, &record);
-    at += size;
-    if (error) {
-      llvm::consumeError(std::move(error));
-      ring.pendingLost = true;
-      continue;
-    }
-    if (record.type == perfdata::kRecordItraceStart)
-      known.insert(record.tid);
-    if (record.type == perfdata::kRecordLost)
-      ring.pendingLost = true;
-    if (record.type != perfdata::kRecordAux)
-      continue;
-    // In overwrite mode the record's offset is where the thread's stretch
-    // ended, the driver's aux_head (perf_aux_output_end; pt_event_stop
-    // passes the whole buffer as its size): the stretch began where the
-    // previous record on this CPU ended.
-    uint64_t length = (record.aux.offset - ring.linearEnd) & auxMask;
-    CpuRing::Piece piece;
-    piece.start = ring.linearEnd;
-    piece.end = ring.linearEnd + length;
-    piece.tid = record.aux.tid;
-    piece.flags = record.aux.flags;
-    piece.time = record.aux.time;
-    piece.lostBefore = ring.pendingLost;
-    ring.pendingLost = false;
-    ring.linearEnd = piece.end;
-    ring.pieces.push_back(piece);
-    known.insert(record.aux.tid);
-  }
-  // Bytes after the last record have no owner we know (their record was
-  // lost): skipped, and the next piece says so.
-  uint64_t auxHead = __atomic_load_n(&page.aux_head, __ATOMIC_ACQUIRE);
-  uint64_t unowned = (auxHead - ring.linearEnd) & auxMask;
-  if (unowned) {
-    ring.linearEnd += unowned;
-    ring.pendingLost = true;
-    ++lostCount;
-  }
+/// At a stop (every event disabled, so every stretch has ended): the bytes
+/// after the ring's last AUX record have no owner we know (their record was
+/// lost). Skipped, and the next piece says so. Returns whether there were.
+static bool skipUnowned(CpuRing &ring) {
+  uint64_t auxHead = __atomic_load_n(&ring.page().aux_head, __ATOMIC_ACQUIRE);
+  uint64_t unowned = (auxHead - ring.linearEnd) & (ring.auxSize - 1);
+  if (!unowned)
+    return false;
+  ring.linearEnd += unowned;
+  ring.pendingLost = true;
+  return true;
 }
 
 /// The offset of the first PSB in bytes[from, to), or `to`.
@@ -566,21 +545,54 @@ static uint64_t findLastPsb(const std::vector<uint8_t> &bytes, uint64_t from,
   return found == end ? to : from + (found - begin);
 }
 
+namespace {
+
+/// Where a CPU's sideband lost AUX records: which thread ran there, up to
+/// `time`, is unknown.
+struct SidebandLoss {
+  uint32_t cpu = 0;
+  uint64_t time = 0;
+  uint64_t offset = 0; ///< Outside the CPU's stream.
+};
+
+/// Any thread traced before a loss may have run in the stretches whose
+/// records were lost (on that CPU or, moved there, from another): each gets
+/// an OVF at the loss, as a piece outside the CPU's stream (splitPerCpu marks
+/// such a piece with one). A thread first seen after it lost nothing.
+void markLosses(llvm::ArrayRef<SidebandLoss> losses,
+                std::vector<AuxPiece> &pieces) {
+  std::map<uint32_t, uint64_t> firstSeen;
+  for (const AuxPiece &piece : pieces) {
+    auto [it, inserted] = firstSeen.try_emplace(piece.tid, piece.time);
+    it->second = std::min(it->second, piece.time);
+  }
+  for (const SidebandLoss &loss : losses)
+    for (auto [tid, first] : firstSeen)
+      if (first < loss.time)
+        pieces.push_back({loss.cpu, tid, loss.offset, 1, 0, loss.time});
+}
+
+} // namespace
+
 llvm::Expected<std::vector<ThreadTrace>> PerfRecorder::snapshot() {
   if (rings.empty())
     return llvm::createStringError("no thread is traced yet");
+  std::lock_guard<std::mutex> guard(sidebandLock);
   // Disabled, the kernel ends every stretch with its AUX record and the
   // hardware stops writing while we copy.
   enableAll(false);
   lostCount = 0;
   std::map<uint32_t, CpuStream> cpus;
   std::vector<AuxPiece> pieces;
+  std::vector<SidebandLoss> losses;
   std::set<uint32_t> cut;
   for (const auto &ringPtr : rings) {
     CpuRing &ring = *ringPtr;
-    readSideband(ring);
+    readSideband(ring, planValue.dataBytes, known);
+    bool lostAtEnd = skipUnowned(ring);
     uint64_t size = ring.auxSize;
     uint64_t windowStart = ring.linearEnd > size ? ring.linearEnd - size : 0;
+    uint64_t outside = ring.linearEnd + 1;
     CpuStream stream;
     stream.base = windowStart;
     stream.haveBase = true;
@@ -589,18 +601,14 @@ llvm::Expected<std::vector<ThreadTrace>> PerfRecorder::snapshot() {
       stream.bytes.push_back(aux[at & (size - 1)]);
     std::vector<AuxPiece> mine;
     for (const CpuRing::Piece &piece : ring.pieces) {
-      if (piece.end <= windowStart && !piece.lostBefore)
-        continue;
-      if (piece.lostBefore) {
-        // Outside the stream on purpose: splitPerCpu marks it with an OVF.
-        ++lostCount;
-        mine.push_back(
-            {ring.cpu, piece.tid, ring.linearEnd + 1, 1, 0, piece.time});
-      }
       if (piece.end <= windowStart)
         continue;
       uint64_t start = piece.start;
       if (piece.lostBefore) {
+        // Just before the record that followed the loss (the LOST record
+        // carries that record's sample_id).
+        ++lostCount;
+        losses.push_back({ring.cpu, piece.time ? piece.time - 1 : 0, outside});
         // The records before this one were lost, so the stretch may begin
         // with other threads' bytes: keep only what follows its last PSB
         // (PT writes one when a thread is switched in).
@@ -619,10 +627,15 @@ llvm::Expected<std::vector<ThreadTrace>> PerfRecorder::snapshot() {
              (piece.flags & kAuxLossFlags) ? perfdata::kAuxFlagTruncated : 0,
              piece.time});
       else if (piece.flags & kAuxLossFlags)
-        mine.push_back(
-            {ring.cpu, piece.tid, ring.linearEnd + 1, 1, 0, piece.time});
+        mine.push_back({ring.cpu, piece.tid, outside, 1, 0, piece.time});
       if (piece.flags & kAuxLossFlags)
         ++lostCount;
+    }
+    // The records of the last stretches were lost (the reader did not keep
+    // up before the stop): every thread may end with a gap.
+    if (lostAtEnd) {
+      ++lostCount;
+      losses.push_back({ring.cpu, UINT64_MAX, outside});
     }
     // What the window no longer holds is forgotten.
     llvm::erase_if(ring.pieces, [&](const CpuRing::Piece &piece) {
@@ -635,6 +648,7 @@ llvm::Expected<std::vector<ThreadTrace>> PerfRecorder::snapshot() {
     cpus[ring.cpu] = std::move(stream);
     pieces.insert(pieces.end(), mine.begin(), mine.end());
   }
+  markLosses(losses, pieces);
   enableAll(true);
   llvm::Expected<std::vector<ThreadTrace>> threads =
       perfdata::splitPerCpu(cpus, std::move(pieces), /*snapshotMode=*/false);
