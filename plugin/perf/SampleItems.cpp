@@ -1,0 +1,101 @@
+//===- SampleItems.cpp - perf's branch samples -> one thread's items ------===//
+#include "SampleItems.h"
+
+// perf's header is C and declares the filter's entry points.
+extern "C" {
+#include <perf/perf_dlfilter.h>
+}
+
+#include <algorithm>
+
+namespace magic_trace {
+
+void SampleItems::push(ItemKind kind, uint64_t ip, uint64_t timeNs) {
+  TraceItem item;
+  item.kind = kind;
+  item.ip = ip;
+  item.timeNs = timeNs;
+  decode.items.push_back(item);
+}
+
+void SampleItems::block(uint64_t lastIp, BranchClass lastClass,
+                        uint8_t lastSize) {
+  // A branch before the block's start cannot follow it: perf lost the way
+  // without saying so. The branch alone is what is known to have run.
+  uint64_t first = blockStart && blockStart <= lastIp ? blockStart : lastIp;
+  TraceItem item;
+  item.kind = ItemKind::Block;
+  item.ip = first;
+  item.lastIp = lastIp;
+  item.timeNs = blockStart ? blockTime : lastTime;
+  // perf's branch samples carry no instruction count (insn_cnt is for IPC
+  // and 0 here), so each block counts as one.
+  item.detail = 1;
+  item.lastClass = lastClass;
+  item.lastSize = lastSize;
+  decode.items.push_back(item);
+  ++decode.instructions;
+}
+
+void SampleItems::add(const BranchSample &sample, const ClassifiedInsn &insn) {
+  // Times are monotonic per thread by the items' contract.
+  uint64_t time = std::max(lastTime, sample.timeNs);
+  lastTime = time;
+  uint32_t flags = sample.flags;
+  if (flags & PERF_DLFILTER_FLAG_TRACE_BEGIN) {
+    // perf's decoder starts a trace anew after an overflow or an error it
+    // resynchronized after; only a trace end says tracing stopped for a
+    // reason of the program's (a syscall, an interrupt, the filter).
+    if (tracing) {
+      push(ItemKind::Overflow, sample.addr, time);
+      ++lossCount;
+    }
+    push(ItemKind::Enable, sample.addr, time);
+    tracing = true;
+    blockStart = sample.addr;
+    blockTime = time;
+    return;
+  }
+  if (!tracing) {
+    // The first sample taken (after a trace end or the time window's
+    // start) is a branch whose block began where no sample says: start at
+    // its target.
+    push(ItemKind::Enable, sample.addr, time);
+    tracing = sample.addr != 0;
+    blockStart = sample.addr;
+    blockTime = time;
+    return;
+  }
+  if (flags & PERF_DLFILTER_FLAG_ASYNC) {
+    // Tracing stopped or moved at ip before its instruction ran (an
+    // interrupt's FUP): the block ends before ip. Where control went next
+    // is no branch of the program's unless tracing went on.
+    bool ends = flags & PERF_DLFILTER_FLAG_TRACE_END;
+    if (blockStart && blockStart < sample.ip)
+      block(sample.ip - 1, ends ? BranchClass::Other : BranchClass::Unknown, 0);
+  } else if (sample.ip) {
+    block(sample.ip, insn.branch, insn.size);
+  }
+  if (flags & PERF_DLFILTER_FLAG_TRACE_END || sample.addr == 0) {
+    push(ItemKind::Disable, 0, time);
+    tracing = false;
+    blockStart = 0;
+    return;
+  }
+  blockStart = sample.addr;
+  blockTime = time;
+}
+
+void SampleItems::skip() {
+  tracing = false;
+  blockStart = 0;
+}
+
+ThreadDecode SampleItems::take() {
+  ThreadDecode taken = std::move(decode);
+  decode = ThreadDecode();
+  decode.tid = taken.tid;
+  return taken;
+}
+
+} // namespace magic_trace

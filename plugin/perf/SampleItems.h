@@ -1,0 +1,66 @@
+//===- SampleItems.h - perf's branch samples -> one thread's items -*- C++
+//-*-===//
+//
+// perf script --itrace=b hands a filter one sample per taken branch: its
+// source (ip), its target (addr), perf's time and flags (call, return,
+// trace begin/end, syscall, async). The instructions between one branch's
+// target and the next branch's source ran straight through: they are one
+// Block of the core's item stream (TraceItems.h), ending in the branch's
+// instruction. Trace begin and end are Enable and Disable; a trace begin
+// that no trace end preceded is a loss perf's decoder met (an overflow or
+// a decode error it resynchronized after), and becomes an Overflow item: a
+// marked gap in the model, never a join (docs/dlfilter.md).
+//
+//===----------------------------------------------------------------------===//
+#ifndef MAGIC_TRACE_PLUGIN_PERF_SAMPLEITEMS_H
+#define MAGIC_TRACE_PLUGIN_PERF_SAMPLEITEMS_H
+
+#include "magic_trace/InsnClassifier.h"
+#include "magic_trace/TraceItems.h"
+
+#include <cstdint>
+
+namespace magic_trace {
+
+/// What the items need of one perf sample (perf_dlfilter_sample's fields).
+struct BranchSample {
+  uint64_t ip = 0;   ///< The branch; 0 for a trace begin.
+  uint64_t addr = 0; ///< Its target; 0 for a trace end.
+  uint64_t timeNs = 0;
+  uint32_t flags = 0; ///< PERF_DLFILTER_FLAG_*.
+};
+
+/// One thread's items, built a sample at a time.
+class SampleItems {
+public:
+  explicit SampleItems(uint64_t tid) { decode.tid = tid; }
+
+  /// The next sample of the thread, in perf's order; `insn` is the
+  /// instruction at sample.ip (unused for a trace begin).
+  void add(const BranchSample &sample, const ClassifiedInsn &insn);
+  /// A sample left out (outside the time window): the next one taken
+  /// starts a new stretch, as after a trace end.
+  void skip();
+  /// Losses met so far (trace begins without a trace end).
+  uint64_t losses() const { return lossCount; }
+  /// The items so far, with `instructions` counting blocks (perf gives no
+  /// instruction counts: docs/dlfilter.md); the builder is left empty.
+  ThreadDecode take();
+
+private:
+  void block(uint64_t lastIp, BranchClass lastClass, uint8_t lastSize);
+  void push(ItemKind kind, uint64_t ip, uint64_t timeNs);
+
+  ThreadDecode decode;
+  /// Where the running block began (the last branch's target), and when;
+  /// 0 while tracing is off or the start is unknown.
+  uint64_t blockStart = 0;
+  uint64_t blockTime = 0;
+  bool tracing = false; ///< The last sample left tracing on.
+  uint64_t lastTime = 0;
+  uint64_t lossCount = 0;
+};
+
+} // namespace magic_trace
+
+#endif
