@@ -108,6 +108,8 @@ private:
   PerfModules modules;
   uint64_t pid = 0;
   uint64_t taken = 0;
+  uint64_t others = 0;    ///< Samples of other events than perf's branches.
+  std::string otherEvent; ///< The first of them.
 };
 
 Expected<std::unique_ptr<Filter>> Filter::create(FilterOptions options) {
@@ -197,10 +199,12 @@ int Filter::onSample(const perf_dlfilter_sample &sample, void *ctx) {
     return verdict;
   StringRef event = sample.event ? sample.event : "";
   if (!event.starts_with("branches")) {
-    printError("a sample of event '" + event +
-               "' is not an Intel PT branch (record with perf record -e "
-               "intel_pt//u and run perf script --itrace=be)");
-    return -1;
+    // Other events recorded beside Intel PT (perf record -e cycles -e
+    // intel_pt//) are no branches; finish() says so when nothing else came.
+    if (otherEvent.empty())
+      otherEvent = event.str();
+    ++others;
+    return verdict;
   }
   uint64_t tid = static_cast<uint32_t>(sample.tid);
   if (!options.tids.empty() && !options.tids.count(tid))
@@ -225,6 +229,14 @@ int Filter::onSample(const perf_dlfilter_sample &sample, void *ctx) {
 Error Filter::finish() {
   if (options.output.empty())
     return Error::success();
+  if (taken == 0 && others != 0)
+    return createStringError(
+        "no Intel PT branch among " + Twine(others) +
+        " samples (the first of "
+        "event '" +
+        otherEvent +
+        "'), nothing written (record with perf "
+        "record -e intel_pt//u and run perf script --itrace=be)");
   if (taken == 0)
     return createStringError(
         "no Intel PT branch sample was taken, nothing written (record with "

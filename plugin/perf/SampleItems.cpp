@@ -77,7 +77,10 @@ void SampleItems::add(const BranchSample &sample, const ClassifiedInsn &insn) {
     block(sample.ip, insn.branch, insn.size);
   }
   if (flags & PERF_DLFILTER_FLAG_TRACE_END || sample.addr == 0) {
-    push(ItemKind::Disable, 0, time);
+    // Where an interrupt stopped tracing (its FUP) is the Disable's ip, as
+    // libipt's async disable says; a syscall's TIP.PGD has no user IP.
+    push(ItemKind::Disable, flags & PERF_DLFILTER_FLAG_ASYNC ? sample.ip : 0,
+         time);
     tracing = false;
     blockStart = 0;
     return;
