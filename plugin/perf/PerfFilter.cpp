@@ -334,6 +334,10 @@ filter_event(void *data, const struct perf_dlfilter_sample *sample, void *ctx) {
 }
 
 __attribute__((visibility("default"))) int stop(void *data, void *ctx) {
+  // perf calls stop() after a start() that failed, with no data: start()
+  // already said why.
+  if (!data)
+    return 0;
   int status = guarded([&] {
     std::unique_ptr<Filter> filter(static_cast<Filter *>(data));
     if (Error error = filter->finish()) {
