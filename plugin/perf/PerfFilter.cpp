@@ -252,10 +252,11 @@ Error Filter::finish() {
   ModelOptions modelOptions;
   modelOptions.stitch = options.stitch;
   ModelStats stats;
-  uint64_t losses = 0;
+  uint64_t losses = 0, blocks = 0;
   for (auto &[tid, items] : threads) {
     losses += items.losses();
     ThreadDecode decode = items.take();
+    blocks += decode.instructions;
     if (decode.items.empty())
       continue;
     ThreadModel thread = buildThreadModel(decode, lookup, nullptr,
@@ -263,6 +264,14 @@ Error Filter::finish() {
     thread.name = comms[tid];
     model.threads.push_back(std::move(thread));
   }
+  // Trace begins and ends only: perf could not follow the code between
+  // them (its "instruction trace error" lines say where). An empty trace is
+  // never a result.
+  if (blocks == 0)
+    return createStringError(
+        "perf decoded no code between its " + Twine(taken) +
+        " trace begins and ends, nothing written (give perf the recorded "
+        "binaries: perf script --symfs DIR, or perf buildid-cache)");
   for (const std::string &problem : symbolizer.moduleProblems())
     errs() << "magic-trace-perf: warning: " << problem << "\n";
   if (Error error =
