@@ -255,12 +255,12 @@ Error Filter::finish() {
   uint64_t losses = 0, blocks = 0;
   for (auto &[tid, items] : threads) {
     losses += items.losses();
-    ThreadDecode decode = items.take();
-    blocks += decode.instructions;
-    if (decode.items.empty())
+    blocks += items.blocks();
+    if (items.blocks() == 0)
       continue;
-    ThreadModel thread = buildThreadModel(decode, lookup, nullptr,
-                                          model.strings, modelOptions, &stats);
+    ThreadModelBuilder builder(tid, lookup, model.strings);
+    items.feed(builder);
+    ThreadModel thread = builder.finish(nullptr, modelOptions, &stats);
     thread.name = comms[tid];
     model.threads.push_back(std::move(thread));
   }

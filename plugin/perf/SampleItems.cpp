@@ -10,12 +10,24 @@ extern "C" {
 
 namespace magic_trace {
 
+namespace {
+constexpr size_t ChunkItems = size_t(1) << 16; // 2 MiB of items.
+} // namespace
+
+void SampleItems::append(const TraceItem &item) {
+  if (chunks.empty() || chunks.back().size() == ChunkItems) {
+    chunks.emplace_back();
+    chunks.back().reserve(ChunkItems);
+  }
+  chunks.back().push_back(item);
+}
+
 void SampleItems::push(ItemKind kind, uint64_t ip, uint64_t timeNs) {
   TraceItem item;
   item.kind = kind;
   item.ip = ip;
   item.timeNs = timeNs;
-  decode.items.push_back(item);
+  append(item);
 }
 
 void SampleItems::block(uint64_t lastIp, BranchClass lastClass,
@@ -33,8 +45,8 @@ void SampleItems::block(uint64_t lastIp, BranchClass lastClass,
   item.detail = 1;
   item.lastClass = lastClass;
   item.lastSize = lastSize;
-  decode.items.push_back(item);
-  ++decode.instructions;
+  append(item);
+  ++blockCount;
 }
 
 void SampleItems::add(const BranchSample &sample, const ClassifiedInsn &insn) {
@@ -94,11 +106,12 @@ void SampleItems::skip() {
   blockStart = 0;
 }
 
-ThreadDecode SampleItems::take() {
-  ThreadDecode taken = std::move(decode);
-  decode = ThreadDecode();
-  decode.tid = taken.tid;
-  return taken;
+void SampleItems::feed(ItemSink &sink) {
+  for (std::vector<TraceItem> &chunk : chunks) {
+    sink.consume(chunk, {});
+    chunk = std::vector<TraceItem>();
+  }
+  chunks.clear();
 }
 
 } // namespace magic_trace

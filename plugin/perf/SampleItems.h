@@ -19,6 +19,7 @@
 #include "magic_trace/TraceItems.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace magic_trace {
 
@@ -33,7 +34,7 @@ struct BranchSample {
 /// One thread's items, built a sample at a time.
 class SampleItems {
 public:
-  explicit SampleItems(uint64_t tid) { decode.tid = tid; }
+  explicit SampleItems(uint64_t tid) : threadId(tid) {}
 
   /// The next sample of the thread, in perf's order; `insn` is the
   /// instruction at sample.ip (unused for a trace begin).
@@ -43,15 +44,26 @@ public:
   void skip();
   /// Losses met so far (trace begins without a trace end).
   uint64_t losses() const { return lossCount; }
-  /// The items so far, with `instructions` counting blocks (perf gives no
-  /// instruction counts: docs/dlfilter.md); the builder is left empty.
-  ThreadDecode take();
+  /// Blocks so far (perf gives no instruction counts: each block counts as
+  /// one instruction, docs/dlfilter.md).
+  uint64_t blocks() const { return blockCount; }
+  uint64_t tid() const { return threadId; }
+  /// Hands every item so far to `sink` in order, a chunk at a time, and
+  /// frees each chunk once consumed; the builder is left empty.
+  void feed(ItemSink &sink);
 
 private:
   void block(uint64_t lastIp, BranchClass lastClass, uint8_t lastSize);
   void push(ItemKind kind, uint64_t ip, uint64_t timeNs);
 
-  ThreadDecode decode;
+  void append(const TraceItem &item);
+
+  uint64_t threadId;
+  /// Items in chunks of fixed capacity: a thread's millions of items are
+  /// never copied to grow (a growing vector's copies and fresh pages were
+  /// a third of the filter's time).
+  std::vector<std::vector<TraceItem>> chunks;
+  uint64_t blockCount = 0;
   /// Where the running block began (the last branch's target), and when;
   /// 0 while tracing is off or the start is unknown.
   uint64_t blockStart = 0;
