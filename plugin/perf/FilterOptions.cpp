@@ -154,4 +154,23 @@ std::string symfsFromCommandLine(StringRef cmdline) {
   return symfs;
 }
 
+Error checkItrace(StringRef cmdline) {
+  SmallVector<StringRef, 16> words;
+  cmdline.split(words, '\0');
+  for (StringRef word : words) {
+    // perf's --itrace takes its value only after '=' (an optional
+    // argument); without one it synthesizes instructions, which finish()
+    // reports as no branches.
+    if (!word.consume_front("--itrace="))
+      continue;
+    StringRef letters = word.take_while([](char c) { return !isDigit(c); });
+    if (!letters.contains('b'))
+      return createStringError(
+          "--itrace=" + word +
+          " leaves out some branches, and the filter needs every one (jumps "
+          "and tail calls shape the call stack): run perf script --itrace=be");
+  }
+  return Error::success();
+}
+
 } // namespace magic_trace

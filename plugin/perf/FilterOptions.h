@@ -57,6 +57,11 @@ parseFilterOptions(llvm::ArrayRef<const char *> args);
 /// /proc/self/cmdline), or "". perf gives a filter no call for it.
 std::string symfsFromCommandLine(llvm::StringRef cmdline);
 
+/// Fails when perf's command line (as for symfsFromCommandLine) asks
+/// --itrace for samples without every branch ('b'): calls and returns
+/// alone ('cr') hide jumps and tail calls, and the model would be wrong.
+llvm::Error checkItrace(llvm::StringRef cmdline);
+
 } // namespace magic_trace
 
 #endif

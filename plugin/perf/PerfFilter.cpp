@@ -116,9 +116,13 @@ Expected<std::unique_ptr<Filter>> Filter::create(FilterOptions options) {
   if (!options.output.empty())
     if (Error error = checkWritable(options.output))
       return std::move(error);
-  if (options.symfs.empty()) {
-    // perf gives a filter no call for its --symfs; its command line has it.
-    if (auto cmdline = MemoryBuffer::getFileAsStream("/proc/self/cmdline"))
+  // perf gives a filter no call for its --symfs or --itrace; its command
+  // line has them.
+  if (auto cmdline = MemoryBuffer::getFileAsStream("/proc/self/cmdline")) {
+    if (!options.output.empty())
+      if (Error error = checkItrace((*cmdline)->getBuffer()))
+        return std::move(error);
+    if (options.symfs.empty())
       options.symfs = symfsFromCommandLine((*cmdline)->getBuffer());
   }
   std::unique_ptr<Filter> filter(new Filter(std::move(options)));
