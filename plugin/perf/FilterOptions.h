@@ -36,7 +36,8 @@ struct FilterOptions {
   uint64_t beginNs = 0;
   uint64_t endNs = UINT64_MAX;
   std::set<uint64_t> tids; ///< tid=T1,T2,...; empty: every thread.
-  /// pid=P; 0: the process of the first sample taken.
+  /// pid=P: only this process's threads; 0: every thread, modelled with
+  /// the modules of the first sample's process (as magic-trace-decode).
   uint64_t pid = 0;
   /// symfs=DIR; empty: perf's own --symfs from its command line.
   std::string symfs;

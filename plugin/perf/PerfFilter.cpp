@@ -97,13 +97,20 @@ public:
 private:
   explicit Filter(FilterOptions options) : options(std::move(options)) {}
   bool keepInPerfOutput(const perf_dlfilter_sample &sample, void *ctx);
-  const ClassifiedInsn &classify(const perf_dlfilter_sample &sample, void *ctx);
+  const ClassifiedInsn &classify(const perf_dlfilter_sample &sample, void *ctx,
+                                 bool modelProcess);
   SampleItems &threadOf(const perf_dlfilter_sample &sample, void *ctx);
 
   FilterOptions options;
   std::unique_ptr<InsnClassifier> classifier;
-  DenseMap<uint64_t, ClassifiedInsn> insns; ///< By ip: perf's loops repeat.
-  std::map<uint64_t, SampleItems> threads;  ///< By tid, as the model orders.
+  /// What is known of a branch address: perf's loops repeat.
+  struct Branch {
+    ClassifiedInsn insn;
+    bool classified = false;
+    bool noted = false; ///< Its module noted, from the model's process.
+  };
+  DenseMap<uint64_t, Branch> branches;
+  std::map<uint64_t, SampleItems> threads; ///< By tid, as the model orders.
   std::map<uint64_t, std::string> comms;
   PerfModules modules;
   uint64_t pid = 0;
@@ -135,16 +142,21 @@ Expected<std::unique_ptr<Filter>> Filter::create(FilterOptions options) {
 }
 
 const ClassifiedInsn &Filter::classify(const perf_dlfilter_sample &sample,
-                                       void *ctx) {
-  auto [it, inserted] = insns.try_emplace(sample.ip);
-  if (!inserted)
-    return it->second;
+                                       void *ctx, bool modelProcess) {
+  Branch &branch = branches[sample.ip];
   // A new address: its module too (one lookup per distinct branch, not per
-  // sample: perf's resolve costs about as much as its decode).
-  if (const perf_dlfilter_al *al = perf_dlfilter_fns.resolve_ip(ctx))
-    if (al->dso && !al->is_kernel_ip)
-      modules.note(al->dso, ArrayRef<uint8_t>(al->buildid, al->buildid_size),
-                   sample.ip, al->addr);
+  // sample: perf's resolve costs about as much as its decode). Modules come
+  // from the model's process only: the model has one address space.
+  if (modelProcess && !branch.noted) {
+    branch.noted = true;
+    if (const perf_dlfilter_al *al = perf_dlfilter_fns.resolve_ip(ctx))
+      if (al->dso && !al->is_kernel_ip)
+        modules.note(al->dso, ArrayRef<uint8_t>(al->buildid, al->buildid_size),
+                     sample.ip, al->addr);
+  }
+  if (branch.classified)
+    return branch.insn;
+  branch.classified = true;
   uint32_t length = 0;
   const uint8_t *bytes = perf_dlfilter_fns.insn(ctx, &length);
   uint8_t buffer[16];
@@ -158,12 +170,12 @@ const ClassifiedInsn &Filter::classify(const perf_dlfilter_sample &sample,
       length ? classifier->classify(ArrayRef<uint8_t>(bytes, length), sample.ip)
              : createStringError("no bytes");
   if (insn) {
-    it->second = *insn;
+    branch.insn = *insn;
   } else {
     consumeError(insn.takeError());
-    it->second = classFromFlags(sample.flags);
+    branch.insn = classFromFlags(sample.flags);
   }
-  return it->second;
+  return branch.insn;
 }
 
 SampleItems &Filter::threadOf(const perf_dlfilter_sample &sample, void *ctx) {
@@ -213,11 +225,13 @@ int Filter::onSample(const perf_dlfilter_sample &sample, void *ctx) {
   uint64_t tid = static_cast<uint32_t>(sample.tid);
   if (!options.tids.empty() && !options.tids.count(tid))
     return verdict;
+  // Every thread is modelled, as magic-trace-decode does (a forked child
+  // shares its parent's modules); pid= keeps one process.
   uint64_t samplePid = static_cast<uint32_t>(sample.pid);
-  if (!pid)
-    pid = options.pid ? options.pid : samplePid;
-  if (samplePid != pid)
+  if (options.pid && samplePid != options.pid)
     return verdict;
+  if (!pid)
+    pid = samplePid;
   SampleItems &items = threadOf(sample, ctx);
   if (sample.time < options.beginNs || sample.time > options.endNs) {
     items.skip();
@@ -225,7 +239,7 @@ int Filter::onSample(const perf_dlfilter_sample &sample, void *ctx) {
   }
   BranchSample branch{sample.ip, sample.addr, sample.time, sample.flags};
   static const ClassifiedInsn none;
-  items.add(branch, sample.ip ? classify(sample, ctx) : none);
+  items.add(branch, sample.ip ? classify(sample, ctx, samplePid == pid) : none);
   ++taken;
   return verdict;
 }
