@@ -32,9 +32,14 @@ void SampleItems::push(ItemKind kind, uint64_t ip, uint64_t timeNs) {
 
 void SampleItems::block(uint64_t lastIp, BranchClass lastClass,
                         uint8_t lastSize) {
-  // A branch before the block's start cannot follow it: perf lost the way
-  // without saying so. The branch alone is what is known to have run.
-  uint64_t first = blockStart && blockStart <= lastIp ? blockStart : lastIp;
+  // A branch before the block's start cannot follow it, nor can one a
+  // megabyte on (straight-line code is never that long, and the model
+  // walks every symbol range between): perf lost the way without saying
+  // so. The branch alone is what is known to have run.
+  constexpr uint64_t MaxBlockBytes = uint64_t(1) << 20;
+  bool follows =
+      blockStart && blockStart <= lastIp && lastIp - blockStart < MaxBlockBytes;
+  uint64_t first = follows ? blockStart : lastIp;
   TraceItem item;
   item.kind = ItemKind::Block;
   item.ip = first;

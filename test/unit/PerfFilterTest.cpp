@@ -147,6 +147,19 @@ TEST(PerfSampleItems, SkippedSamplesStartTheNextStretchAtItsTarget) {
   EXPECT_EQ(thread.losses(), 0u);
 }
 
+TEST(PerfSampleItems, ABranchTheBlockCannotReachIsAloneInItsBlock) {
+  SampleItems thread(7);
+  thread.add({0, 0x1000, 100, Begin}, None);
+  thread.add({0x800, 0x5000, 110, Branch}, insn(BranchClass::DirectJump, 2));
+  thread.add({0x5000 + (1 << 20), 0x6000, 120, Branch},
+             insn(BranchClass::DirectJump, 2));
+  std::vector<TraceItem> items = itemsOf(thread);
+  ASSERT_EQ(items.size(), 3u);
+  EXPECT_EQ(items[1].ip, 0x800u); // Before the start.
+  EXPECT_EQ(items[1].lastIp, 0x800u);
+  EXPECT_EQ(items[2].ip, 0x5000u + (1 << 20)); // A megabyte on.
+}
+
 TEST(PerfSampleItems, TimesNeverGoBack) {
   SampleItems thread(7);
   thread.add({0, 0x1000, 100, Begin}, None);
