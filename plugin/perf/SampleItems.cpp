@@ -6,20 +6,37 @@ extern "C" {
 #include <perf/perf_dlfilter.h>
 }
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <new>
 
 namespace magic_trace {
 
 namespace {
-constexpr size_t ChunkItems = size_t(1) << 16; // 2 MiB of items.
+constexpr size_t ChunkBytes = size_t(2) << 20; // An x86-64 huge page.
+constexpr size_t ChunkItems = ChunkBytes / sizeof(TraceItem);
 } // namespace
 
+void SampleItems::FreeChunk::operator()(TraceItem *items) const {
+  std::free(items);
+}
+
 void SampleItems::append(const TraceItem &item) {
-  if (chunks.empty() || chunks.back().size() == ChunkItems) {
-    chunks.emplace_back();
-    chunks.back().reserve(ChunkItems);
+  if (chunks.empty() || chunks.back().size == ChunkItems) {
+    void *memory = std::aligned_alloc(ChunkBytes, ChunkBytes);
+    if (!memory)
+      throw std::bad_alloc();
+    // A hint: without transparent huge pages the chunk is 512 pages.
+    madvise(memory, ChunkBytes, MADV_HUGEPAGE);
+    chunks.push_back({std::unique_ptr<TraceItem, FreeChunk>(
+                          static_cast<TraceItem *>(memory)),
+                      0});
   }
-  chunks.back().push_back(item);
+  Chunk &chunk = chunks.back();
+  new (chunk.items.get() + chunk.size) TraceItem(item);
+  ++chunk.size;
 }
 
 void SampleItems::push(ItemKind kind, uint64_t ip, uint64_t timeNs) {
@@ -112,9 +129,9 @@ void SampleItems::skip() {
 }
 
 void SampleItems::feed(ItemSink &sink) {
-  for (std::vector<TraceItem> &chunk : chunks) {
-    sink.consume(chunk, {});
-    chunk = std::vector<TraceItem>();
+  for (Chunk &chunk : chunks) {
+    sink.consume(llvm::ArrayRef<TraceItem>(chunk.items.get(), chunk.size), {});
+    chunk.items.reset();
   }
   chunks.clear();
 }

@@ -19,6 +19,7 @@
 #include "magic_trace/TraceItems.h"
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace magic_trace {
@@ -61,8 +62,16 @@ private:
   uint64_t threadId;
   /// Items in chunks of fixed capacity: a thread's millions of items are
   /// never copied to grow (a growing vector's copies and fresh pages were
-  /// a third of the filter's time).
-  std::vector<std::vector<TraceItem>> chunks;
+  /// a third of the filter's time), and each chunk is one huge page where
+  /// the kernel gives them (one page fault, not 512).
+  struct FreeChunk {
+    void operator()(TraceItem *items) const;
+  };
+  struct Chunk {
+    std::unique_ptr<TraceItem, FreeChunk> items;
+    size_t size = 0;
+  };
+  std::vector<Chunk> chunks;
   uint64_t blockCount = 0;
   /// Where the running block began (the last branch's target), and when;
   /// 0 while tracing is off or the start is unknown.
