@@ -25,6 +25,13 @@ lldb = os.path.join(config.llvm_tools_dir, "lldb")
 # --no-lldbinit keeps a user's ~/.lldbinit out of the tests.
 config.substitutions.append(("%lldb", lldb + " --no-lldbinit"))
 config.substitutions.append(("%plugin", plugin))
+# The perf dlfilter (plugin/perf), built where perf's header is installed;
+# not in the ASan build (an instrumented filter cannot be loaded into perf).
+dlfilter = os.path.join(config.mt_lib_dir, "libmagic-trace-perf.so")
+config.substitutions.append(("%dlfilter", dlfilter))
+if os.path.exists(dlfilter) and config.mt_sanitize.upper() not in (
+        "ON", "1", "TRUE", "YES"):
+    config.available_features.add("dlfilter")
 config.substitutions.append(("%inputs", config.mt_inputs_dir))
 config.substitutions.append(("%srcroot", config.mt_src_root))
 config.substitutions.append(("%python", "python3"))

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace magic_trace {
@@ -110,6 +111,15 @@ llvm::Expected<Snapshot> parsePerfData(llvm::ArrayRef<uint8_t> bytes,
 /// Errors: as parsePerfData, or the file cannot be read.
 llvm::Expected<Snapshot> readPerfData(llvm::StringRef path,
                                       const PerfDataReadOptions &options = {});
+
+/// The file to read for a module a perf.data names as `path` with `buildId`
+/// (may be empty): `path` when it exists with that build-id; else perf's
+/// build-id cache, ~/.debug/.build-id/ab/cdef.../{elf,vdso}; for "[vdso]", a
+/// copy of this process's own vdso when its build-id is `buildId` (the same
+/// kernel); else `path` if it exists at all, else "". With `symfs`,
+/// `symfs`/`path` is tried first, as perf's --symfs does.
+std::string lookUpModuleFile(llvm::StringRef path, llvm::StringRef buildId,
+                             llvm::StringRef symfs = "");
 
 } // namespace magic_trace
 

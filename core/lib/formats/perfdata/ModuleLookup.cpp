@@ -1,5 +1,6 @@
 //===- ModuleLookup.cpp - Find a recorded module's file here --------------===//
 #include "ModuleLookup.h"
+#include "magic_trace/PerfData.h"
 #include "magic_trace/PrivateFiles.h"
 
 #include "llvm/ADT/StringExtras.h"

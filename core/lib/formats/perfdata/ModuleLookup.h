@@ -19,14 +19,8 @@ namespace magic_trace {
 /// it has none or cannot be read.
 std::string elfFileBuildId(llvm::StringRef path);
 
-/// The file to read for a module recorded as `path` with `buildId` (may be
-/// empty): `path` when it exists with that build-id; else perf's build-id
-/// cache, ~/.debug/.build-id/ab/cdef.../{elf,vdso}; for "[vdso]", a copy of
-/// this process's own vdso when its build-id is `buildId` (the same kernel);
-/// else `path` if it exists at all, else "".
-/// With `symfs`, `symfs`/`path` is tried first, as perf's --symfs does.
-std::string lookUpModuleFile(llvm::StringRef path, llvm::StringRef buildId,
-                             llvm::StringRef symfs = "");
+// lookUpModuleFile, which finds the file to read, is public (PerfData.h):
+// the perf dlfilter (plugin/perf) finds the modules perf names with it.
 
 } // namespace magic_trace
 
