@@ -39,19 +39,8 @@ constexpr int64_t extrasFormatVersion = 1;
 /// reader never sees half a file.
 Error writeFileAtomically(StringRef path, StringRef contents) {
   std::string temporary = (path + ".tmp").str();
-  {
-    Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(temporary);
-    if (!file)
-      return file.takeError();
-    raw_fd_ostream &os = **file;
-    os << contents;
-    os.close();
-    if (os.has_error())
-      return createStringError(
-          formatv("cannot write {0}: {1} (check free disk space)", temporary,
-                  os.error().message())
-              .str());
-  }
+  if (Error error = writeOutputFile(temporary, contents))
+    return error;
   if (std::error_code ec = sys::fs::rename(temporary, path))
     return createStringError(
         formatv("cannot rename {0} to {1}: {2}", temporary, path, ec.message())
