@@ -35,6 +35,15 @@ inline std::string fixture(const char *name) {
   return std::string(MT_TEST_SOURCE_DIR) + "/unit/fixtures/" + name;
 }
 
+/// A PSB packet (Intel SDM Vol. 3C §32.4.2.17: 02 82 repeated 8 times), the
+/// smallest stretch a fake CPU can write.
+inline std::vector<uint8_t> psbPacket() {
+  std::vector<uint8_t> psb(16);
+  for (int i = 0; i < 16; i += 2)
+    psb[i] = 0x02, psb[i + 1] = 0x82;
+  return psb;
+}
+
 inline FakeKernel::Options skylake() {
   FakeKernel::Options options;
   options.sysRoot = fixture("sysfs-skylake");

@@ -282,9 +282,7 @@ TEST(PerfFakeKernel, LostAndPartialRecordsShowAsGaps) {
   kernel->addThread(kPid, kPid);
   auto recorder = makeRecorder(kernel);
   ASSERT_FALSE(bool(recorder->attach(kPid, {kPid})));
-  std::vector<uint8_t> psb(16);
-  for (int i = 0; i < 16; i += 2)
-    psb[i] = 0x02, psb[i + 1] = 0x82;
+  std::vector<uint8_t> psb = psbPacket();
   std::vector<uint8_t> ovf = {0x02, 0xf3};
   kernel->run(kPid, 0, psb, kAuxPartial);
   kernel->run(kPid, 0, psb);

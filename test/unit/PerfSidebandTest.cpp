@@ -184,9 +184,7 @@ TEST(PerfFakeKernel, RecordsLostRightBeforeTheStopEndTheTraceWithAGap) {
   kernel->addThread(kPid, kPid);
   auto recorder = makeRecorder(kernel);
   ASSERT_FALSE(bool(recorder->attach(kPid, {kPid})));
-  std::vector<uint8_t> psb(16);
-  for (int i = 0; i < 16; i += 2)
-    psb[i] = 0x02, psb[i + 1] = 0x82;
+  std::vector<uint8_t> psb = psbPacket();
   uint32_t other = kernel->clone(kPid);
   kernel->run(kPid, 0, psb);
   kernel->run(other, 1, psb);
