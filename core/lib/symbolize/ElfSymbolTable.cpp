@@ -158,9 +158,17 @@ void SymbolTable::addPltStubs(const object::ELFFile<object::ELF64LE> &elf) {
       consumeError(bytes.takeError());
       continue;
     }
+    // Without an entry size: 16 bytes (a lazy PLT, PLT0 first), or 8 when
+    // the section is a run of bare `jmp *slot(%rip)` stubs, as GNU ld
+    // writes a static executable's IFUNC PLT (.plt of R_X86_64_IRELATIVE
+    // slots, sh_entsize 0).
     uint64_t stride = section.sh_entsize;
     if (stride < 8 || stride > 64)
-      stride = 16;
+      stride = bytes->size() % 8 == 0 && bytes->size() >= 16 &&
+                       pltJumpSlot(bytes->slice(0, 8), section.sh_addr) &&
+                       pltJumpSlot(bytes->slice(8, 8), section.sh_addr + 8)
+                   ? 8
+                   : 16;
     for (uint64_t offset = 0; offset + stride <= bytes->size();
          offset += stride) {
       std::optional<uint64_t> slot =
