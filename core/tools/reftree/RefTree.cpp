@@ -68,17 +68,35 @@ void addPltStubs(const object::ELFObjectFileBase &elf, uint64_t bias,
     }
     return name->str();
   };
-  std::map<uint64_t, std::string> resolvers; // IFUNC symbols by value.
-  for (const object::ELFSymbolRef &symbol : elf.getDynamicSymbolIterators()) {
-    if (symbol.getELFType() != ELF::STT_GNU_IFUNC)
-      continue;
-    if (Expected<uint64_t> value = symbol.getValue())
-      resolvers.emplace(*value, nameOf(symbol));
-    else
-      consumeError(value.takeError());
-  }
+  // IFUNC symbols by value: .dynsym's, and .symtab's for a static
+  // executable, which has only that.
+  std::map<uint64_t, std::string> resolvers;
+  auto addResolvers =
+      [&](object::ELFObjectFileBase::elf_symbol_iterator_range symbols) {
+        for (const object::ELFSymbolRef &symbol : symbols) {
+          if (symbol.getELFType() != ELF::STT_GNU_IFUNC)
+            continue;
+          if (Expected<uint64_t> value = symbol.getValue())
+            resolvers.emplace(*value, nameOf(symbol));
+          else
+            consumeError(value.takeError());
+        }
+      };
+  addResolvers(elf.getDynamicSymbolIterators());
+  addResolvers(object::ELFObjectFileBase::elf_symbol_iterator_range(
+      elf.symbol_begin(), elf.symbol_end()));
+  // The dynamic relocations; a static executable has no dynamic section,
+  // and its IRELATIVE slots are in an allocated .rela.plt that libc's
+  // start-up code applies (__libc_setup_irel, from __rela_iplt_start).
+  std::vector<object::SectionRef> relocationSections =
+      elf.dynamic_relocation_sections();
+  if (relocationSections.empty())
+    for (const object::SectionRef &section : elf.sections())
+      if (object::ELFSectionRef(section).getType() == ELF::SHT_RELA &&
+          (object::ELFSectionRef(section).getFlags() & ELF::SHF_ALLOC))
+        relocationSections.push_back(section);
   std::map<uint64_t, std::string> slotTargets;
-  for (const object::SectionRef &section : elf.dynamic_relocation_sections())
+  for (const object::SectionRef &section : relocationSections)
     for (const object::RelocationRef &relocation : section.relocations()) {
       std::string name;
       uint64_t type = relocation.getType();
