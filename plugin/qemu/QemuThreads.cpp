@@ -116,8 +116,14 @@ void finishThread(ThreadRecorder &thread, uint64_t next) {
       resolve(thread, *previous, previous->count - 1, previous->last().ip);
       stopAt = previous->last().ip;
     }
-    if (!thread.flags.failed && stopAt)
-      check(thread, thread.writer->disable(stopAt));
+    if (!thread.flags.failed && stopAt &&
+        check(thread, thread.writer->disable(stopAt)) &&
+        recorder->options.groundTruth)
+      // Where the thread stopped, as the stop flush and the ptrace stepper
+      // record it: a call just made is on the stack there.
+      thread.truth.addEvent(
+          TruthEventKind::Disable,
+          thread.truth.insns.empty() ? 0 : thread.truth.insns.back(), stopAt);
     thread.flags.enabled = false;
   }
   thread.pending = nullptr;
