@@ -277,6 +277,57 @@ TEST(PerfFakeKernel, TruncatedAuxRecordShowsAsMarkedGap) {
                          insns.end() - restInsns.size()));
 }
 
+// The hardware wrote a stretch's PSB+ and nothing after it (the kernel
+// flags the record TRUNCATED): the OVF the recorder appends comes right
+// before the next piece's PSB. libipt reports that overflow only after the
+// next PSB+'s status updates; a decode that stopped at that PSB dropped it,
+// joining the stretches around the loss into one (test/lit/perf/
+// replay.test found it, with LLDB's decoder as the oracle).
+TEST(PerfFakeKernel, StretchTruncatedToItsPsbPlusShowsAsMarkedGap) {
+  const EmulateResult &run = threadRecording();
+  ASSERT_EQ(run.truth.size(), 2u);
+  auto kernel = std::make_shared<FakeKernel>(skylake());
+  uint32_t mainTid = uint32_t(run.truth[0].tid);
+  kernel->addThread(kPid, mainTid);
+  auto recorder = makeRecorder(kernel);
+  ASSERT_FALSE(bool(recorder->attach(kPid, {mainTid})));
+  auto parts = stretches(run.snapshot.threads[0].bytes);
+  ASSERT_GE(parts.size(), 3u);
+  static const uint8_t psbEnd[2] = {0x02, 0x23};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::vector<uint8_t> bytes = parts[i];
+    if (i == 1)
+      bytes.erase(std::search(bytes.begin(), bytes.end(), std::begin(psbEnd),
+                              std::end(psbEnd)) +
+                      2,
+                  bytes.end());
+    kernel->run(mainTid, 0, bytes, i == 1 ? kAuxTruncated : 0);
+  }
+  auto traces = recorder->snapshot();
+  ASSERT_TRUE(bool(traces)) << llvm::toString(traces.takeError());
+  ASSERT_EQ(traces->size(), 1u);
+  std::vector<uint64_t> insns;
+  ThreadDecode decode = decodeAs(run, traces->front(), 0, &insns);
+  EXPECT_EQ(countKind(decode, ItemKind::Overflow), 1u);
+  EXPECT_TRUE(decode.errors.empty()) << decode.errors.front().message;
+  // The truth's first instructions, a hole, and what the stretches after
+  // the lost one decode to on their own.
+  ThreadTrace rest;
+  for (size_t i = 2; i < parts.size(); ++i)
+    rest.bytes.insert(rest.bytes.end(), parts[i].begin(), parts[i].end());
+  std::vector<uint64_t> restInsns;
+  decodeAs(run, rest, 0, &restInsns);
+  const std::vector<uint64_t> &truth = run.truth[0].insns;
+  ASSERT_GT(insns.size(), restInsns.size());
+  ASSERT_LT(insns.size(), truth.size());
+  size_t before = insns.size() - restInsns.size();
+  EXPECT_TRUE(std::equal(insns.begin(), insns.begin() + before, truth.begin()));
+  EXPECT_TRUE(
+      std::equal(restInsns.begin(), restInsns.end(), insns.begin() + before));
+  EXPECT_TRUE(std::equal(restInsns.begin(), restInsns.end(),
+                         truth.end() - restInsns.size()));
+}
+
 TEST(PerfFakeKernel, LostAndPartialRecordsShowAsGaps) {
   auto kernel = std::make_shared<FakeKernel>(skylake());
   kernel->addThread(kPid, kPid);

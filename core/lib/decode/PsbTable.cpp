@@ -39,6 +39,16 @@ PsbPlus readPsbPlus(pt_packet_decoder *packets) {
   return found;
 }
 
+/// Whether the packet before `offset` is an OVF (02 f3), PADs (00) aside.
+/// Read from the bytes: a payload that ends the same way only makes a PSB
+/// not joinable, which costs parallelism and never correctness.
+bool followsOverflow(const pt_config &config, uint64_t offset) {
+  const uint8_t *at = config.begin + offset;
+  while (at > config.begin && at[-1] == 0x00)
+    --at;
+  return at - config.begin >= 2 && at[-2] == 0x02 && at[-1] == 0xf3;
+}
+
 } // namespace
 
 pt_config makeConfig(ArrayRef<uint8_t> bytes, const CpuIdentity &cpu,
@@ -80,7 +90,8 @@ PsbTable findPsbs(const pt_config &config) {
     PsbPlus psb = readPsbPlus(packets.get());
     table.offsets.push_back(offset);
     table.tracing.push_back(psb.fup);
-    table.joinable.push_back(!psb.fup || psb.execMode);
+    table.joinable.push_back((!psb.fup || psb.execMode) &&
+                             !followsOverflow(config, offset));
     table.tsc.push_back(psb.tsc);
     // Search on from right after this PSB, whatever the PSB+ held.
     if (pt_pkt_sync_set(packets.get(), offset) < 0)

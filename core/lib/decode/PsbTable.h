@@ -39,7 +39,10 @@ struct PsbTable {
   /// Per PSB: a decode that crossed it can stop exactly where a sync at it
   /// starts, so a piece may start there. True when tracing is off, or when
   /// the PSB+ also holds MODE.Exec, the status update libipt binds to the
-  /// FUP's address (and ends the block at).
+  /// FUP's address (and ends the block at); false right after an OVF
+  /// (PADs aside): libipt reads on into the PSB+ to learn where the
+  /// overflow ends (pt_qry_find_ovf_fup) and delivers the overflow after
+  /// that PSB+'s status updates, so a run that stopped there would drop it.
   std::vector<bool> joinable;
   /// Per PSB: the TSC its PSB+ holds (bits 55:0), 0 without one.
   std::vector<uint64_t> tsc;
