@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "PerCpuLayout.h"
 
+#include "BoundaryPackets.h"
+
 #include "../../decode/PacketIp.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -157,31 +159,6 @@ Expected<ThreadScan> scanThread(const ThreadTrace &thread, uint64_t mtcPeriod) {
   return scan;
 }
 
-/// One packet through libipt's encoder.
-void encode(const pt_packet &packet, std::vector<uint8_t> &out) {
-  uint8_t buffer[32];
-  pt_config config;
-  pt_config_init(&config);
-  config.begin = buffer;
-  config.end = buffer + sizeof(buffer);
-  pt_encoder *encoder = pt_alloc_encoder(&config);
-  int size = encoder ? pt_enc_next(encoder, &packet) : -pte_nomem;
-  pt_free_encoder(encoder);
-  // The packets written here are fixed-size and valid: a failure is a bug.
-  if (size <= 0)
-    report_fatal_error("libipt cannot encode a per-CPU boundary packet");
-  out.insert(out.end(), buffer, buffer + size);
-}
-
-void encodeIp(pt_packet_type type, uint64_t ip, std::vector<uint8_t> &out) {
-  pt_packet packet = {};
-  packet.type = type;
-  packet.payload.ip.ipc =
-      type == ppt_tip_pgd ? pt_ipc_suppressed : pt_ipc_sext_48;
-  packet.payload.ip.ip = ip;
-  encode(packet, out);
-}
-
 /// Appends thread bytes [begin, end) to `out`, every TSC packet in them
 /// moved `shift` ticks later.
 void appendShifted(const ThreadScan &scan, uint64_t begin, uint64_t end,
@@ -223,14 +200,14 @@ void appendPiece(const ThreadScan &scan, size_t index, uint64_t shift,
     if (cut.modeSize)
       out.insert(out.end(), scan.bytes.begin() + cut.modeAt,
                  scan.bytes.begin() + cut.modeAt + cut.modeSize);
-    encodeIp(ppt_tip_pge, cut.ip, out);
+    encodeIpPacket(ppt_tip_pge, cut.ip, out);
     appendShifted(scan, cut.end, end, shift, out);
   } else {
     appendShifted(scan, cut.offset, end, shift, out);
   }
   if (index + 1 < scan.cuts.size() && scan.cuts[index + 1].on) {
-    encodeIp(ppt_fup, scan.cuts[index + 1].ip, out);
-    encodeIp(ppt_tip_pgd, 0, out);
+    encodeIpPacket(ppt_fup, scan.cuts[index + 1].ip, out);
+    encodeIpPacket(ppt_tip_pgd, 0, out);
   }
 }
 

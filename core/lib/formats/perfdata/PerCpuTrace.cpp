@@ -1,6 +1,8 @@
 //===- PerCpuTrace.cpp - Per-CPU AUX streams -> per-thread traces ---------===//
 #include "PerCpuTrace.h"
 
+#include "BoundaryPackets.h"
+
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -127,14 +129,23 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
       thread.lastEnd = UINT64_MAX;
       continue;
     }
-    if (thread.started && !continues && thread.afterOverflow)
+    auto begin = stream.bytes.begin() + (piece.offset - stream.base);
+    if (thread.started && !continues && thread.afterOverflow) {
       thread.bytes.insert(thread.bytes.end(), std::begin(kResyncPoint),
                           std::end(kResyncPoint));
-    else if (thread.started && !continues)
+      // A piece whose own PSB+ has tracing on (a FUP) is entered as a
+      // switch-in is (TIP.PGE to that IP): a decoder that resyncs at the
+      // resync point (LLDB's, after the overflow's error) finds tracing
+      // enabled there, as libipt's rules want, and the piece's PSB+ that
+      // follows is a status update at the same IP.
+      if (std::optional<uint64_t> ip =
+              psbFupIp(ArrayRef<uint8_t>(stream.bytes)
+                           .slice(piece.offset - stream.base, piece.size)))
+        encodeIpPacket(ppt_tip_pge, *ip, thread.bytes);
+    } else if (thread.started && !continues)
       thread.bytes.insert(thread.bytes.end(), std::begin(kSyncPoint),
                           std::end(kSyncPoint));
     thread.afterOverflow = false;
-    auto begin = stream.bytes.begin() + (piece.offset - stream.base);
     thread.bytes.insert(thread.bytes.end(), begin, begin + piece.size);
     ++counts.pieces;
     thread.started = true;
