@@ -185,9 +185,9 @@ llvm::ErrorOr<void *> FakeKernel::mmap(int fd, size_t length, bool writable,
     ring->page().data_offset = page;
     ring->page().data_size = dataPages * page;
     ring->page().cap_user_time_zero = 1;
-    ring->page().time_zero = 0;
-    ring->page().time_mult = 1;
-    ring->page().time_shift = 0;
+    ring->page().time_zero = options.timeZero;
+    ring->page().time_mult = options.timeMult;
+    ring->page().time_shift = options.timeShift;
     // ring_buffer_init: attr.wakeup_watermark when attr.watermark, else
     // half the data pages.
     uint64_t dataSize = dataPages * page;

@@ -57,6 +57,12 @@ public:
     int paranoid = 2;
     bool systemWidePt = false; ///< Someone runs perf record -a -e intel_pt.
     uint64_t pageSize = 4096;
+    /// The CPU of the PT it is given (the emulator's, PacketWriter.h).
+    CpuIdentity cpu = {"GenuineIntel", 6, 122, 1};
+    /// The perf page's TSC conversion (ns = zero + tsc * mult >> shift).
+    uint64_t timeZero = 0;
+    uint32_t timeMult = 1;
+    uint16_t timeShift = 0;
     /// The scheduler's part: when the data pages pass their watermark and
     /// the kernel wakes the ring's poller, the target's next switch waits
     /// up to this long for the reader to consume (data_tail to move), as a
@@ -114,6 +120,7 @@ public:
   }
   bool lockLimitExempt() const override { return options.exempt; }
   uint64_t readTsc() const override { return clock; }
+  CpuIdentity cpu() const override { return options.cpu; }
 
 private:
   struct Ring;

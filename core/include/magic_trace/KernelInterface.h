@@ -4,12 +4,15 @@
 // so that tests can put a fake kernel behind it (test/unit/FakeKernel.h):
 // perf_event_open, mmap/munmap of the perf and AUX areas, the ioctls, close,
 // poll (the sideband reader waits on it while the target runs), the sysfs root
-// the PMU is read from, and the numbers the per-user locked memory budget is
-// computed from (kernel/events/core.c, perf_mmap).
+// the PMU is read from, the CPU the trace comes from, and the numbers the
+// per-user locked memory budget is computed from (kernel/events/core.c,
+// perf_mmap).
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_KERNELINTERFACE_H
 #define MAGIC_TRACE_KERNELINTERFACE_H
+
+#include "magic_trace/CpuIdentity.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/ErrorOr.h"
@@ -73,6 +76,9 @@ public:
   virtual bool lockLimitExempt() const = 0;
   /// The TSC now (RDTSC; 0 off x86).
   virtual uint64_t readTsc() const = 0;
+  /// The CPU whose PT the rings get (<procRoot>/cpuinfo's first processor):
+  /// the decoder applies its errata.
+  virtual CpuIdentity cpu() const = 0;
 };
 
 /// Capability numbers (include/uapi/linux/capability.h).

@@ -129,6 +129,8 @@ public:
   /// Sideband records the kernel could not write since attach (the sum of
   /// its LOST records), all CPUs.
   uint64_t lostSidebandRecords() const;
+  /// The CPU the rings' PT comes from (its errata apply when decoding).
+  CpuIdentity cpu() const { return kernel->cpu(); }
 
   /// Degradations, skipped threads and size reductions, one line each.
   const std::vector<std::string> &notes() const { return notesList; }

@@ -1,5 +1,6 @@
 //===- KernelInterface.cpp - The running kernel ---------------------------===//
 #include "magic_trace/KernelInterface.h"
+#include "magic_trace/MachineFacts.h"
 
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -128,6 +129,10 @@ public:
 #else
     return 0;
 #endif
+  }
+  CpuIdentity cpu() const override {
+    auto cpuinfo = llvm::MemoryBuffer::getFileAsStream(proc + "/cpuinfo");
+    return parseCpuInfo(cpuinfo ? (*cpuinfo)->getBuffer() : "");
   }
 
 private:
