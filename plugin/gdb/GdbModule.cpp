@@ -270,15 +270,27 @@ public:
   }
 
   /// Recorded instructions so far and the recorder's note, without pausing.
+  /// The QEMU recorder's counts come from its rings; any recorder gives
+  /// its backend, threads and its own status lines (ProcessRecorder.h).
   py::dict status() {
-    QemuRingStatus status = take(readQemuRingStatus(ringDir));
-    RecorderSnapshots::Status queue = recorderSnapshots.status();
     py::dict result;
-    result["instructions"] = status.instructions;
-    result["threads"] = status.threads.size();
-    result["recording"] = status.recording;
-    result["stopped"] = status.stopped;
-    result["note"] = status.note;
+    result["backend"] = recorder ? recorder->backend().str() : "";
+    result["lines"] =
+        recorder ? recorder->statusLines() : std::vector<std::string>();
+    result["instructions"] = 0;
+    result["threads"] = recorder ? recorder->threads().size() : 0;
+    result["recording"] = bool(recorder);
+    result["stopped"] = false;
+    result["note"] = "";
+    if (!ringDir.empty()) {
+      QemuRingStatus status = take(readQemuRingStatus(ringDir));
+      result["instructions"] = status.instructions;
+      result["threads"] = status.threads.size();
+      result["recording"] = status.recording;
+      result["stopped"] = status.stopped;
+      result["note"] = status.note;
+    }
+    RecorderSnapshots::Status queue = recorderSnapshots.status();
     {
       std::lock_guard<std::mutex> hold(lock);
       result["snapshots"] = log.size();

@@ -588,11 +588,18 @@ class StatusCommand(gdb.Command):
             status = state.session.status()
         except RuntimeError as error:
             fail(str(error))
-        print("magic-trace: backend qemu, %d instructions recorded in %d "
-              "threads, %d snapshots%s" % (
-                  status["instructions"], status["threads"],
-                  status["snapshots"],
-                  ", process exited" if state.exited is not None else ""))
+        exited = ", process exited" if state.exited is not None else ""
+        if status["backend"] == "qemu":
+            print("magic-trace: backend qemu, %d instructions recorded in %d "
+                  "threads, %d snapshots%s" % (
+                      status["instructions"], status["threads"],
+                      status["snapshots"], exited))
+        else:
+            print("magic-trace: backend %s, %d threads, %d snapshots%s" % (
+                status["backend"] or "none (detached)", status["threads"],
+                status["snapshots"], exited))
+        for line in status["lines"]:
+            print(line)
         if status["recorder_written"]:
             print("magic-trace: recorder snapshots: %d written, %d decoded, "
                   "%d waiting (at most %d), %d skipped, %.1f s waited for "

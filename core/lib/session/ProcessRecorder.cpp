@@ -34,7 +34,7 @@ void keepThreads(const RecorderStop &stop, std::vector<ThreadTrace> &from,
 class PerfProcessRecorder final : public ProcessRecorder {
 public:
   explicit PerfProcessRecorder(std::unique_ptr<PerfRecorder> recorder)
-      : recorder(std::move(recorder)), machineCpu(probeMachine().cpu) {}
+      : recorder(std::move(recorder)), machineCpu(this->recorder->cpu()) {}
 
   llvm::StringRef backend() const override { return "perf"; }
   bool recordsWhileRunning() const override { return true; }
@@ -76,7 +76,12 @@ public:
     if (uint64_t lost = recorder->lostSidebandRecords())
       sidebandOs << "; the kernel lost " << lost
                  << " records (the trace has gaps there)";
-    return {line, sideband};
+    std::vector<std::string> lines = {line, sideband};
+    if (uint64_t lost = recorder->lostPieces())
+      lines.push_back("  the last snapshot has " + std::to_string(lost) +
+                      (lost == 1 ? " piece" : " pieces") +
+                      " of trace the kernel marked lost (gaps in the trace)");
+    return lines;
   }
 
 private:
