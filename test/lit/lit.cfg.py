@@ -32,6 +32,11 @@ config.substitutions.append(("%dlfilter", dlfilter))
 if os.path.exists(dlfilter) and config.mt_sanitize.upper() not in (
         "ON", "1", "TRUE", "YES"):
     config.available_features.add("dlfilter")
+# The replaying fake kernel (test/support/ReplayKernel.cpp) that the perf
+# backend talks to in test/lit/perf/replay*.test.
+config.substitutions.append(
+    ("%replay_kernel", os.path.join(config.mt_lib_dir,
+                                    "libmagic-trace-replay-kernel.so")))
 config.substitutions.append(("%inputs", config.mt_inputs_dir))
 config.substitutions.append(("%srcroot", config.mt_src_root))
 config.substitutions.append(("%python", "python3"))

@@ -1,7 +1,52 @@
 //===- PerfSession.cpp - The perf backend, for any debugger host ----------===//
 #include "magic_trace/PerfSession.h"
 
+#include "llvm/Support/DynamicLibrary.h"
+
+#include <cstdlib>
+
 namespace magic_trace {
+
+namespace {
+
+/// The test hook (docs/testing.md, "The perf backend end to end"): with
+/// MAGIC_TRACE_TEST_KERNEL naming a shared library, the perf backend asks
+/// the kernel that library's magic_trace_test_kernel() makes, given
+/// MAGIC_TRACE_TEST_KERNEL_ARGS, instead of the running one. The lit tests'
+/// replaying kernel (test/support/ReplayKernel.cpp) serves a QEMU recording
+/// of the debugged program through it; without the variable, nothing here
+/// runs.
+using TestKernelFactory = KernelInterface *(*)(const char *args,
+                                               std::string *error);
+
+llvm::Expected<std::shared_ptr<KernelInterface>> testKernel() {
+  const char *library = std::getenv("MAGIC_TRACE_TEST_KERNEL");
+  if (!library || !*library)
+    return nullptr;
+  std::string error;
+  llvm::sys::DynamicLibrary handle =
+      llvm::sys::DynamicLibrary::getPermanentLibrary(library, &error);
+  if (!handle.isValid())
+    return llvm::createStringError(
+        "MAGIC_TRACE_TEST_KERNEL: cannot load %s: %s (unset it to trace with "
+        "the running kernel)",
+        library, error.c_str());
+  auto factory = reinterpret_cast<TestKernelFactory>(
+      handle.getAddressOfSymbol("magic_trace_test_kernel"));
+  if (!factory)
+    return llvm::createStringError(
+        "MAGIC_TRACE_TEST_KERNEL: %s has no magic_trace_test_kernel (unset it "
+        "to trace with the running kernel)",
+        library);
+  const char *args = std::getenv("MAGIC_TRACE_TEST_KERNEL_ARGS");
+  KernelInterface *kernel = factory(args ? args : "", &error);
+  if (!kernel)
+    return llvm::createStringError("MAGIC_TRACE_TEST_KERNEL: %s",
+                                   error.c_str());
+  return std::shared_ptr<KernelInterface>(kernel);
+}
+
+} // namespace
 
 llvm::Expected<std::unique_ptr<PerfRecorder>>
 startPerfRecording(uint64_t pid, const std::vector<uint64_t> &tids,
@@ -20,6 +65,10 @@ startPerfRecording(uint64_t pid, const std::vector<uint64_t> &tids,
   PerfRecorder::Options recorderOptions;
   recorderOptions.timer = options.timer;
   recorderOptions.auxSize = options.bufferSize;
+  llvm::Expected<std::shared_ptr<KernelInterface>> kernel = testKernel();
+  if (!kernel)
+    return kernel.takeError();
+  recorderOptions.kernel = std::move(*kernel);
   llvm::Expected<std::unique_ptr<PerfRecorder>> recorder =
       PerfRecorder::create(recorderOptions);
   if (!recorder)
