@@ -58,8 +58,8 @@ int main(void) {
   start_here();
   for (int i = 0; i < kWorkers; ++i)
     if (clone(worker, stacks[i] + sizeof(stacks[i]),
-              CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
-                  CLONE_THREAD | CLONE_SYSVSEM,
+              CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+                  CLONE_SYSVSEM,
               (void *)(unsigned long)(i + 1)) < 0)
       return 1;
   volatile unsigned mine = work(100, 3000);

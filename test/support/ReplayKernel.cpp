@@ -48,8 +48,6 @@ using magic_trace::testing::FakeKernel;
 
 namespace {
 
-constexpr uint8_t kPsb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                              0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82};
 constexpr uint8_t kPsbEnd[2] = {0x02, 0x23};
 constexpr uint64_t kAuxFlagTruncated = 0x01; // PERF_AUX_FLAG_TRUNCATED
 
@@ -69,24 +67,6 @@ struct ReplayOptions {
   unsigned cpus = 2;
   std::optional<std::pair<size_t, size_t>> lose;
 };
-
-/// `bytes` cut at its PSBs: each stretch begins with one, as PT does when a
-/// thread is switched back in. Bytes before the first PSB are not a stretch
-/// a decoder could begin.
-std::vector<std::vector<uint8_t>> stretches(const std::vector<uint8_t> &bytes) {
-  std::vector<size_t> starts;
-  for (auto it = bytes.begin();
-       (it = std::search(it, bytes.end(), std::begin(kPsb), std::end(kPsb))) !=
-       bytes.end();
-       it += sizeof(kPsb))
-    starts.push_back(it - bytes.begin());
-  std::vector<std::vector<uint8_t>> result;
-  for (size_t i = 0; i < starts.size(); ++i)
-    result.emplace_back(
-        bytes.begin() + starts[i],
-        bytes.begin() + (i + 1 < starts.size() ? starts[i + 1] : bytes.size()));
-  return result;
-}
 
 llvm::Expected<Recording> readRecording(llvm::StringRef dir) {
   std::string path = (dir + "/trace.json").str();
@@ -111,7 +91,8 @@ llvm::Expected<Recording> readRecording(llvm::StringRef dir) {
     return llvm::createStringError("%s: the process has no threads",
                                    path.c_str());
   Recording result;
-  if (const llvm::json::Object *cpu = json->getAsObject()->getObject("cpuInfo")) {
+  if (const llvm::json::Object *cpu =
+          json->getAsObject()->getObject("cpuInfo")) {
     result.cpu.vendor = cpu->getString("vendor").value_or("unknown").str();
     result.cpu.family = unsigned(cpu->getInteger("family").value_or(0));
     result.cpu.model = unsigned(cpu->getInteger("model").value_or(0));
@@ -122,12 +103,14 @@ llvm::Expected<Recording> readRecording(llvm::StringRef dir) {
     result.time.timeMult = uint32_t(time->getInteger("timeMult").value_or(1));
     result.time.timeShift = uint16_t(time->getInteger("timeShift").value_or(0));
     llvm::StringRef zero = time->getString("timeZero").value_or("0");
-    if (!zero.consume_front("0x") || zero.getAsInteger(16, result.time.timeZero))
+    if (!zero.consume_front("0x") ||
+        zero.getAsInteger(16, result.time.timeZero))
       result.time.timeZero = 0;
   }
   for (const llvm::json::Value &value : *threads) {
     const llvm::json::Object *thread = value.getAsObject();
-    std::optional<int64_t> tid = thread ? thread->getInteger("tid") : std::nullopt;
+    std::optional<int64_t> tid =
+        thread ? thread->getInteger("tid") : std::nullopt;
     std::optional<llvm::StringRef> trace =
         thread ? thread->getString("iptTrace") : std::nullopt;
     if (!tid || !trace)
@@ -141,13 +124,14 @@ llvm::Expected<Recording> readRecording(llvm::StringRef dir) {
                                      bytes.getError().message().c_str());
     RecordedThread recorded;
     recorded.tid = uint64_t(*tid);
-    recorded.stretches = stretches(std::vector<uint8_t>(
-        (*bytes)->getBufferStart(), (*bytes)->getBufferEnd()));
+    recorded.stretches = magic_trace::testing::psbStretches(
+        llvm::arrayRefFromStringRef((*bytes)->getBuffer()));
     result.threads.push_back(std::move(recorded));
   }
-  llvm::sort(result.threads, [](const RecordedThread &a, const RecordedThread &b) {
-    return a.tid < b.tid;
-  });
+  llvm::sort(result.threads,
+             [](const RecordedThread &a, const RecordedThread &b) {
+               return a.tid < b.tid;
+             });
   return result;
 }
 

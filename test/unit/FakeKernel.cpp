@@ -56,6 +56,24 @@ struct FakeKernel::Event {
   Ring *ring = nullptr;    ///< Its own mapping.
 };
 
+std::vector<std::vector<uint8_t>> psbStretches(llvm::ArrayRef<uint8_t> bytes) {
+  static const uint8_t psb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                  0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
+                                  0x02, 0x82, 0x02, 0x82};
+  std::vector<size_t> starts;
+  for (auto it = bytes.begin();
+       (it = std::search(it, bytes.end(), std::begin(psb), std::end(psb))) !=
+       bytes.end();
+       it += sizeof(psb))
+    starts.push_back(it - bytes.begin());
+  std::vector<std::vector<uint8_t>> result;
+  for (size_t i = 0; i < starts.size(); ++i)
+    result.emplace_back(
+        bytes.begin() + starts[i],
+        bytes.begin() + (i + 1 < starts.size() ? starts[i + 1] : bytes.size()));
+  return result;
+}
+
 FakeKernel::FakeKernel(Options options) : options(std::move(options)) {}
 FakeKernel::~FakeKernel() = default;
 

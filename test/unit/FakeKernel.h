@@ -147,6 +147,12 @@ private:
   uint64_t clock = 1000;
 };
 
+/// `bytes` cut at its PSBs, the stretches a thread's PT is made of between
+/// two switches: each begins with a PSB, as PT does when a thread is
+/// switched back in. Bytes before the first PSB are not a stretch a decoder
+/// could begin.
+std::vector<std::vector<uint8_t>> psbStretches(llvm::ArrayRef<uint8_t> bytes);
+
 } // namespace magic_trace::testing
 
 #endif

@@ -88,25 +88,10 @@ inline const EmulateResult &longRecording() {
   return *result;
 }
 
-/// `bytes` cut at its PSBs: each stretch begins with one, as PT does when a
-/// thread is switched back in.
+/// `bytes` cut at its PSBs (FakeKernel.h).
 inline std::vector<std::vector<uint8_t>>
 stretches(const std::vector<uint8_t> &bytes) {
-  static const uint8_t psb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                                  0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                                  0x02, 0x82, 0x02, 0x82};
-  std::vector<size_t> starts;
-  for (auto it = bytes.begin();
-       (it = std::search(it, bytes.end(), std::begin(psb), std::end(psb))) !=
-       bytes.end();
-       it += 16)
-    starts.push_back(it - bytes.begin());
-  std::vector<std::vector<uint8_t>> result;
-  for (size_t i = 0; i < starts.size(); ++i)
-    result.emplace_back(
-        bytes.begin() + starts[i],
-        bytes.begin() + (i + 1 < starts.size() ? starts[i + 1] : bytes.size()));
-  return result;
+  return magic_trace::testing::psbStretches(bytes);
 }
 
 inline const ThreadTrace *traceOf(const std::vector<ThreadTrace> &traces,

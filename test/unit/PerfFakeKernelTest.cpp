@@ -243,7 +243,17 @@ TEST(PerfFakeKernel, BudgetBelowTwoPsbPeriodsFailsClearly) {
   EXPECT_NE(message.find("perf_event_mlock_kb"), std::string::npos);
 }
 
-TEST(PerfFakeKernel, TruncatedAuxRecordShowsAsMarkedGap) {
+/// emu_thread's main thread, run stretch by stretch on CPU 0, with the
+/// kernel's record of stretch `lost` flagged TRUNCATED; `onlyPsbPlus`: the
+/// hardware wrote that stretch's PSB+ and nothing after it. The recorder's
+/// trace of it decoded, and what the stretches after the lost one decode to
+/// on their own.
+struct TruncatedRun {
+  ThreadDecode decode;
+  std::vector<uint64_t> insns, restInsns;
+  uint64_t lostPieces = 0;
+};
+void runWithTruncated(size_t lost, bool onlyPsbPlus, TruncatedRun &result) {
   const EmulateResult &run = threadRecording();
   ASSERT_EQ(run.truth.size(), 2u);
   auto kernel = std::make_shared<FakeKernel>(skylake());
@@ -252,26 +262,42 @@ TEST(PerfFakeKernel, TruncatedAuxRecordShowsAsMarkedGap) {
   auto recorder = makeRecorder(kernel);
   ASSERT_FALSE(bool(recorder->attach(kPid, {mainTid})));
   auto parts = stretches(run.snapshot.threads[0].bytes);
-  ASSERT_GE(parts.size(), 3u);
-  // The kernel says the first stretch was cut short (TRUNCATED): the trace
-  // must say that something is missing after it.
-  for (size_t i = 0; i < parts.size(); ++i)
-    kernel->run(mainTid, 0, parts[i], i == 0 ? kAuxTruncated : 0);
+  ASSERT_GE(parts.size(), lost + 2);
+  static const uint8_t psbEnd[2] = {0x02, 0x23};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::vector<uint8_t> bytes = parts[i];
+    if (i == lost && onlyPsbPlus)
+      bytes.erase(std::search(bytes.begin(), bytes.end(), std::begin(psbEnd),
+                              std::end(psbEnd)) +
+                      2,
+                  bytes.end());
+    kernel->run(mainTid, 0, bytes, i == lost ? kAuxTruncated : 0);
+  }
   auto traces = recorder->snapshot();
   ASSERT_TRUE(bool(traces)) << llvm::toString(traces.takeError());
   ASSERT_EQ(traces->size(), 1u);
-  std::vector<uint64_t> insns;
-  ThreadDecode decode = decodeAs(run, traces->front(), 0, &insns);
-  EXPECT_EQ(countKind(decode, ItemKind::Overflow), 1u);
-  EXPECT_GT(recorder->lostPieces(), 0u);
+  result.decode = decodeAs(run, traces->front(), 0, &result.insns);
+  result.lostPieces = recorder->lostPieces();
+  ThreadTrace rest;
+  for (size_t i = lost + 1; i < parts.size(); ++i)
+    rest.bytes.insert(rest.bytes.end(), parts[i].begin(), parts[i].end());
+  decodeAs(run, rest, 0, &result.restInsns);
+}
+
+TEST(PerfFakeKernel, TruncatedAuxRecordShowsAsMarkedGap) {
+  // The kernel says the first stretch was cut short (TRUNCATED): the trace
+  // must say that something is missing after it.
+  TruncatedRun result;
+  runWithTruncated(0, false, result);
+  if (HasFatalFailure())
+    return;
+  EXPECT_EQ(countKind(result.decode, ItemKind::Overflow), 1u);
+  EXPECT_GT(result.lostPieces, 0u);
   // After the gap the trace is whole again: the stretches after the first,
   // on their own, are what the trace ends with, with no decode error.
-  ThreadTrace rest;
-  for (size_t i = 1; i < parts.size(); ++i)
-    rest.bytes.insert(rest.bytes.end(), parts[i].begin(), parts[i].end());
-  std::vector<uint64_t> restInsns;
-  decodeAs(run, rest, 0, &restInsns);
-  EXPECT_TRUE(decode.errors.empty()) << decode.errors.front().message;
+  const auto &[insns, restInsns] = std::tie(result.insns, result.restInsns);
+  EXPECT_TRUE(result.decode.errors.empty())
+      << result.decode.errors.front().message;
   ASSERT_GE(insns.size(), restInsns.size());
   EXPECT_TRUE(std::equal(restInsns.begin(), restInsns.end(),
                          insns.end() - restInsns.size()));
@@ -284,40 +310,17 @@ TEST(PerfFakeKernel, TruncatedAuxRecordShowsAsMarkedGap) {
 // joining the stretches around the loss into one (test/lit/perf/
 // replay.test found it, with LLDB's decoder as the oracle).
 TEST(PerfFakeKernel, StretchTruncatedToItsPsbPlusShowsAsMarkedGap) {
-  const EmulateResult &run = threadRecording();
-  ASSERT_EQ(run.truth.size(), 2u);
-  auto kernel = std::make_shared<FakeKernel>(skylake());
-  uint32_t mainTid = uint32_t(run.truth[0].tid);
-  kernel->addThread(kPid, mainTid);
-  auto recorder = makeRecorder(kernel);
-  ASSERT_FALSE(bool(recorder->attach(kPid, {mainTid})));
-  auto parts = stretches(run.snapshot.threads[0].bytes);
-  ASSERT_GE(parts.size(), 3u);
-  static const uint8_t psbEnd[2] = {0x02, 0x23};
-  for (size_t i = 0; i < parts.size(); ++i) {
-    std::vector<uint8_t> bytes = parts[i];
-    if (i == 1)
-      bytes.erase(std::search(bytes.begin(), bytes.end(), std::begin(psbEnd),
-                              std::end(psbEnd)) +
-                      2,
-                  bytes.end());
-    kernel->run(mainTid, 0, bytes, i == 1 ? kAuxTruncated : 0);
-  }
-  auto traces = recorder->snapshot();
-  ASSERT_TRUE(bool(traces)) << llvm::toString(traces.takeError());
-  ASSERT_EQ(traces->size(), 1u);
-  std::vector<uint64_t> insns;
-  ThreadDecode decode = decodeAs(run, traces->front(), 0, &insns);
-  EXPECT_EQ(countKind(decode, ItemKind::Overflow), 1u);
-  EXPECT_TRUE(decode.errors.empty()) << decode.errors.front().message;
-  // The truth's first instructions, a hole, and what the stretches after
-  // the lost one decode to on their own.
-  ThreadTrace rest;
-  for (size_t i = 2; i < parts.size(); ++i)
-    rest.bytes.insert(rest.bytes.end(), parts[i].begin(), parts[i].end());
-  std::vector<uint64_t> restInsns;
-  decodeAs(run, rest, 0, &restInsns);
-  const std::vector<uint64_t> &truth = run.truth[0].insns;
+  TruncatedRun result;
+  runWithTruncated(1, true, result);
+  if (HasFatalFailure())
+    return;
+  EXPECT_EQ(countKind(result.decode, ItemKind::Overflow), 1u);
+  EXPECT_TRUE(result.decode.errors.empty())
+      << result.decode.errors.front().message;
+  // The truth's first instructions, a hole, then the stretches after the
+  // lost one.
+  const auto &[insns, restInsns] = std::tie(result.insns, result.restInsns);
+  const std::vector<uint64_t> &truth = threadRecording().truth[0].insns;
   ASSERT_GT(insns.size(), restInsns.size());
   ASSERT_LT(insns.size(), truth.size());
   size_t before = insns.size() - restInsns.size();

@@ -1,8 +1,6 @@
 //===- BoundaryPackets.cpp - PT packets at per-CPU piece boundaries -------===//
 #include "BoundaryPackets.h"
 
-#include "../../decode/PacketIp.h"
-
 #include "llvm/Support/ErrorHandling.h"
 
 namespace magic_trace::perfdata {
@@ -52,7 +50,8 @@ std::optional<uint64_t> psbFupIp(llvm::ArrayRef<uint8_t> bytes) {
     if (packet.type == ppt_psbend)
       return fup;
     uint64_t ip = 0;
-    if (packet.type == ppt_fup && resolvePacketIp(packet.payload.ip, lastIp, &ip))
+    if (packet.type == ppt_fup &&
+        resolvePacketIp(packet.payload.ip, lastIp, &ip))
       fup = ip;
   }
 }

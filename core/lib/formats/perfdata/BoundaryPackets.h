@@ -1,4 +1,5 @@
-//===- BoundaryPackets.h - PT packets at per-CPU piece boundaries -*- C++ -*-===//
+//===- BoundaryPackets.h - PT packets at per-CPU piece boundaries -*- C++
+//-*-===//
 //
 // Private to formats/perfdata: the packets the per-CPU code writes where it
 // joins or cuts pieces of a thread's trace (PerCpuLayout.cpp writes a
@@ -9,9 +10,11 @@
 #ifndef MAGIC_TRACE_LIB_FORMATS_PERFDATA_BOUNDARYPACKETS_H
 #define MAGIC_TRACE_LIB_FORMATS_PERFDATA_BOUNDARYPACKETS_H
 
-#include "llvm/ADT/ArrayRef.h"
+// libipt's types through the decoder's private header, as
+// PerCpuLayout.cpp takes them (test/lit/layering.test).
+#include "../../decode/PacketIp.h"
 
-#include <intel-pt.h>
+#include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
 #include <optional>
@@ -25,7 +28,8 @@ void encodePacket(const pt_packet &packet, std::vector<uint8_t> &out);
 
 /// Appends a TIP, TIP.PGE or FUP with `ip` (sign-extended 48 bits), or a
 /// TIP.PGD with the IP suppressed.
-void encodeIpPacket(pt_packet_type type, uint64_t ip, std::vector<uint8_t> &out);
+void encodeIpPacket(pt_packet_type type, uint64_t ip,
+                    std::vector<uint8_t> &out);
 
 /// The IP of the FUP in the PSB+ that `bytes` begins with: where tracing
 /// is at that PSB. nullopt when `bytes` does not begin with a whole PSB+ or
