@@ -35,12 +35,22 @@ def load_check_insns():
 
 def find_hole(check, items, truth):
     """(A, B, error) when items = truth[:A] + [error] + truth[B:]."""
-    # LLDB's known quirk (check-insns.py, psb-end): a spurious "end of
-    # trace stream" error next to a PSB.
-    listed = [item for i, item in enumerate(items)
-              if item.kind != "sync" and not (
-                  item.kind == "error" and "end of trace stream" in item.value
-                  and check.near_sync(items, i))]
+    # LLDB's known quirks next to a PSB (check-insns.py): a spurious "end
+    # of trace stream" error (psb-end), an instruction listed again after
+    # the PSB (psb-repeat).
+    listed = []
+    for i, item in enumerate(items):
+        if item.kind == "sync":
+            continue
+        if not check.near_sync(items, i):
+            listed.append(item)
+        elif item.kind == "error" and "end of trace stream" in item.value:
+            continue
+        elif (item.kind == "insn" and listed and listed[-1].kind == "insn"
+              and listed[-1].value == item.value):
+            continue
+        else:
+            listed.append(item)
     errors = [i for i, item in enumerate(listed) if item.kind == "error"]
     if len(errors) != 1:
         return None, f"LLDB lists {len(errors)} errors, not the one loss"
