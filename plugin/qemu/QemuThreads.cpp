@@ -103,6 +103,16 @@ void writeTruth(ThreadRecorder &thread) {
 
 /// Ends `thread`'s recording: the trace stops before `next` (0: before the
 /// pending block's last instruction, whose outcome is unknown).
+/// The ground truth's record of where `thread` stopped (the instruction it
+/// would run next): a call just made is on the stack there. The ptrace
+/// stepper records its stops the same way.
+void truthStoppedAt(ThreadRecorder &thread, uint64_t pc) {
+  if (recorder->options.groundTruth)
+    thread.truth.addEvent(
+        TruthEventKind::Disable,
+        thread.truth.insns.empty() ? 0 : thread.truth.insns.back(), pc);
+}
+
 void finishThread(ThreadRecorder &thread, uint64_t next) {
   drainLog(thread);
   if (thread.flags.deferring)
@@ -117,13 +127,8 @@ void finishThread(ThreadRecorder &thread, uint64_t next) {
       stopAt = previous->last().ip;
     }
     if (!thread.flags.failed && stopAt &&
-        check(thread, thread.writer->disable(stopAt)) &&
-        recorder->options.groundTruth)
-      // Where the thread stopped, as the stop flush and the ptrace stepper
-      // record it: a call just made is on the stack there.
-      thread.truth.addEvent(
-          TruthEventKind::Disable,
-          thread.truth.insns.empty() ? 0 : thread.truth.insns.back(), stopAt);
+        check(thread, thread.writer->disable(stopAt)))
+      truthStoppedAt(thread, stopAt);
     thread.flags.enabled = false;
   }
   thread.pending = nullptr;
@@ -285,10 +290,7 @@ void flushToStop(ThreadRecorder &thread, uint64_t pc) {
   }
   if (thread.flags.failed || !check(thread, thread.writer->disable(pc)))
     return;
-  if (recorder->options.groundTruth)
-    thread.truth.addEvent(
-        TruthEventKind::Disable,
-        thread.truth.insns.empty() ? 0 : thread.truth.insns.back(), pc);
+  truthStoppedAt(thread, pc);
   thread.flags.enabled = false;
   flushCount(thread);
 }

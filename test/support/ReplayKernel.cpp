@@ -1,8 +1,8 @@
 //===- ReplayKernel.cpp - A fake kernel that replays a QEMU recording -----===//
 //
 // The perf backend end to end, in a debugger, on a machine without Intel PT
-// (docs/testing.md): built as build/lib/libmagic-trace-replay-kernel.so and
-// named by MAGIC_TRACE_TEST_KERNEL, it is the kernel the perf backend talks
+// (docs/perf-backend.md): built as build/lib/libmagic-trace-replay-kernel.so
+// and named by MAGIC_TRACE_TEST_KERNEL, it is the kernel the perf backend talks
 // to (PerfSession.cpp's test hook). Underneath is the unit tests' FakeKernel
 // (its perf_event_open, mmap, inherit, AUX and sideband rules); on top, the
 // PT its CPUs write is what the QEMU recorder recorded of the same static,

@@ -9,7 +9,7 @@ namespace magic_trace {
 
 namespace {
 
-/// The test hook (docs/testing.md, "The perf backend end to end"): with
+/// The test hook (docs/perf-backend.md, "End to end in the debuggers"): with
 /// MAGIC_TRACE_TEST_KERNEL naming a shared library, the perf backend asks
 /// the kernel that library's magic_trace_test_kernel() makes, given
 /// MAGIC_TRACE_TEST_KERNEL_ARGS, instead of the running one. The lit tests'

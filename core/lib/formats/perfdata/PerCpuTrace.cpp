@@ -129,7 +129,9 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
       thread.lastEnd = UINT64_MAX;
       continue;
     }
-    auto begin = stream.bytes.begin() + (piece.offset - stream.base);
+    ArrayRef<uint8_t> bytes =
+        ArrayRef<uint8_t>(stream.bytes)
+            .slice(piece.offset - stream.base, piece.size);
     if (thread.started && !continues && thread.afterOverflow) {
       thread.bytes.insert(thread.bytes.end(), std::begin(kResyncPoint),
                           std::end(kResyncPoint));
@@ -138,15 +140,13 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
       // resync point (LLDB's, after the overflow's error) finds tracing
       // enabled there, as libipt's rules want, and the piece's PSB+ that
       // follows is a status update at the same IP.
-      if (std::optional<uint64_t> ip =
-              psbFupIp(ArrayRef<uint8_t>(stream.bytes)
-                           .slice(piece.offset - stream.base, piece.size)))
+      if (std::optional<uint64_t> ip = psbFupIp(bytes))
         encodeIpPacket(ppt_tip_pge, *ip, thread.bytes);
     } else if (thread.started && !continues)
       thread.bytes.insert(thread.bytes.end(), std::begin(kSyncPoint),
                           std::end(kSyncPoint));
     thread.afterOverflow = false;
-    thread.bytes.insert(thread.bytes.end(), begin, begin + piece.size);
+    thread.bytes.insert(thread.bytes.end(), bytes.begin(), bytes.end());
     ++counts.pieces;
     thread.started = true;
     thread.lastCpu = piece.cpu;
