@@ -38,7 +38,7 @@ TEST(StartQuirk, PadsAPairInWhichNothingRan) {
   Bytes stream = join({kPsb, kPsbEnd, kModeExec64, kPgeA, kPgdNoIp, kCbr,
                        kModeExec64, kPgeA, kTntTaken});
   unsigned pairs = 0;
-  Bytes padded = padEmptyEnablePairs(stream, &pairs);
+  Bytes padded = padEmptyEnablePairs(stream, 0, &pairs);
   EXPECT_EQ(pairs, 1u);
   Bytes want = join({kPsb, kPsbEnd, kModeExec64, Bytes(kPgeA.size(), 0),
                      Bytes(1, 0), kCbr, kModeExec64, kPgeA, kTntTaken});

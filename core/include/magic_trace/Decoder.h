@@ -16,6 +16,7 @@
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/TraceItems.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/Support/Error.h"
 
 #include <atomic>
@@ -65,6 +66,17 @@ struct DecodeStats {
   uint64_t handoffs = 0; ///< Pieces whose decode was used up to a PSB.
 };
 
+/// Where and when one thread's trace can be entered: each PSB's byte offset
+/// and, when its PSB+ holds a TSC, its time. The window planner (Pipeline.h)
+/// picks the PSB to decode from with it.
+struct PsbTimes {
+  std::vector<uint64_t> offsets; ///< Byte offsets into the buffer, ascending.
+  /// Per PSB: nanoseconds on the snapshot's clock, 0 when its PSB+ holds no
+  /// TSC packet.
+  std::vector<uint64_t> ns;
+  uint64_t bytes = 0; ///< The thread's buffer size.
+};
+
 struct DecodeResult {
   std::vector<ThreadDecode> threads;
   std::vector<ModuleImageStatus> modules;
@@ -88,7 +100,8 @@ llvm::Expected<CpuIdentity> parseCpu(llvm::StringRef text);
 
 namespace decode_detail {
 class ImageTimeline;
-}
+struct PsbTable;
+} // namespace decode_detail
 
 /// One snapshot's decoder: the CPU checked and the image built once, then
 /// each thread decoded into an ItemSink as it goes (decodeSnapshot collects
@@ -105,12 +118,22 @@ public:
   /// Indices into snapshot.threads of the threads to decode (options.onlyTid).
   const std::vector<size_t> &selected() const { return selectedThreads; }
 
-  /// Decodes snapshot.threads[index] into `sink`, in batches; returns its
-  /// instructions. With options.threads == 1 (or one PSB piece) the items
+  /// The PSBs of snapshot.threads[index] (a selected thread) and their
+  /// times, found once when the decoder was made.
+  const PsbTimes &psbTimes(size_t index) const { return times[index]; }
+
+  /// Decodes snapshot.threads[index] into `sink`, in batches, from its PSB
+  /// `fromPsb` (an index into psbTimes(index); 0: the whole buffer) to the
+  /// end; returns its instructions. Every PSB segment is decoded from its
+  /// own PSB+, so the items from PSB k on are those a decode of the whole
+  /// buffer gives from there (but for the join of a block that runs across
+  /// PSB k, and the instruction clock's rate where the trace has no
+  /// timing). With options.threads == 1 (or one PSB piece) the items
   /// stream through a bounded buffer; PSB-parallel pieces are held until
   /// they are joined. Fails only when libipt cannot allocate a decoder.
   llvm::Expected<uint64_t> decodeThread(size_t index, ItemSink &sink,
-                                        DecodeStats &stats) const;
+                                        DecodeStats &stats,
+                                        size_t fromPsb = 0) const;
 
   /// decodeThread with libipt's block decoder on a thread of its own: the
   /// buffer is decoded in one run there, while the caller's thread joins
@@ -119,12 +142,16 @@ public:
   /// copy, and at most four wait. The items and the order of the sink's
   /// calls are decodeThread's with options.threads == 1.
   llvm::Expected<uint64_t> decodeThreadOverlapped(size_t index, ItemSink &sink,
-                                                  DecodeStats &stats) const;
+                                                  DecodeStats &stats,
+                                                  size_t fromPsb = 0) const;
 
 private:
   SnapshotDecoder(const Snapshot &snapshot, const DecodeOptions &options);
   llvm::Expected<uint64_t> decode(size_t index, ItemSink &sink,
-                                  DecodeStats &stats, bool overlap) const;
+                                  DecodeStats &stats, bool overlap,
+                                  size_t fromPsb) const;
+  /// Fills tables[index] and times[index].
+  void findPsbTimes(size_t index);
 
   const Snapshot &snapshot;
   DecodeOptions options;
@@ -132,9 +159,9 @@ private:
   std::unique_ptr<decode_detail::ImageTimeline> timeline;
   std::vector<ModuleImageStatus> moduleStatus;
   std::vector<size_t> selectedThreads;
-  /// Per thread: its bytes with empty PGE/PGD pairs padded out
-  /// (decode/StartQuirk.h), or empty when it has none.
-  std::vector<std::vector<uint8_t>> quirkFree;
+  /// Per thread (selected ones only): its PSB table and their times.
+  std::vector<decode_detail::PsbTable> tables;
+  std::vector<PsbTimes> times;
 };
 
 /// Decodes every thread of `snapshot` (or only options.onlyTid). Fails when

@@ -60,13 +60,15 @@ SnapshotDecoder::create(const Snapshot &snapshot,
   if (!timeline)
     return timeline.takeError();
   decoder->timeline = std::move(*timeline);
-  decoder->quirkFree.resize(snapshot.threads.size());
-  for (size_t i = 0; i < snapshot.threads.size(); ++i)
-    if (!options.onlyTid || snapshot.threads[i].tid == options.onlyTid) {
-      decoder->selectedThreads.push_back(i);
-      decoder->quirkFree[i] =
-          decode_detail::padEmptyEnablePairs(snapshot.threads[i].bytes);
-    }
+  size_t count = snapshot.threads.size();
+  decoder->tables.resize(count);
+  decoder->times.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (options.onlyTid && snapshot.threads[i].tid != options.onlyTid)
+      continue;
+    decoder->selectedThreads.push_back(i);
+    decoder->findPsbTimes(i);
+  }
   if (options.onlyTid && decoder->selectedThreads.empty())
     return createStringError("no thread " + std::to_string(options.onlyTid) +
                              " in the snapshot (leave out --tid to decode "
@@ -80,16 +82,36 @@ SnapshotDecoder::SnapshotDecoder(const Snapshot &snapshot,
 
 SnapshotDecoder::~SnapshotDecoder() = default;
 
+void SnapshotDecoder::findPsbTimes(size_t index) {
+  ArrayRef<uint8_t> bytes = snapshot.threads[index].bytes;
+  PsbTimes &found = times[index];
+  found.bytes = bytes.size();
+  if (bytes.empty())
+    return;
+  pt_config config =
+      decode_detail::makeConfig(bytes, snapshot.cpu, snapshot.timing);
+  tables[index] = decode_detail::findPsbs(config);
+  const decode_detail::PsbTable &table = tables[index];
+  found.offsets = table.offsets;
+  found.ns.reserve(table.tsc.size());
+  // As ItemStream converts a TSC sample: the top byte restored, then ns.
+  for (uint64_t tsc : table.tsc)
+    found.ns.push_back(tsc ? snapshot.time.tscToNs(snapshot.time.fullTsc(tsc))
+                           : 0);
+}
+
 Expected<uint64_t> SnapshotDecoder::decodeThread(size_t threadIndex,
                                                  ItemSink &sink,
-                                                 DecodeStats &stats) const {
-  return decode(threadIndex, sink, stats, /*overlap=*/false);
+                                                 DecodeStats &stats,
+                                                 size_t fromPsb) const {
+  return decode(threadIndex, sink, stats, /*overlap=*/false, fromPsb);
 }
 
 Expected<uint64_t>
 SnapshotDecoder::decodeThreadOverlapped(size_t threadIndex, ItemSink &sink,
-                                        DecodeStats &stats) const {
-  return decode(threadIndex, sink, stats, /*overlap=*/true);
+                                        DecodeStats &stats,
+                                        size_t fromPsb) const {
+  return decode(threadIndex, sink, stats, /*overlap=*/true, fromPsb);
 }
 
 Expected<DecodeResult> decodeSnapshot(const Snapshot &snapshot,

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "PieceDecoder.h"
 #include "PsbTable.h"
+#include "StartQuirk.h"
 
 #include "llvm/Support/Threading.h"
 
@@ -109,20 +110,20 @@ unsigned decodeThreads(const DecodeOptions &options) {
 
 /// PSB indices where parallel pieces start: about four pieces per decode
 /// thread, none smaller than options.minChunkBytes.
-std::vector<size_t> pieceStarts(const PsbTable &table, uint64_t bufferSize,
-                                unsigned threads,
+std::vector<size_t> pieceStarts(const PsbTable &table, size_t first,
+                                uint64_t bufferSize, unsigned threads,
                                 const DecodeOptions &options) {
   ArrayRef<uint64_t> psbs = table.offsets;
   std::vector<size_t> starts;
-  if (psbs.empty())
+  if (first >= psbs.size())
     return starts;
-  starts.push_back(0);
+  starts.push_back(first);
   if (threads <= 1)
     return starts;
-  uint64_t target =
-      std::max<uint64_t>(options.minChunkBytes, bufferSize / (threads * 4));
+  uint64_t target = std::max<uint64_t>(
+      options.minChunkBytes, (bufferSize - psbs[first]) / (threads * 4));
   // Only where a run that crossed the PSB stops (PsbTable::joinable).
-  for (size_t i = 1; i < psbs.size(); ++i)
+  for (size_t i = first + 1; i < psbs.size(); ++i)
     if (table.joinable[i] && psbs[i] - psbs[starts.back()] >= target)
       starts.push_back(i);
   return starts;
@@ -200,7 +201,7 @@ Error stitch(const pt_config &config, const ImageTimeline &timeline,
              ItemStream &stream, DecodeStats &stats) {
   const std::vector<size_t> &starts = schedule.starts;
   std::unique_ptr<PieceDecoder> stragglers;
-  size_t index = 0;
+  size_t index = starts.empty() ? schedule.psbCount : starts.front();
   while (index < schedule.psbCount) {
     auto start = std::lower_bound(starts.begin(), starts.end(), index);
     Piece extra;
@@ -233,8 +234,8 @@ Error stitch(const pt_config &config, const ImageTimeline &timeline,
 Expected<uint64_t>
 decodeOneRunAlongside(const pt_config &config, const ImageTimeline &timeline,
                       const ThreadTrace &trace, const PsbTable &table,
-                      const DecodeOptions &options, ItemStream &stream,
-                      DecodeStats &stats) {
+                      size_t first, const DecodeOptions &options,
+                      ItemStream &stream, DecodeStats &stats) {
   size_t batch = std::max<size_t>(1, options.batchItems);
   BatchQueue queue(batch);
   PieceDecoder::Options pieceOptions;
@@ -247,7 +248,7 @@ decodeOneRunAlongside(const pt_config &config, const ImageTimeline &timeline,
     return decoder.takeError();
   std::thread decoding([&] {
     // From the first PSB to the end: a run that streams never hands off.
-    Piece last = (*decoder)->decodeFrom(0, table.offsets.size());
+    Piece last = (*decoder)->decodeFrom(first, table.offsets.size());
     queue.push(last, /*last=*/true);
     queue.close();
   });
@@ -264,20 +265,13 @@ decodeOneRunAlongside(const pt_config &config, const ImageTimeline &timeline,
 } // namespace
 
 Expected<uint64_t> SnapshotDecoder::decode(size_t threadIndex, ItemSink &sink,
-                                           DecodeStats &stats,
-                                           bool overlap) const {
+                                           DecodeStats &stats, bool overlap,
+                                           size_t fromPsb) const {
   const ThreadTrace &trace = snapshot.threads[threadIndex];
-  // The thread's bytes, less any PGE/PGD pair in which nothing ran (padded
-  // out: the offsets of its PSBs and image marks stay).
-  ArrayRef<uint8_t> bytes =
-      quirkFree[threadIndex].empty()
-          ? ArrayRef<uint8_t>(snapshot.threads[threadIndex].bytes)
-          : ArrayRef<uint8_t>(quirkFree[threadIndex]);
+  ArrayRef<uint8_t> bytes = trace.bytes;
   if (bytes.empty())
     return 0;
-  pt_config config = makeConfig(bytes, snapshot.cpu, snapshot.timing);
-  PsbTable table = decode_detail::findPsbs(config);
-  stats.psbs += table.offsets.size();
+  const PsbTable &table = tables[threadIndex];
   if (table.offsets.empty()) {
     TraceItem item;
     item.kind = ItemKind::Error;
@@ -288,15 +282,25 @@ Expected<uint64_t> SnapshotDecoder::decode(size_t threadIndex, ItemSink &sink,
     sink.consume(item, error);
     return 0;
   }
+  fromPsb = std::min(fromPsb, table.offsets.size() - 1);
+  stats.psbs += table.offsets.size() - fromPsb;
+  // The bytes decoded, less any PGE/PGD pair in which nothing ran (padded
+  // out: the offsets of its PSBs and image marks stay).
+  std::vector<uint8_t> quirkFree =
+      decode_detail::padEmptyEnablePairs(bytes, table.offsets[fromPsb]);
+  if (!quirkFree.empty())
+    bytes = quirkFree;
+  pt_config config = makeConfig(bytes, snapshot.cpu, snapshot.timing);
 
   ItemStream stream(sink, snapshot.time, options.batchItems,
                     [&config] { return hasTscPacket(config); });
   if (overlap)
-    return decodeOneRunAlongside(config, *timeline, trace, table, options,
-                                 stream, stats);
+    return decodeOneRunAlongside(config, *timeline, trace, table, fromPsb,
+                                 options, stream, stats);
   unsigned threads = decodeThreads(options);
-  PieceSchedule schedule{pieceStarts(table, bytes.size(), threads, options),
-                         table.offsets.size()};
+  PieceSchedule schedule{
+      pieceStarts(table, fromPsb, bytes.size(), threads, options),
+      table.offsets.size()};
   Expected<std::vector<Piece>> pieces = decodePieces(
       config, *timeline, trace, table, schedule, threads, options, stream);
   if (!pieces)

@@ -34,7 +34,7 @@ bool isNeutral(pt_packet_type type) {
 } // namespace
 
 std::vector<uint8_t> padEmptyEnablePairs(llvm::ArrayRef<uint8_t> bytes,
-                                         unsigned *pairs) {
+                                         uint64_t from, unsigned *pairs) {
   if (pairs)
     *pairs = 0;
   pt_config config;
@@ -50,7 +50,10 @@ std::vector<uint8_t> padEmptyEnablePairs(llvm::ArrayRef<uint8_t> bytes,
   int state = 0;
   uint64_t lastIp = 0, pgeIp = 0;
   uint64_t pgeAt = 0, pgeEnd = 0, pgdAt = 0, pgdEnd = 0;
-  while (pt_pkt_sync_forward(decoder.get()) >= 0) {
+  // From the PSB at `from`, or the first one.
+  int synced = from ? pt_pkt_sync_set(decoder.get(), from)
+                    : pt_pkt_sync_forward(decoder.get());
+  for (; synced >= 0; synced = pt_pkt_sync_forward(decoder.get())) {
     lastIp = 0;
     state = 0;
     pt_packet packet;

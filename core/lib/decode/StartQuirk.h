@@ -22,9 +22,12 @@
 
 namespace magic_trace::decode_detail {
 
-/// A copy of `bytes` with every such PGE/PGD pair turned into PAD bytes, or
-/// an empty vector when there is none. `pairs` (if set) gets their number.
+/// A copy of `bytes` with every such PGE/PGD pair from the PSB at offset
+/// `from` on (0: the whole buffer) turned into PAD bytes, or an empty vector
+/// when there is none. `pairs` (if set) gets their number. Padding moves no
+/// PSB and changes no PSB+, so a PSB table of `bytes` holds for the copy.
 std::vector<uint8_t> padEmptyEnablePairs(llvm::ArrayRef<uint8_t> bytes,
+                                         uint64_t from = 0,
                                          unsigned *pairs = nullptr);
 
 } // namespace magic_trace::decode_detail
