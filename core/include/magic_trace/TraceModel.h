@@ -133,6 +133,9 @@ struct ThreadModel {
   uint64_t undecodedBytes = 0;
   /// The first decode error's message, empty without one.
   std::string firstError;
+  /// Where the snapshot's window cut this thread (ModelWindow.h): nothing
+  /// before it is in the model. 0: not cut.
+  uint64_t windowStart = 0;
 };
 
 struct TraceModel {
@@ -140,6 +143,9 @@ struct TraceModel {
   std::string processName;
   StringTable strings;
   std::vector<ThreadModel> threads;
+  /// What the window holds and how to get the rest, for the writers' mark
+  /// where a cut thread starts; empty when nothing was cut.
+  std::string windowNote;
 
   TraceModel() = default;
   TraceModel(const TraceModel &) = delete;
@@ -150,6 +156,9 @@ struct TraceModel {
 
 /// Checks the invariants above; the error names the thread, segment, frame.
 llvm::Error validateModel(const TraceModel &model);
+
+/// The name of the instant that marks where a thread's window starts.
+constexpr const char *WindowStartName = "[window start]";
 
 /// The name of the instant that marks a thread whose times were estimated.
 constexpr const char *EstimatedTimesName =

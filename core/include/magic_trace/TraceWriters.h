@@ -68,6 +68,18 @@ llvm::Expected<uint64_t> parseDuration(llvm::StringRef text);
 /// "850ns", "12.345us", "1.234ms", "2.000s".
 std::string formatDuration(uint64_t ns);
 
+/// 1234567 -> "1,234,567".
+std::string withCommas(uint64_t value);
+
+/// The first time at or after `from` where a window may start so that the
+/// writers display every later time of `thread` as they display the whole
+/// model's (docs/formats.md, "Displayed times", "Windows"): no frame begins
+/// or ends there, and the displayed clock, which runs ahead of the model's
+/// where frames share a nanosecond, has caught up with it. A cut there
+/// (ModelWindow.h) keeps exactly what a viewer of the whole model shows
+/// from there on. Walks the thread's events up to that time.
+uint64_t displaySafeCut(const ThreadModel &thread, uint64_t from);
+
 /// One output format: the name hosts accept for it (`save --format`), the
 /// file suffix that names it, its writer, and whether the file is
 /// gzip-compressed. Every trace file is written through this table

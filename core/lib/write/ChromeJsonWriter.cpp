@@ -49,6 +49,10 @@ public:
           if (!note.empty() && !thread.segments.empty())
             instant(thread, EstimatedTimesName, thread.segments.front().begin,
                     "clock", note);
+          // Where the snapshot's window cut the thread, and what it holds.
+          if (thread.windowStart != 0 && !thread.segments.empty())
+            instant(thread, WindowStartName, thread.windowStart, "window",
+                    model.windowNote);
           for (size_t s = 0; s < thread.segments.size(); ++s)
             writeSegment(thread, s);
         }

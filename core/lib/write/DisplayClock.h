@@ -36,20 +36,52 @@ public:
   /// Computes the displayed times of `segment`'s frames, after those of the
   /// thread's earlier segments.
   void place(const Segment &segment) {
+    times.resize(segment.frames.size());
+    walk(segment, [&](uint64_t, uint64_t shown, Event event, uint32_t frame) {
+      if (event == Event::Begin)
+        times[frame].begin = shown;
+      else if (event == Event::End)
+        times[frame].end = shown;
+      return true;
+    });
+  }
+
+  enum class Event { SegmentBegin, Begin, End };
+
+  /// The events of `segment` in the order their displayed times are given
+  /// (which is the model's time order), after those of the thread's earlier
+  /// segments: `visit(modelNs, displayedNs, event, frame)` for its begin,
+  /// then each frame's begin and end in pre-order. Stops early when `visit`
+  /// returns false, and returns false then.
+  template <typename Visit> bool walk(const Segment &segment, Visit visit) {
     const PodVector<Frame> &frames = segment.frames;
-    times.resize(frames.size());
     segmentBeginNs = show(segment.begin, 0);
+    if (!visit(segment.begin, segmentBeginNs, Event::SegmentBegin, 0))
+      return false;
     stack.clear();
     justBegun = NoFrame;
+    auto closeTop = [&] {
+      uint32_t top = stack.back();
+      stack.pop_back();
+      // A frame without children ends at least 1 ns after it began.
+      uint64_t shown = show(frames[top].end, justBegun == top ? 1 : 0);
+      justBegun = NoFrame;
+      return visit(frames[top].end, shown, Event::End, top);
+    };
     for (uint32_t i = 0; i < frames.size(); ++i) {
       while (!stack.empty() && stack.back() != frames[i].parent)
-        closeTop(frames);
-      times[i].begin = show(frames[i].begin, 0);
+        if (!closeTop())
+          return false;
+      uint64_t shown = show(frames[i].begin, 0);
       stack.push_back(i);
       justBegun = i;
+      if (!visit(frames[i].begin, shown, Event::Begin, i))
+        return false;
     }
     while (!stack.empty())
-      closeTop(frames);
+      if (!closeTop())
+        return false;
+    return true;
   }
 
   /// The displayed time of the segment's begin (its gap instant).
@@ -71,14 +103,6 @@ private:
     shift = std::max(shift, at - ns);
     last = at;
     return at;
-  }
-
-  void closeTop(const PodVector<Frame> &frames) {
-    uint32_t top = stack.back();
-    stack.pop_back();
-    // A frame without children ends at least 1 ns after it began.
-    times[top].end = show(frames[top].end, justBegun == top ? 1 : 0);
-    justBegun = NoFrame;
   }
 
   struct Times {

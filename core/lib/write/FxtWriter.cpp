@@ -462,6 +462,12 @@ public:
     argSite = {enc.pin("site"), {}};
     argClock = {enc.pin("clock"), {}};
     estimatedName = {enc.pin(EstimatedTimesName), {}};
+    // Only a cut model's file has them: a whole trace's file is as it was
+    // before windows.
+    if (!model.windowNote.empty()) {
+      argWindow = {enc.pin("window"), {}};
+      windowStartName = {enc.pin(WindowStartName), {}};
+    }
     kindCategory[size_t(FrameKind::Physical)] = category;
     for (FrameKind kind :
          {FrameKind::Inlined, FrameKind::Untraced, FrameKind::Syscall,
@@ -502,6 +508,14 @@ private:
                FxtEncoder::inlineString(clockText, noteStorage)};
       enc.event(InstantEvent, slot, category, estimatedName,
                 thread.segments.front().begin, note);
+    }
+    // Where the snapshot's window cut the thread, and what it holds.
+    if (thread.windowStart != 0 && !thread.segments.empty()) {
+      std::string noteStorage;
+      Arg note{StringArg, argWindow, 0,
+               FxtEncoder::inlineString(model.windowNote, noteStorage)};
+      enc.event(InstantEvent, slot, category, windowStartName,
+                thread.windowStart, note);
     }
     for (size_t s = 0; s < thread.segments.size(); ++s)
       writeSegment(thread, thread.segments[s], s, slot);
@@ -608,7 +622,8 @@ private:
   FxtEncoder enc;
   const FxtOptions &options;
   StrRef category, argAddress, argFile, argLine, argInlined, argProcess,
-      argReason, argSite, argClock, gapName, stitchedGapName, estimatedName;
+      argReason, argSite, argClock, gapName, stitchedGapName, estimatedName,
+      argWindow, windowStartName;
   StrRef kindCategory[6];
   std::vector<CachedRecord> records; ///< Per site of the thread written.
   writers::DisplayClock clock;

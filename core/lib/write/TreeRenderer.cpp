@@ -9,6 +9,17 @@
 
 namespace magic_trace {
 
+std::string withCommas(uint64_t value) {
+  std::string digits = std::to_string(value);
+  std::string text;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0)
+      text += ',';
+    text += digits[i];
+  }
+  return text;
+}
+
 std::string formatDuration(uint64_t ns) {
   std::string out;
   llvm::raw_string_ostream os(out);

@@ -1,0 +1,156 @@
+//===- Window.cpp - The stretch of a model before its end -----------------===//
+#include "magic_trace/ModelWindow.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace magic_trace {
+namespace {
+
+/// A frame stays in a window from `from` when it ends after `from`, or
+/// begins there or later (a zero-length frame at the window's start).
+bool keepsFrame(const Frame &frame, uint64_t from) {
+  return frame.end > from || frame.begin >= from;
+}
+
+bool keepsSegment(const Segment &segment, uint64_t from) {
+  return segment.end > from || segment.begin >= from;
+}
+
+/// Slices of a frame: its own, and an instant when it is a loss.
+uint64_t frameSlices(const FrameSite &site) {
+  return site.kind == FrameKind::DecodeError ? 2 : 1;
+}
+
+/// Calls `visit(distance, slices)` for everything of `thread` that
+/// windowSlices counts: a frame at the distance of its end from `end`, a
+/// segment's gap instant at that of its begin. A window of length W keeps
+/// what is at a distance of at most W (a superset of what a cut keeps).
+template <typename Visit>
+void forEachSlice(const ThreadModel &thread, uint64_t end, Visit visit) {
+  auto distance = [end](uint64_t at) { return at < end ? end - at : 0; };
+  for (const Segment &segment : thread.segments) {
+    visit(distance(segment.begin), 1);
+    for (const Frame &frame : segment.frames)
+      visit(distance(frame.end), frameSlices(thread.sites[frame.site]));
+  }
+}
+
+} // namespace
+
+uint64_t windowSlices(const ThreadModel &thread, uint64_t from) {
+  uint64_t slices = 0;
+  for (size_t s = 0; s < thread.segments.size(); ++s) {
+    const Segment &segment = thread.segments[s];
+    if (!keepsSegment(segment, from))
+      continue;
+    if (segment.begin >= from && (s > 0 || !segment.gapReason.empty()))
+      ++slices;
+    for (const Frame &frame : segment.frames)
+      if (keepsFrame(frame, from))
+        slices += frameSlices(thread.sites[frame.site]);
+  }
+  return slices;
+}
+
+uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
+                       llvm::ArrayRef<uint64_t> ends, uint64_t maxLengthNs,
+                       uint64_t maxSlices) {
+  uint64_t limit = maxLengthNs ? maxLengthNs : UINT64_MAX;
+  uint64_t reserved = kThreadInstants * threads.size();
+  if (maxSlices <= reserved)
+    return 0;
+  uint64_t budget = maxSlices - reserved;
+  // Pass 1: the total and the largest distance.
+  uint64_t total = 0, farthest = 0;
+  for (size_t t = 0; t < threads.size(); ++t)
+    forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
+      total += n;
+      farthest = std::max(farthest, distance);
+    });
+  if (total <= budget)
+    return limit;
+  // Pass 2: a histogram of the distances; the bucket where the running
+  // count passes the budget holds the answer.
+  constexpr uint64_t Buckets = 1 << 16;
+  uint64_t width = farthest / Buckets + 1;
+  std::vector<uint64_t> counts(Buckets + 1, 0);
+  for (size_t t = 0; t < threads.size(); ++t)
+    forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
+      counts[distance / width] += n;
+    });
+  uint64_t before = 0;
+  size_t bucket = 0;
+  while (before + counts[bucket] <= budget)
+    before += counts[bucket++];
+  // Pass 3: the distances in that bucket, in order.
+  std::vector<std::pair<uint64_t, uint64_t>> inBucket;
+  for (size_t t = 0; t < threads.size(); ++t)
+    forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
+      if (distance / width == bucket)
+        inBucket.emplace_back(distance, n);
+    });
+  std::sort(inBucket.begin(), inBucket.end());
+  for (size_t i = 0; i < inBucket.size();) {
+    uint64_t distance = inBucket[i].first;
+    uint64_t atDistance = 0;
+    for (; i < inBucket.size() && inBucket[i].first == distance; ++i)
+      atDistance += inBucket[i].second;
+    // Everything at this distance does not fit: the window stops short of
+    // it.
+    if (before + atDistance > budget)
+      return std::min(limit, distance ? distance - 1 : 0);
+    before += atDistance;
+  }
+  return std::min(limit, farthest); // Not reached: the bucket overflows.
+}
+
+void cutThreadModel(ThreadModel &thread, uint64_t from) {
+  std::vector<Segment> &segments = thread.segments;
+  if (segments.empty() || segments.front().begin >= from)
+    return;
+  thread.windowStart = from;
+  segments.erase(std::remove_if(segments.begin(), segments.end(),
+                                [from](const Segment &segment) {
+                                  return !keepsSegment(segment, from);
+                                }),
+                 segments.end());
+  if (segments.empty() || segments.front().begin >= from)
+    return;
+  // Only the first segment can start before `from` (segments are ordered
+  // and do not overlap).
+  Segment &segment = segments.front();
+  PodVector<Frame> &frames = segment.frames;
+  std::vector<uint32_t> newIndex(frames.size(), 0);
+  std::vector<bool> kept(frames.size());
+  for (size_t i = 0; i < frames.size(); ++i)
+    kept[i] = keepsFrame(frames[i], from);
+  // A kept frame keeps its ancestors (a zero-length frame at `from` at the
+  // very end of a parent that ends there); parents come first in
+  // pre-order, so one backward sweep reaches every ancestor.
+  for (size_t i = frames.size(); i-- > 0;)
+    if (kept[i] && frames[i].parent != Frame::NoParent)
+      kept[frames[i].parent] = true;
+  uint32_t next = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    if (!kept[i])
+      continue;
+    Frame frame = frames[i];
+    frame.begin = std::max(frame.begin, from);
+    frame.end = std::max(frame.end, from);
+    if (frame.parent != Frame::NoParent)
+      frame.parent = newIndex[frame.parent];
+    newIndex[i] = next;
+    frames[next++] = frame;
+  }
+  frames.resize(next);
+  frames.shrinkToFit();
+  segment.begin = from;
+  segment.end = std::max(segment.end, from);
+  // The gap before the segment is before the window.
+  segment.gapReason.clear();
+  segment.stitchedToPrevious = false;
+  segment.continuedFrames = 0;
+}
+
+} // namespace magic_trace
