@@ -18,6 +18,8 @@
 # arguments, .json, .folded, .txt) with the summary each prints, and the --dump
 # events, calls and insns listings. The wall-clock figure in the summary
 # line ("N ms") is masked; everything else of stdout is hashed as printed.
+# MT_MD5_OUTPUT_ARGS adds options to every -o run (e.g. "--window all", to
+# show that the whole trace's outputs are those of a build before windows).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -57,13 +59,16 @@ one() {
     hash "$name/dump-$dump" "$OUT/d"
   done
   for file in trace.fxt trace.json trace.folded trace.txt; do
-    "$BIN/magic-trace-decode" "$input" "$@" -o "$OUT/$file" 2>&1 | mask |
+    # shellcheck disable=SC2086 # word-split on purpose: several options
+    "$BIN/magic-trace-decode" "$input" "$@" ${MT_MD5_OUTPUT_ARGS:-} \
+      -o "$OUT/$file" 2>&1 | mask |
       sed "s|$OUT/||" >"$OUT/stdout"
     hash "$name/$file" "$OUT/$file"
     hash "$name/$file.stdout" "$OUT/stdout"
   done
+  # shellcheck disable=SC2086
   "$BIN/magic-trace-decode" "$input" "$@" --slice-args full \
-    -o "$OUT/full.fxt" >/dev/null 2>&1
+    ${MT_MD5_OUTPUT_ARGS:-} -o "$OUT/full.fxt" >/dev/null 2>&1
   hash "$name/full.fxt" "$OUT/full.fxt"
   rm -f "$OUT"/*
 }

@@ -27,9 +27,59 @@
 
 namespace magic_trace {
 
+/// Slices an output holds by default: Perfetto's UI ("Visualising large
+/// traces") opens about 2 GB of trace in the browser, at 2-4 times the
+/// file's size, so about 10 M slices of ours (32 bytes each).
+constexpr uint64_t kDefaultMaxSlices = 10000000;
+
+/// Which stretch of a snapshot is decoded and written (DESIGN.md, "Window"):
+/// a time window ending at the stop, the same for every thread, the longest
+/// that fits the budget and the user's limit.
+struct WindowOptions {
+  /// Everything: every PSB decoded, nothing cut (`--window all`).
+  bool all = false;
+  /// The longest window (`--window DURATION`); 0: as long as the budget
+  /// allows.
+  uint64_t maxLengthNs = 0;
+  /// The output budget (`--max-slices`), in Perfetto's slices (complete and
+  /// instant events).
+  uint64_t maxSlices = kDefaultMaxSlices;
+};
+
+/// Parses the `--window DURATION|all` and `--max-slices N` options into
+/// `options` (empty text: the option was not given). Errors (one line, what
+/// to do): a window of 0, a negative one, one without a known unit, a
+/// budget of 0 or not a number, or a budget with `all`.
+llvm::Error parseWindowOptions(llvm::StringRef window,
+                               llvm::StringRef maxSlices,
+                               WindowOptions &options);
+
+/// What a snapshot's output holds of its trace.
+struct WindowSummary {
+  /// The window's length; the trace's span when it is whole.
+  uint64_t lengthNs = 0;
+  /// The trace's span: the longest thread's, from its first time (its first
+  /// PSB's, when it was not decoded from there) to its end.
+  uint64_t traceNs = 0;
+  /// Nothing was cut: the output is the whole trace.
+  bool whole = true;
+  /// The budget, not `--window`, set the length.
+  bool cutByBudget = false;
+  /// Slices in the output (an upper bound: ModelWindow.h's count).
+  uint64_t slices = 0;
+  /// Threads with something in the window.
+  unsigned threads = 0;
+  /// PT bytes decoded, and in the snapshot.
+  uint64_t decodedBytes = 0, traceBytes = 0;
+  /// How the window was placed when the trace did not say it alone (a
+  /// thread without timing decoded whole), else empty.
+  std::string note;
+};
+
 struct PipelineOptions {
   DecodeOptions decode;
   ModelOptions model;
+  WindowOptions window;
   /// Called about every 100 ms of a long decode (from a decode worker, one
   /// call at a time) with the instructions decoded so far; returning false
   /// stops it: runPipeline then fails with "interrupted". Empty: no calls.
@@ -61,15 +111,21 @@ struct PipelineResult {
   /// libipt's errata workarounds the decode used (the snapshot's CPU).
   std::vector<std::string> errata;
   ModelStats modelStats;
+  WindowSummary window;
 
   /// The triggered thread's summary, else the thread with the most
   /// instructions; null when there are no threads.
   const ThreadSummary *mainThread() const;
 };
 
-/// Decodes, symbolizes and models every thread of `snapshot`. Fails only when
-/// the decoder cannot run at all (see decodeSnapshot); bad trace data and
-/// missing modules become marked gaps and moduleProblems. With `cache`, the
+/// Decodes, symbolizes and models every thread of `snapshot`, in the window
+/// options.window asks for: only the PSB pieces that reach into it are
+/// decoded (a sample of each thread's newest trace first says how much
+/// that is), and the models are cut at its start (ModelWindow.h). Fails
+/// when the decoder cannot run at all (see decodeSnapshot), or when the
+/// whole trace (`all`) would not fit in memory (said before decoding, with
+/// the estimate); bad trace data and missing modules become marked gaps
+/// and moduleProblems. With `cache`, the
 /// object files it holds are reused and what this snapshot reads is added
 /// (the model gets a copy of the cache's strings). Each thread's items stream
 /// from its decoder into its model builder (no thread's item stream is ever

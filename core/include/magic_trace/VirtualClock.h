@@ -56,6 +56,23 @@ inline CpuIdentity emulatorCpu() {
   return cpu;
 }
 
+/// Whether `snapshot`'s times are the emulators' virtual clock (the QEMU
+/// recorder's, the stepper's, or a replay of theirs): each thread keeps its
+/// own, counting its own instructions from 1 ms, so the threads' times do
+/// not line up. Read from the CPU and the clock they name (emulatorCpu,
+/// VirtualClock::conversion), which a bundle or perf.data keeps too; a real
+/// CPU's clock has a time_zero of its own.
+inline bool onEmulatorClock(const Snapshot &snapshot) {
+  CpuIdentity cpu = emulatorCpu();
+  TimeConversion clock = VirtualClock::conversion();
+  return snapshot.cpu.vendor == cpu.vendor &&
+         snapshot.cpu.family == cpu.family && snapshot.cpu.model == cpu.model &&
+         snapshot.cpu.stepping == cpu.stepping &&
+         snapshot.time.timeZero == clock.timeZero &&
+         snapshot.time.timeMult == clock.timeMult &&
+         snapshot.time.timeShift == clock.timeShift;
+}
+
 } // namespace magic_trace
 
 #endif

@@ -178,6 +178,7 @@ llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
   if (!result)
     return result.takeError();
   record->result = std::move(*result);
+  record->window = request.pipeline.window;
   if (llvm::Error error = writeSnapshotFile(*record, request.path))
     return std::move(error);
   return &log.add(std::move(record));

@@ -90,8 +90,12 @@ bool RecorderSnapshots::decodeNext() {
     std::lock_guard<std::mutex> session(sessionLock);
     record->snapshot.modules = host.modules();
     record->snapshot.processName = host.processName();
+    PipelineOptions options;
+    if (host.window)
+      options.window = host.window(address);
+    record->window = options.window;
     llvm::Expected<PipelineResult> result =
-        runPipeline(record->snapshot, PipelineOptions{}, symbols);
+        runPipeline(record->snapshot, options, symbols);
     if (!result) {
       line = "error: magic-trace: " + llvm::toString(result.takeError());
     } else {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <malloc.h>
+#include <unistd.h>
 
 namespace magic_trace {
 namespace {
@@ -48,8 +49,30 @@ llvm::Expected<Snapshot> withCopiesInside(const Snapshot &snapshot,
 
 } // namespace
 
+uint64_t defaultSnapshotMemory() {
+  long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGESIZE);
+  uint64_t total = pages > 0 && pageSize > 0 ? uint64_t(pages) * pageSize : 0;
+  return std::max<uint64_t>(total / 32, uint64_t(256) << 20);
+}
+
+uint64_t recordBytes(const SnapshotRecord &record) {
+  uint64_t bytes = sizeof(SnapshotRecord);
+  for (const ThreadModel &thread : record.result.model.threads)
+    bytes += threadModelBytes(thread);
+  for (const ThreadTrace &thread : record.snapshot.threads)
+    bytes += thread.bytes.capacity() +
+             thread.imageMarks.capacity() * sizeof(ImageMark);
+  for (const CodeChange &change : record.snapshot.code.changes)
+    bytes += sizeof(CodeChange) + change.bytes.capacity();
+  for (const ThreadTruth &truth : record.truth)
+    bytes += truth.insns.capacity() * sizeof(uint64_t) +
+             truth.events.capacity() * sizeof(TruthEvent);
+  return bytes;
+}
+
 SnapshotRecord &SnapshotLog::add(std::unique_ptr<SnapshotRecord> record) {
   record->number = next();
+  record->bytes = recordBytes(*record);
   records.push_back(std::move(record));
   releaseOld();
   return *records.back();
@@ -60,12 +83,57 @@ void SnapshotLog::setKeep(unsigned count) {
   releaseOld();
 }
 
+void SnapshotLog::setMemory(uint64_t bytes) {
+  budget = bytes;
+  releaseOld();
+}
+
+uint64_t SnapshotLog::keptBytes() const {
+  uint64_t bytes = 0;
+  for (const auto &record : records)
+    if (!record->released)
+      bytes += record->bytes;
+  return bytes;
+}
+
+unsigned SnapshotLog::keptCount() const {
+  unsigned count = 0;
+  for (const auto &record : records)
+    count += !record->released;
+  return count;
+}
+
+std::string keptSnapshotsLine(const SnapshotLog &log) {
+  unsigned kept = log.keptCount();
+  std::string text = "kept in memory for report and save: ";
+  if (kept == 0)
+    return text + "none";
+  unsigned first = unsigned(log.size()) - kept + 1;
+  text += kept == 1 ? "snapshot " + std::to_string(first)
+                    : "snapshots " + std::to_string(first) + "-" +
+                          std::to_string(log.size());
+  return text +
+         llvm::formatv(" ({0} of {1}), {2} MB of the {3} MB budget (at most "
+                       "{4} snapshots)",
+                       kept, log.size(), (log.keptBytes() + (1 << 19)) >> 20,
+                       log.memory() >> 20, log.keep())
+             .str();
+}
+
 void SnapshotLog::releaseOld() {
   bool released = false;
-  for (size_t i = records.size() > kept ? records.size() - kept : 0; i-- > 0;) {
+  // The newest snapshots that fit the budget and the count stay, the
+  // newest always; every older one goes.
+  uint64_t bytes = 0;
+  unsigned count = 0;
+  for (size_t i = records.size(); i-- > 0;) {
     SnapshotRecord &record = *records[i];
     if (record.released)
       break; // The ones before it were released already.
+    bytes += record.bytes;
+    ++count;
+    if (count == 1 || (count <= kept && bytes <= budget))
+      continue;
     record.snapshot = Snapshot();
     record.result.model = TraceModel();
     record.truth = {};
@@ -83,9 +151,10 @@ llvm::Expected<SnapshotRecord *> SnapshotLog::findDecoded(unsigned number) {
     return record;
   return failure(llvm::formatv(
       "snapshot {0} was released to keep the session's memory flat (it "
-      "keeps the last {1} decoded{2}; keep more with --keep-snapshots N on "
-      "'magic-trace run' or 'attach')",
-      (*record)->number, kept,
+      "keeps the last {1} decoded within {2} MB{3}; keep more with "
+      "--keep-snapshots N or --keep-memory SIZE on 'magic-trace run' or "
+      "'attach')",
+      (*record)->number, kept, budget >> 20,
       (*record)->path.empty() ? std::string()
                               : "; its trace is in " + (*record)->path));
 }
@@ -117,17 +186,6 @@ llvm::Expected<SnapshotRecord *> SnapshotLog::find(unsigned number) {
   return records[number - 1].get();
 }
 
-std::string withCommas(uint64_t value) {
-  std::string digits = std::to_string(value);
-  std::string text;
-  for (size_t i = 0; i < digits.size(); ++i) {
-    if (i && (digits.size() - i) % 3 == 0)
-      text += ',';
-    text += digits[i];
-  }
-  return text;
-}
-
 /// The failure line of a snapshot in which nothing was decoded.
 std::string failureLine(const SnapshotRecord &record) {
   std::string line;
@@ -148,27 +206,57 @@ std::string failureLine(const SnapshotRecord &record) {
   return line;
 }
 
+/// "thread 4242, 9 threads in all" (the trigger's, else the busiest; the
+/// count of threads in the window when it is more than one).
+std::string threadsPart(const SnapshotRecord &record) {
+  const ThreadSummary *thread = record.result.mainThread();
+  std::string text = "thread " + std::to_string(thread->tid);
+  unsigned threads = record.result.window.threads;
+  if (threads > 1)
+    text += ", " + std::to_string(threads) + " threads in all";
+  return text;
+}
+
+/// "the last 14.200ms of 96.000ms", or "all 3.510ms".
+std::string windowPart(const WindowSummary &window) {
+  if (window.whole)
+    return "all " + formatDuration(window.traceNs);
+  return "the last " + formatDuration(window.lengthNs) + " of " +
+         formatDuration(window.traceNs);
+}
+
 std::string snapshotLine(const SnapshotRecord &record) {
   if (snapshotFailed(record))
     return failureLine(record);
   std::string line;
   llvm::raw_string_ostream os(line);
-  os << "magic-trace: snapshot " << record.number << ": ";
-  const ThreadSummary *thread = record.result.mainThread();
-  os << "thread " << thread->tid << ", "
-     << formatDuration(thread->endNs - thread->beginNs) << ", "
-     << withCommas(thread->calls) << " calls, " << withCommas(thread->errors)
-     << " errors";
-  if (thread->errors && thread->traceBytes)
+  const WindowSummary &window = record.result.window;
+  uint64_t errors = 0, undecoded = 0, bytes = 0, estimated = 0,
+           instructions = 0;
+  for (const ThreadSummary &thread : record.result.threads) {
+    errors += thread.errors;
+    undecoded += thread.undecodedBytes;
+    bytes += thread.traceBytes;
+    estimated += thread.estimatedInstructions;
+    instructions += thread.instructions;
+  }
+  os << "magic-trace: snapshot " << record.number << ": " << threadsPart(record)
+     << ", " << windowPart(window) << ", " << withCommas(window.slices)
+     << " slices, " << withCommas(errors) << " errors";
+  if (errors && bytes)
     os << llvm::format(" (%.1f%% of the trace not decoded)",
-                       100.0 * double(thread->undecodedBytes) /
-                           double(thread->traceBytes));
-  std::string note =
-      estimatedTimesNote(thread->estimatedInstructions, thread->instructions);
+                       100.0 * double(undecoded) / double(bytes));
+  std::string note = estimatedTimesNote(estimated, instructions);
   if (!note.empty())
     os << ", " << note;
   if (!record.path.empty())
     os << " -> " << record.path << " (open in ui.perfetto.dev)";
+  if (!window.whole && window.cutByBudget)
+    os << "; the " << withCommas(record.window.maxSlices)
+       << "-slice budget set the window ('magic-trace save --snapshot "
+       << record.number << " --window all -o FILE' writes all of it)";
+  if (!window.note.empty())
+    os << "; " << window.note;
   return line;
 }
 
@@ -183,8 +271,40 @@ llvm::json::Value snapshotJson(const SnapshotRecord &record) {
     object["errors"] = int64_t(thread->errors);
     object["instructions"] = int64_t(thread->instructions);
   }
+  const WindowSummary &window = record.result.window;
+  object["window"] =
+      llvm::json::Object{{"lengthNs", int64_t(window.lengthNs)},
+                         {"traceNs", int64_t(window.traceNs)},
+                         {"whole", window.whole},
+                         {"cutByBudget", window.cutByBudget},
+                         {"slices", int64_t(window.slices)},
+                         {"maxSlices", int64_t(record.window.maxSlices)},
+                         {"threads", int64_t(window.threads)},
+                         {"decodedBytes", int64_t(window.decodedBytes)},
+                         {"traceBytes", int64_t(window.traceBytes)},
+                         {"note", window.note}};
   object["summary"] = summaryJson(record.result);
   return std::move(object);
+}
+
+static bool sameWindow(const WindowOptions &a, const WindowOptions &b) {
+  return a.all == b.all && a.maxLengthNs == b.maxLengthNs &&
+         a.maxSlices == b.maxSlices;
+}
+
+llvm::Expected<const PipelineResult *>
+resultInWindow(SnapshotRecord &record, const WindowOptions &window,
+               SymbolCache *symbols, std::optional<PipelineResult> &storage) {
+  if (sameWindow(window, record.window))
+    return &record.result;
+  PipelineOptions options;
+  options.window = window;
+  llvm::Expected<PipelineResult> result =
+      runPipeline(record.snapshot, options, symbols);
+  if (!result)
+    return result.takeError();
+  storage = std::move(*result);
+  return &*storage;
 }
 
 std::string expandPattern(llvm::StringRef pattern, unsigned number) {
@@ -202,7 +322,9 @@ std::string expandPattern(llvm::StringRef pattern, unsigned number) {
 
 llvm::Expected<std::string> saveSnapshot(const SnapshotRecord &record,
                                          llvm::StringRef path,
-                                         llvm::StringRef formatName) {
+                                         llvm::StringRef formatName,
+                                         const PipelineResult *result) {
+  const TraceModel &model = result ? result->model : record.result.model;
   std::string format = formatName.str();
   if (format.empty()) {
     // The suffix names a trace format (outputFormatOf); .data is perf;
@@ -247,7 +369,7 @@ llvm::Expected<std::string> saveSnapshot(const SnapshotRecord &record,
     return failure("unknown format '" + format + "' (use " + names +
                    "bundle or perf)");
   }
-  if (llvm::Error err = writeTrace(record.result.model, path, *parsed))
+  if (llvm::Error err = writeTrace(model, path, *parsed))
     return std::move(err);
   return saved + format + " to " + path.str();
 }

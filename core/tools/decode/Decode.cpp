@@ -35,6 +35,7 @@ const char *const kUsage =
     "events|calls|insns|none] [--threads N] [--tid T] [--chunk-bytes B]\n"
     "                          [--cpu CPU] [-o FILE] [--slice-args "
     "compact|full] [--symfs DIR]\n"
+    "                          [--window DURATION|all] [--max-slices N]\n"
     "  --dump events   one line per control-flow event (default)\n"
     "  --dump calls    only calls and returns\n"
     "  --dump insns    every executed instruction address\n"
@@ -54,7 +55,12 @@ const char *const kUsage =
     "summary\n"
     "  --slice-args A  what each .fxt slice carries: compact (default; kind\n"
     "                  as category, one 'site' argument, 32 bytes a slice)\n"
-    "                  or full (address, file, line, inlined; 64 bytes)\n";
+    "                  or full (address, file, line, inlined; 64 bytes)\n"
+    "  --window W      with -o: write the last W of the trace (5ms, 200us),\n"
+    "                  at most; all: the whole trace (default: the longest\n"
+    "                  window that fits --max-slices)\n"
+    "  --max-slices N  with -o: the output's budget in slices (default\n"
+    "                  10000000, what Perfetto's UI opens; 2M = 2000000)\n";
 
 struct Args {
   std::string input;
@@ -66,6 +72,7 @@ struct Args {
   std::optional<CpuIdentity> cpu; ///< --cpu, over the bundle's cpuInfo.
   FxtOptions fxt;                 ///< --slice-args.
   std::string symfs;              ///< --symfs, for a perf.data's modules.
+  std::string window, maxSlices;  ///< --window, --max-slices (with -o).
 };
 
 /// Parses the command line by hand: libLLVM.so already registers a global
@@ -96,6 +103,10 @@ Expected<Args> parseArgs(int argc, char **argv) {
       args.output = value.str();
     } else if (name == "symfs") {
       args.symfs = value.str();
+    } else if (name == "window") {
+      args.window = value.str();
+    } else if (name == "max-slices") {
+      args.maxSlices = value.str();
     } else if (name == "slice-args") {
       Expected<FxtSliceArgs> sliceArgs = parseFxtSliceArgs(value);
       if (!sliceArgs)
@@ -135,6 +146,9 @@ Expected<Args> parseArgs(int argc, char **argv) {
   }
   if (args.input.empty())
     return createStringError("no bundle given (pass BUNDLE_DIR_OR_JSON)");
+  if (args.output.empty() && (!args.window.empty() || !args.maxSlices.empty()))
+    return createStringError("--window and --max-slices choose what -o FILE "
+                             "writes (a --dump lists every decoded event)");
   return args;
 }
 
@@ -182,6 +196,20 @@ std::string errataText(const CpuIdentity &cpu) {
   return names.empty() ? "none" : join(names, ",");
 }
 
+/// What the summary says of the window: nothing for the whole trace.
+std::string windowClause(const WindowSummary &window,
+                         const WindowOptions &options) {
+  if (window.whole)
+    return "";
+  std::string text = ", window: the last " + formatDuration(window.lengthNs) +
+                     " of " + formatDuration(window.traceNs) + ", " +
+                     withCommas(window.slices) + " slices";
+  if (window.cutByBudget)
+    text += " (the " + withCommas(options.maxSlices) +
+            "-slice budget; --window all writes all of it)";
+  return text;
+}
+
 /// -o FILE: the whole pipeline, then the file and a one-line summary.
 int writeOutput(const Args &args, const Snapshot &snapshot,
                 const DecodeOptions &decodeOptions) {
@@ -191,6 +219,9 @@ int writeOutput(const Args &args, const Snapshot &snapshot,
     return fail(toString(format.takeError()));
   PipelineOptions options;
   options.decode = decodeOptions;
+  if (Error error =
+          parseWindowOptions(args.window, args.maxSlices, options.window))
+    return fail(toString(std::move(error)));
   auto started = std::chrono::steady_clock::now();
   Expected<PipelineResult> result = runPipeline(snapshot, options);
   if (!result)
@@ -227,7 +258,11 @@ int writeOutput(const Args &args, const Snapshot &snapshot,
   std::string note = estimatedTimesNote(estimated, instructions);
   if (!note.empty())
     outs() << ", " << note;
-  outs() << " -> " << args.output << "\n";
+  outs() << windowClause(result->window, options.window) << " -> "
+         << args.output << "\n";
+  if (!result->window.note.empty())
+    WithColor::note(errs(), "magic-trace-decode")
+        << result->window.note << "\n";
   return failIfNothingDecoded(instructions);
 }
 
