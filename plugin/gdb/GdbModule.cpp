@@ -55,6 +55,16 @@ template <typename T> T take(llvm::Expected<T> value) {
   return std::move(*value);
 }
 
+/// --window and --max-slices as the Python side passes them ("" when not
+/// given); raises their one-line error.
+WindowOptions windowOf(const std::string &window,
+                       const std::string &maxSlices) {
+  WindowOptions options;
+  if (llvm::Error error = parseWindowOptions(window, maxSlices, options))
+    raise(std::move(error));
+  return options;
+}
+
 /// A module as GDB's Python finds it in the dynamic linker's r_map: the
 /// file and its load bias (l_addr).
 using LinkMapEntry = std::pair<std::string, uint64_t>;
@@ -69,11 +79,13 @@ using StopFrames =
 class GdbSession {
 public:
   GdbSession(std::string ringDir, bool keepTruth, unsigned keep,
-             unsigned waitMs)
+             unsigned waitMs, uint64_t keepMemory)
       : ringDir(std::move(ringDir)), keepTruth(keepTruth),
         recorderSnapshots(this->ringDir, log, lock, symbols.get(),
                           recorderHost(), kDefaultPendingSnapshots, waitMs) {
     log.setKeep(keep);
+    if (keepMemory)
+      log.setMemory(keepMemory);
     // A QEMU recording, and its own snapshots (the perf backend's recorder
     // comes with attachPerf).
     if (!this->ringDir.empty()) {
@@ -90,7 +102,9 @@ public:
                     bool alive, const std::vector<LinkMapEntry> &linkMap,
                     const std::vector<StopFrames> &stops,
                     const std::string &reason, const std::string &path,
-                    const std::string &processName) {
+                    const std::string &processName, const std::string &window,
+                    const std::string &maxSlices) {
+    WindowOptions windowOptions = windowOf(window, maxSlices);
     std::vector<std::string> notes;
     SnapshotRecord *added = nullptr;
     {
@@ -107,6 +121,7 @@ public:
       request.stop.alive = alive;
       request.stop.pcs = pcs;
       request.pipeline = progressOptions();
+      request.pipeline.window = windowOptions;
       // The recorder snapshots' worker uses the modules, symbols and log too.
       std::lock_guard<std::mutex> hold(lock);
       if (alive) {
@@ -208,8 +223,9 @@ public:
 
   /// Arms a recorder trigger (QemuRings.h) at `address` for `count`
   /// snapshots (0: every hit), whose files follow `pattern` (%N).
-  void armTrigger(uint64_t address, uint32_t count,
-                  const std::string &pattern) {
+  void armTrigger(uint64_t address, uint32_t count, const std::string &pattern,
+                  const std::string &window, const std::string &maxSlices) {
+    WindowOptions windowOptions = windowOf(window, maxSlices);
     py::gil_scoped_release release;
     if (llvm::Error error = armQemuTrigger(
             ringDir, address, count ? count : kQemuTriggerEvery,
@@ -217,6 +233,7 @@ public:
       raise(std::move(error));
     std::lock_guard<std::mutex> hold(lock);
     patterns[address] = pattern;
+    windows[address] = windowOptions;
   }
 
   /// The lines of the snapshots the recorder's triggers took since the
@@ -229,17 +246,19 @@ public:
 
   /// The call tree, as the LLDB plugin's `magic-trace report` prints it.
   std::string report(unsigned number, const std::string &last, unsigned depth,
-                     int64_t tid) {
+                     int64_t tid, const std::string &window,
+                     const std::string &maxSlices) {
     std::lock_guard<std::mutex> hold(lock);
+    std::optional<PipelineResult> storage;
     SnapshotRecord &record = *take(log.findDecoded(number));
+    TraceModel &model = viewed(record, window, maxSlices, storage)->model;
     TreeOptions options;
     if (!last.empty())
       options.lastNs = take(parseDuration(last));
     options.maxDepth = depth;
     if (tid < 0)
-      return renderTree(record.result.model, options);
+      return renderTree(model, options);
     // Render only that thread: move the others aside and back.
-    TraceModel &model = record.result.model;
     std::vector<ThreadModel> all = std::move(model.threads);
     model.threads.clear();
     std::vector<ThreadModel> kept;
@@ -263,10 +282,13 @@ public:
 
   /// Writes snapshot `number` again; returns the line to print.
   std::string save(unsigned number, const std::string &path,
-                   const std::string &format) {
+                   const std::string &format, const std::string &window,
+                   const std::string &maxSlices) {
     std::lock_guard<std::mutex> hold(lock);
+    std::optional<PipelineResult> storage;
     SnapshotRecord &record = *take(log.findDecoded(number));
-    return take(saveSnapshot(record, path, format));
+    return take(saveSnapshot(record, path, format,
+                             viewed(record, window, maxSlices, storage)));
   }
 
   /// Recorded instructions so far and the recorder's note, without pausing.
@@ -295,6 +317,7 @@ public:
       std::lock_guard<std::mutex> hold(lock);
       result["snapshots"] = log.size();
       result["kept"] = log.keep();
+      result["kept_line"] = log.size() ? keptSnapshotsLine(log) : "";
     }
     result["recorder_written"] = queue.written;
     result["recorder_decoded"] = queue.decoded;
@@ -320,8 +343,9 @@ private:
   std::string processName;
   /// Symbol tables and DWARF read by earlier snapshots, for the next.
   std::unique_ptr<SymbolCache> symbols = std::make_unique<SymbolCache>();
-  /// Recorder triggers: output pattern by address.
+  /// Recorder triggers: output pattern and window by address.
   std::map<uint64_t, std::string> patterns;
+  std::map<uint64_t, WindowOptions> windows;
   /// Held by whoever uses the log, the symbols, the modules or the
   /// patterns: the recorder snapshots' worker decodes beside GDB's thread.
   std::mutex lock;
@@ -337,7 +361,23 @@ private:
                                                      : pattern->second,
                            number);
     };
+    host.window = [this](uint64_t address) {
+      auto window = windows.find(address);
+      return window == windows.end() ? WindowOptions() : window->second;
+    };
     return host;
+  }
+
+  /// `record`'s result in the window a view asks for ("" and "": the one it
+  /// keeps; else decoded again into `storage`). The caller holds the lock.
+  PipelineResult *viewed(SnapshotRecord &record, const std::string &window,
+                         const std::string &maxSlices,
+                         std::optional<PipelineResult> &storage) {
+    if (window.empty() && maxSlices.empty())
+      return &record.result;
+    take(resultInWindow(record, windowOf(window, maxSlices), symbols.get(),
+                        storage));
+    return storage ? &*storage : &record.result;
   }
 
   /// Modules from r_map: a file at its bias. A name that is not a file (the
@@ -376,6 +416,12 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
   // Advice names GDB's commands ('run', not 'process launch').
   setDebuggerHost(DebuggerHost::Gdb);
   m.def("libipt_version", &libiptVersion);
+  m.def(
+      "check_window",
+      [](const std::string &window, const std::string &maxSlices) {
+        windowOf(window, maxSlices);
+      },
+      "Raises the one-line error of a bad --window or --max-slices.");
   m.def(
       "machine_facts", [] { return renderFactsText(probeMachine()); },
       "What magic-trace doctor says of this machine, as the LLDB host "
@@ -417,22 +463,27 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
         "Removes this user's magic-trace directories whose owner process is "
         "gone; returns how many.");
   py::class_<GdbSession>(m, "Session")
-      .def(py::init<std::string, bool, unsigned, unsigned>(),
+      .def(py::init<std::string, bool, unsigned, unsigned, uint64_t>(),
            py::arg("ring_dir"), py::arg("keep_truth"),
            py::arg("keep") = kDefaultKeptSnapshots,
-           py::arg("wait_ms") = kDefaultTriggerWaitMs)
+           py::arg("wait_ms") = kDefaultTriggerWaitMs,
+           py::arg("keep_memory") = 0)
       .def("snapshot", &GdbSession::snapshot, py::arg("pcs"), py::arg("alive"),
            py::arg("link_map"), py::arg("stops"), py::arg("reason"),
-           py::arg("path"), py::arg("process_name"))
+           py::arg("path"), py::arg("process_name"), py::arg("window") = "",
+           py::arg("max_slices") = "")
       .def("report", &GdbSession::report, py::arg("number") = 0,
-           py::arg("last") = "", py::arg("depth") = 0, py::arg("tid") = -1)
+           py::arg("last") = "", py::arg("depth") = 0, py::arg("tid") = -1,
+           py::arg("window") = "", py::arg("max_slices") = "")
       .def("save", &GdbSession::save, py::arg("number"), py::arg("path"),
-           py::arg("format") = "")
+           py::arg("format") = "", py::arg("window") = "",
+           py::arg("max_slices") = "")
       .def("status", &GdbSession::status)
       .def("set_modules", &GdbSession::setModules, py::arg("link_map"),
            py::arg("process_name"))
       .def("arm_trigger", &GdbSession::armTrigger, py::arg("address"),
-           py::arg("count"), py::arg("pattern"))
+           py::arg("count"), py::arg("pattern"), py::arg("window") = "",
+           py::arg("max_slices") = "")
       .def("collect_triggered", &GdbSession::collectTriggered)
       .def("attach_perf", &GdbSession::attachPerf, py::arg("pid"),
            py::arg("tids"), py::arg("timer") = "normal",

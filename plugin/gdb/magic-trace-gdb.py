@@ -35,7 +35,15 @@ except ImportError as error:  # doctor says why; every command fails in one line
 SIZES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 TIMERS = ("low", "normal", "high")
 SHORT_OPTIONS = {"o": "output", "c": "count", "k": "snapshot", "F": "format",
-                 "d": "depth", "t": "thread", "l": "last"}
+                 "d": "depth", "t": "thread", "l": "last", "w": "window",
+                 "m": "max-slices", "M": "keep-memory"}
+# --window and --max-slices, which every command that decodes takes.
+WINDOW_OPTIONS = {"window", "max-slices"}
+WINDOW_HELP = """--window DURATION|all: write the last DURATION of the trace at most
+  (e.g. 5ms), or all of it (default: the longest window that fits
+  --max-slices).
+--max-slices N: the output's budget in slices (default 10000000, what
+  Perfetto's UI opens; 2M = 2000000)."""
 
 
 def need_core():
@@ -43,6 +51,34 @@ def need_core():
         fail("the magic_trace_gdb module did not load (%s): build it "
              "(scripts/build.sh) and source build/lib/magic-trace-gdb.py"
              % IMPORT_ERROR)
+
+
+def window_of(options):
+    """(window, max_slices) as given ("" when not), checked by the core."""
+    window = options.get("window", "")
+    max_slices = options.get("max-slices", "")
+    try:
+        core.check_window(window, max_slices)
+    except RuntimeError as error:
+        fail(str(error))
+    return window, max_slices
+
+
+def parse_memory(text):
+    """A --keep-memory value in bytes: a number, or K, M, G."""
+    value = text.strip().lower().rstrip("ib")
+    scale = 1
+    if value and value[-1] in SIZES:
+        scale = SIZES[value[-1]]
+        value = value[:-1]
+    try:
+        size = int(value, 0) * scale
+    except ValueError:
+        size = 0
+    if size <= 0:
+        fail("bad --keep-memory '%s' (give bytes or K, M, G: e.g. 512M)"
+             % text)
+    return size
 
 
 def parse_size(text):
@@ -141,7 +177,7 @@ def cleanup():
 atexit.register(cleanup)
 
 
-def take_snapshot(reason, path, triggered_tid=0):
+def take_snapshot(reason, path, triggered_tid=0, window=("", "")):
     need_core()
     if state.session is None:
         fail("nothing is being recorded (start with 'magic-trace run' or "
@@ -151,7 +187,7 @@ def take_snapshot(reason, path, triggered_tid=0):
     try:
         result = state.session.snapshot(
             pcs, alive, link_map(state.program) if alive else [], stops, reason, path,
-            os.path.basename(state.program or ""))
+            os.path.basename(state.program or ""), window[0], window[1])
     except RuntimeError as error:
         fail(str(error))
     print(result["line"])
@@ -177,11 +213,12 @@ def arm_in_recorder(options):
              "for its library)" % location)
     pattern = options.get("output", "magic-trace-%N.fxt")
     count = options.number("count", 0)
+    window, max_slices = window_of(options)
     try:
         for note in state.session.set_modules(
                 link_map(state.program), os.path.basename(state.program or "")):
             print("magic-trace: note: " + note)
-        state.session.arm_trigger(address, count, pattern)
+        state.session.arm_trigger(address, count, pattern, window, max_slices)
     except RuntimeError as error:
         fail(str(error))
     print("magic-trace: the recorder takes a snapshot each time %s "
@@ -191,10 +228,11 @@ def arm_in_recorder(options):
 
 
 class Trigger:
-    def __init__(self, breakpoint, pattern, count):
+    def __init__(self, breakpoint, pattern, count, window):
         self.breakpoint = breakpoint
         self.pattern = pattern
         self.count = count
+        self.window = window  # (--window, --max-slices)
         self.hits = 0
 
 
@@ -239,7 +277,8 @@ def on_stop(event):
         path = trigger.pattern.replace("%N", str(number))
         tid = gdb.selected_thread().ptid[1]
         try:
-            take_snapshot("breakpoint %d" % breakpoint.number, path, tid)
+            take_snapshot("breakpoint %d" % breakpoint.number, path, tid,
+                          trigger.window)
         except gdb.GdbError as error:
             print("error: %s (snapshot at breakpoint %d)"
                   % (error, breakpoint.number))
@@ -282,7 +321,8 @@ class RunCommand(gdb.Command):
 
 magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
                 [--timer-resolution low|normal|high] [--ground-truth]
-                [--keep-snapshots N] [--trigger-wait MS] [-- ARGS]
+                [--keep-snapshots N] [--keep-memory SIZE]
+                [--trigger-wait MS] [-- ARGS]
 
 --start FUNCTION: record from this function of the program (default: the
   first instruction) and stop there.
@@ -291,6 +331,8 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
 --ground-truth: also keep every executed address (for tests).
 --keep-snapshots N: decoded snapshots kept in memory for report and save
   (default 8; older ones keep their line and file).
+--keep-memory SIZE: memory for them (default a 32nd of the machine's; the
+  newest that fit stay).
 --trigger-wait MS: how long a recorder trigger waits while 4 snapshots wait
   to be decoded, before it is skipped (default 5000; 0: skip at once)."""
 
@@ -301,7 +343,7 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
         need_core()
         options = Options(argument, {"start", "snapshot-size",
                                      "timer-resolution", "keep-snapshots",
-                                     "trigger-wait"},
+                                     "keep-memory", "trigger-wait"},
                           {"ground-truth"}, "run")
         program = gdb.current_progspace().filename
         if not program:
@@ -321,6 +363,8 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
         if not keep.isdigit() or int(keep) < 1:
             fail("--keep-snapshots takes a number of at least 1, got '%s'"
                  % keep)
+        keep_memory = parse_memory(options.get("keep-memory")) \
+            if "keep-memory" in options.values else 0
         wait = options.get("trigger-wait", "5000")
         if not wait.isdigit():
             fail("--trigger-wait takes milliseconds, got '%s'" % wait)
@@ -357,7 +401,7 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
         state.exited = None
         state.triggers = {}
         state.session = core.Session(state.ring_dir, keep_truth, int(keep),
-                                     int(wait))
+                                     int(wait), keep_memory)
         gdb.execute("set sysroot /", to_string=True)
         gdb.execute("set tdesc filename " + tdesc, to_string=True)
         connect(sock, state.qemu)
@@ -384,12 +428,14 @@ program under magic-trace's QEMU recorder.
 
 magic-trace attach [--backend perf] [--snapshot-size BYTES]
                    [--timer-resolution low|normal|high] [--keep-snapshots N]
+                   [--keep-memory SIZE]
 
 --backend: perf, the one backend that attaches to a running process here
   (auto means perf).
 --snapshot-size: the AUX ring per CPU, a power of two (default 4M).
 --timer-resolution: timing packets, as magic-trace's option (default normal).
---keep-snapshots N: decoded snapshots kept in memory (default 8)."""
+--keep-snapshots N: decoded snapshots kept in memory (default 8).
+--keep-memory SIZE: memory for them (default a 32nd of the machine's)."""
 
     def __init__(self):
         super().__init__("magic-trace attach", gdb.COMMAND_RUNNING)
@@ -397,7 +443,8 @@ magic-trace attach [--backend perf] [--snapshot-size BYTES]
     def invoke(self, argument, from_tty):
         need_core()
         options = Options(argument, {"backend", "snapshot-size",
-                                     "timer-resolution", "keep-snapshots"},
+                                     "timer-resolution", "keep-snapshots",
+                                     "keep-memory"},
                           set(), "attach")
         backend = options.get("backend", "auto")
         if backend not in ("auto", "perf"):
@@ -416,7 +463,10 @@ magic-trace attach [--backend perf] [--snapshot-size BYTES]
             fail("--timer-resolution takes low, normal or high, got '%s'"
                  % timer)
         keep = options.number("keep-snapshots", 8)
-        session = core.Session("", False, max(1, keep))
+        keep_memory = parse_memory(options.get("keep-memory")) \
+            if "keep-memory" in options.values else 0
+        session = core.Session("", False, max(1, keep),
+                               keep_memory=keep_memory)
         tids = [thread.ptid[1] for thread in inferior.threads()]
         try:
             session.attach_perf(inferior.pid, tids, timer, size)
@@ -461,9 +511,10 @@ magic-trace detach"""
 
 
 class SnapshotOnCommand(gdb.Command):
-    """Take a snapshot every time a breakpoint is hit.
+    __doc__ = """Take a snapshot every time a breakpoint is hit.
 
 magic-trace snapshot-on LOCATION [-o PATTERN] [--count N] [--continue]
+                        [--window DURATION|all] [--max-slices N]
 
 LOCATION: as GDB's 'break' takes it (FUNCTION, FILE:LINE, *ADDRESS).
 -o PATTERN: output file; %N is the snapshot number (default
@@ -472,15 +523,16 @@ LOCATION: as GDB's 'break' takes it (FUNCTION, FILE:LINE, *ADDRESS).
 Without --continue the process stops at each hit ('continue' resumes it).
 --continue: the QEMU recorder itself snapshots at each hit of FUNCTION's
   entry (or *ADDRESS) and the program runs on; the snapshots are decoded
-  and listed at the next stop or exit."""
+  and listed at the next stop or exit.
+""" + WINDOW_HELP
 
     def __init__(self):
         super().__init__("magic-trace snapshot-on", gdb.COMMAND_BREAKPOINTS)
 
     def invoke(self, argument, from_tty):
         need_core()
-        options = Options(argument, {"output", "count"}, {"continue"},
-                          "snapshot-on")
+        options = Options(argument, {"output", "count"} | WINDOW_OPTIONS,
+                          {"continue"}, "snapshot-on")
         if len(options.positional) != 1:
             fail("snapshot-on takes one location, e.g. 'magic-trace "
                  "snapshot-on handle_order'")
@@ -488,10 +540,11 @@ Without --continue the process stops at each hit ('continue' resumes it).
             fail("nothing is being recorded (start with 'magic-trace run')")
         if "continue" in options.flags:
             return arm_in_recorder(options)
+        window = window_of(options)
         breakpoint = TriggerBreakpoint(options.positional[0])
         pattern = options.get("output", "magic-trace-%N.fxt")
         state.triggers[breakpoint.number] = Trigger(
-            breakpoint, pattern, options.number("count", 0))
+            breakpoint, pattern, options.number("count", 0), window)
         print("magic-trace: breakpoint %d takes a snapshot at each hit -> %s"
               % (breakpoint.number, pattern))
 
@@ -510,30 +563,38 @@ runs and snapshot-on breakpoints take their snapshots when hit."""
 
 
 class SnapshotCommand(gdb.Command):
-    """Take a snapshot now (the process must be stopped, or have exited).
+    __doc__ = """Take a snapshot now (the process must be stopped, or have exited).
 
-magic-trace snapshot [-o FILE]"""
+magic-trace snapshot [-o FILE] [--window DURATION|all] [--max-slices N]
+
+""" + WINDOW_HELP
 
     def __init__(self):
         super().__init__("magic-trace snapshot", gdb.COMMAND_DATA)
 
     def invoke(self, argument, from_tty):
-        options = Options(argument, {"output"}, set(), "snapshot")
-        take_snapshot("command", options.get("output", ""))
+        need_core()
+        options = Options(argument, {"output"} | WINDOW_OPTIONS, set(),
+                          "snapshot")
+        take_snapshot("command", options.get("output", ""),
+                      window=window_of(options))
 
 
 class ReportCommand(gdb.Command):
-    """Print a snapshot's call tree: total and self time per frame.
+    __doc__ = """Print a snapshot's call tree: total and self time per frame.
 
-magic-trace report [--last DURATION] [--thread TID] [--depth N] [--snapshot K]"""
+magic-trace report [--last DURATION] [--thread TID] [--depth N] [--snapshot K]
+                   [--window DURATION|all] [--max-slices N]
+
+""" + WINDOW_HELP
 
     def __init__(self):
         super().__init__("magic-trace report", gdb.COMMAND_DATA)
 
     def invoke(self, argument, from_tty):
         need_core()
-        options = Options(argument, {"last", "thread", "depth", "snapshot"},
-                          set(), "report")
+        options = Options(argument, {"last", "thread", "depth", "snapshot"} |
+                          WINDOW_OPTIONS, set(), "report")
         collect_triggered()
         if state.session is None:
             fail("no snapshot yet (take one with 'magic-trace snapshot' or "
@@ -541,24 +602,28 @@ magic-trace report [--last DURATION] [--thread TID] [--depth N] [--snapshot K]""
         try:
             text = state.session.report(
                 options.number("snapshot", 0), options.get("last", ""),
-                options.number("depth", 0), options.number("thread", -1))
+                options.number("depth", 0), options.number("thread", -1),
+                *window_of(options))
         except RuntimeError as error:
             fail(str(error))
         gdb.write(text)
 
 
 class SaveCommand(gdb.Command):
-    """Write a snapshot again.
+    __doc__ = """Write a snapshot again.
 
-magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] [--snapshot K]"""
+magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] [--snapshot K]
+                 [--window DURATION|all] [--max-slices N]
+
+""" + WINDOW_HELP
 
     def __init__(self):
         super().__init__("magic-trace save", gdb.COMMAND_DATA)
 
     def invoke(self, argument, from_tty):
         need_core()
-        options = Options(argument, {"output", "format", "snapshot"}, set(),
-                          "save")
+        options = Options(argument, {"output", "format", "snapshot"} |
+                          WINDOW_OPTIONS, set(), "save")
         collect_triggered()
         if "output" not in options.values:
             fail("save needs -o FILE (see 'help magic-trace save')")
@@ -567,7 +632,8 @@ magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] [--snapshot K]""
         try:
             print(state.session.save(options.number("snapshot", 0),
                                      options.get("output"),
-                                     options.get("format", "")))
+                                     options.get("format", ""),
+                                     *window_of(options)))
         except RuntimeError as error:
             fail(str(error))
 
@@ -603,12 +669,14 @@ class StatusCommand(gdb.Command):
         if status["recorder_written"]:
             print("magic-trace: recorder snapshots: %d written, %d decoded, "
                   "%d waiting (at most %d), %d skipped, %.1f s waited for "
-                  "the decoder; the last %d decoded are kept in memory" % (
+                  "the decoder" % (
                       status["recorder_written"], status["recorder_decoded"],
                       status["recorder_waiting"],
                       status["recorder_max_pending"],
                       status["recorder_skipped"],
-                      status["recorder_waited_s"], status["kept"]))
+                      status["recorder_waited_s"]))
+        if status["kept_line"]:
+            print("magic-trace: " + status["kept_line"])
         if status["note"]:
             print("magic-trace: " + status["note"])
 

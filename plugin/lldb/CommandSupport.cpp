@@ -54,6 +54,31 @@ llvm::Expected<uint64_t> parseSize(llvm::StringRef text) {
   return bytes;
 }
 
+llvm::Expected<WindowOptions> parseWindowArgs(const ParsedArgs &args) {
+  WindowOptions options;
+  if (llvm::Error failed = parseWindowOptions(
+          args.get("window", ""), args.get("max-slices", ""), options))
+    return std::move(failed);
+  return options;
+}
+
+llvm::Expected<uint64_t> parseMemorySize(llvm::StringRef text) {
+  llvm::StringRef digits = text.take_while(llvm::isDigit);
+  uint64_t value = 0;
+  if (digits.empty() || digits.getAsInteger(10, value) || value == 0)
+    return error("bad --keep-memory '%s' (give bytes or K, M, G: e.g. 512M)",
+                 text.str().c_str());
+  std::string lower = text.drop_front(digits.size()).lower();
+  llvm::StringRef unit(lower);
+  unit.consume_back("ib");
+  unit.consume_back("b");
+  unsigned shift = unit == "k" ? 10 : unit == "m" ? 20 : unit == "g" ? 30 : 0;
+  if ((shift == 0 && !unit.empty()) || value > (UINT64_MAX >> shift))
+    return error("bad --keep-memory '%s' (give bytes or K, M, G: e.g. 512M)",
+                 text.str().c_str());
+  return value << shift;
+}
+
 llvm::Expected<TimerResolution> parseTimer(llvm::StringRef text) {
   if (text == "low")
     return TimerResolution::Low;

@@ -10,6 +10,7 @@
 #include "CommandArgs.h"
 
 #include "magic_trace/PacketWriter.h"
+#include "magic_trace/Pipeline.h"
 
 #include "lldb/API/SBCommandInterpreter.h"
 #include "lldb/API/SBCommandReturnObject.h"
@@ -41,6 +42,22 @@ llvm::Expected<uint64_t> parseSize(llvm::StringRef text);
 
 /// A --timer-resolution value: low, normal or high.
 llvm::Expected<TimerResolution> parseTimer(llvm::StringRef text);
+/// --window and --max-slices (WindowOptions in Pipeline.h), as every
+/// command that decodes takes them: list kWindowOption and kMaxSlicesOption
+/// in its options.
+llvm::Expected<WindowOptions> parseWindowArgs(const ParsedArgs &args);
+inline constexpr OptionSpec kWindowOption{
+    'w', "window", true, "DURATION|all",
+    "Write the last DURATION of the trace at most (e.g. 5ms), or all of it "
+    "(default: the longest window that fits --max-slices)."};
+inline constexpr OptionSpec kMaxSlicesOption{
+    'm', "max-slices", true, "N",
+    "The output's budget in slices (default 10000000, what Perfetto's UI "
+    "opens; 2M = 2000000)."};
+
+/// A --keep-memory value: bytes, or K, M, G (e.g. 512M).
+llvm::Expected<uint64_t> parseMemorySize(llvm::StringRef text);
+
 /// A count option's value; `what` names it in the error.
 llvm::Expected<unsigned> parseCount(llvm::StringRef text, llvm::StringRef what);
 

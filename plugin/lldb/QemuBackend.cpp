@@ -113,6 +113,12 @@ void startRecorderSnapshots(lldb::SBTarget &target, Session &session,
       ++owner->hits;
     return expandPattern(owner ? owner->pattern : "magic-trace-%N.fxt", number);
   };
+  host.window = [&session](uint64_t address) {
+    for (const Trigger &trigger : session.triggers)
+      if (trigger.recorderAddress == address)
+        return trigger.window;
+    return WindowOptions();
+  };
   session.recorderSnapshots = std::make_unique<RecorderSnapshots>(
       session.qemuDir, session.snapshots, session.lock, session.symbols.get(),
       std::move(host), kDefaultPendingSnapshots, waitMs);
@@ -196,6 +202,10 @@ const OptionSpec runOptions[] = {
     {'k', "keep-snapshots", true, "N",
      "Decoded snapshots kept in memory for report and save (default 8; "
      "older ones keep their line and file)."},
+    {'M', "keep-memory", true, "SIZE",
+     "Memory for the decoded snapshots kept for report and save (default "
+     "a 32nd of the machine's memory; e.g. 512M). The newest that fit stay; "
+     "older ones keep their line and file."},
     {'w', "trigger-wait", true, "MS",
      "How long a recorder trigger waits while 4 snapshots wait to be "
      "decoded, before it is skipped (default 5000; 0: skip at once)."},
@@ -532,6 +542,8 @@ public:
       attach += " --threads " + quoted(args->get("threads", ""));
     if (args->has("keep-snapshots"))
       attach += " --keep-snapshots " + quoted(args->get("keep-snapshots", ""));
+    if (args->has("keep-memory"))
+      attach += " --keep-memory " + quoted(args->get("keep-memory", ""));
     if (args->has("trigger-wait"))
       attach += " --trigger-wait " + quoted(args->get("trigger-wait", ""));
     lldb::SBCommandReturnObject attached;

@@ -50,6 +50,10 @@ const OptionSpec attachOptions[] = {
     {'k', "keep-snapshots", true, "N",
      "Decoded snapshots kept in memory for report and save (default 8; "
      "older ones keep their line and file)."},
+    {'M', "keep-memory", true, "SIZE",
+     "Memory for the decoded snapshots kept for report and save (default "
+     "a 32nd of the machine's memory; e.g. 512M). The newest that fit stay; "
+     "older ones keep their line and file."},
     {'w', "trigger-wait", true, "MS",
      "qemu: how long a recorder trigger waits while 4 snapshots wait to be "
      "decoded, before it is skipped (default 5000; 0: skip at once)."},
@@ -70,6 +74,14 @@ public:
       if (!parsed)
         return failCommand(result, parsed.takeError());
       keep = *parsed;
+    }
+    uint64_t keepMemory = defaultSnapshotMemory();
+    if (args->has("keep-memory")) {
+      llvm::Expected<uint64_t> parsed =
+          parseMemorySize(args->get("keep-memory", ""));
+      if (!parsed)
+        return failCommand(result, parsed.takeError());
+      keepMemory = *parsed;
     }
     unsigned waitMs = kDefaultTriggerWaitMs;
     if (args->has("trigger-wait")) {
@@ -246,6 +258,10 @@ public:
     session.recorderSnapshots.reset();
     lldb::SBTarget target = debugger.GetSelectedTarget();
     session.lastModules = captureModules(target);
+    {
+      std::lock_guard<std::mutex> hold(session.lock);
+      session.snapshots.setMemory(keepMemory);
+    }
     if (backend == "qemu")
       startRecorderSnapshots(target, session, keep, waitMs);
     else
@@ -350,9 +366,10 @@ public:
            << queue.decoded << " decoded, " << queue.waiting
            << " waiting (at most " << queue.maxPending << "), " << queue.skipped
            << " skipped, " << llvm::format("%.1f", double(queue.waitedNs) / 1e9)
-           << " s waited for the decoder; the last " << session.snapshots.keep()
-           << " decoded are kept in memory\n";
+           << " s waited for the decoder\n";
     }
+    if (session.snapshots.size())
+      os << "  " << keptSnapshotsLine(session.snapshots) << "\n";
     for (const Trigger &trigger : session.triggers)
       os << "  trigger: "
          << (trigger.recorderAddress
@@ -431,7 +448,7 @@ llvm::Error snapshotAtEnd(lldb::SBDebugger &debugger, Session &session,
       continue;
     std::string path = expandPattern(trigger.pattern, session.snapshots.next());
     llvm::Expected<SnapshotRecord *> record =
-        takeSnapshot(debugger, session, 0, reason.str(), path);
+        takeSnapshot(debugger, session, 0, reason.str(), path, trigger.window);
     if (!record)
       return record.takeError();
     os << "magic-trace: the process " << event << " before breakpoint "

@@ -193,6 +193,10 @@ llvm::json::Value Session::statusJson() const {
       {"threads", std::move(threads)},
       {"triggers", std::move(triggerList)},
       {"snapshots", std::move(snapshotList)},
+      {"kept", llvm::json::Object{{"snapshots", int64_t(snapshots.keptCount())},
+                                  {"bytes", int64_t(snapshots.keptBytes())},
+                                  {"budgetBytes", int64_t(snapshots.memory())},
+                                  {"maxSnapshots", int64_t(snapshots.keep())}}},
       {"stepper",
        llvm::json::Object{{"instructions", int64_t(stats.instructions)},
                           {"steps", int64_t(stats.steps)},
@@ -297,11 +301,10 @@ std::vector<ThreadStop> captureStop(lldb::SBProcess &process,
   return stops;
 }
 
-llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
-                                              Session &session,
-                                              uint64_t triggeredTid,
-                                              std::string reason,
-                                              std::string path, bool stopped) {
+llvm::Expected<SnapshotRecord *>
+takeSnapshot(lldb::SBDebugger &debugger, Session &session,
+             uint64_t triggeredTid, std::string reason, std::string path,
+             const WindowOptions &window, bool stopped) {
   lldb::SBTarget target = debugger.GetSelectedTarget();
   lldb::SBProcess process = target.GetProcess();
   // After an exec the process runs another program: the trace's modules
@@ -335,6 +338,7 @@ llvm::Expected<SnapshotRecord *> takeSnapshot(lldb::SBDebugger &debugger,
     request.nothingRecorded =
         "nothing recorded yet (run 'magic-trace continue' first: under the "
         "emulate backend only that command records)";
+  request.pipeline.window = window;
   // A long decode shows LLDB's progress and stops at Ctrl-C (the session
   // goes on; the snapshot is not made).
   CtrlCWatch ctrlC;
@@ -366,10 +370,11 @@ llvm::Expected<SnapshotRecord *> fireTrigger(lldb::SBDebugger &debugger,
                                              Session &session, Trigger &trigger,
                                              uint64_t tid, bool stopped) {
   ++trigger.hits;
-  llvm::Expected<SnapshotRecord *> record = takeSnapshot(
-      debugger, session, tid,
-      "breakpoint " + std::to_string(trigger.breakpoint),
-      expandPattern(trigger.pattern, session.snapshots.next()), stopped);
+  llvm::Expected<SnapshotRecord *> record =
+      takeSnapshot(debugger, session, tid,
+                   "breakpoint " + std::to_string(trigger.breakpoint),
+                   expandPattern(trigger.pattern, session.snapshots.next()),
+                   trigger.window, stopped);
   if (record && !trigger.active())
     debugger.GetSelectedTarget()
         .FindBreakpointByID(trigger.breakpoint)

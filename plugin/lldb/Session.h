@@ -46,7 +46,8 @@ struct Trigger {
   /// snapshot-on created the breakpoint (and detach deletes it); false for
   /// a BREAKPOINT-ID the user gave.
   bool ownsBreakpoint = true;
-  std::string pattern; ///< Output path; %N is the snapshot number.
+  std::string pattern;  ///< Output path; %N is the snapshot number.
+  WindowOptions window; ///< --window, --max-slices.
   /// A trigger inside the QEMU recorder (snapshot-on --continue under the
   /// qemu backend): the function entry it fires at; no breakpoint.
   uint64_t recorderAddress = 0;
@@ -157,7 +158,7 @@ std::vector<ThreadStop> captureStop(lldb::SBProcess &process,
 llvm::Expected<SnapshotRecord *>
 takeSnapshot(lldb::SBDebugger &debugger, Session &session,
              uint64_t triggeredTid, std::string reason, std::string path,
-             bool stopped = false);
+             const WindowOptions &window = {}, bool stopped = false);
 
 /// A hit of `trigger`'s breakpoint by thread `tid`: counts it, takes the
 /// trigger's snapshot, and disables the breakpoint after its last hit.

@@ -27,6 +27,8 @@ const OptionSpec snapshotOptions[] = {
      "Write the trace here (default magic-trace-%N.fxt; the suffix picks "
      "the format: .fxt, .fxt.gz, .json, .json.gz, .folded, .txt)."},
     {'j', "json", false, nullptr, "Also print the snapshot as JSON."},
+    kWindowOption,
+    kMaxSlicesOption,
 };
 
 class SnapshotCommand : public lldb::SBCommandPluginInterface {
@@ -37,6 +39,9 @@ public:
         parseOptionsOnly(command, snapshotOptions, "snapshot");
     if (!args)
       return failCommand(result, args.takeError());
+    llvm::Expected<WindowOptions> window = parseWindowArgs(*args);
+    if (!window)
+      return failCommand(result, window.takeError());
     llvm::Expected<Session *> session = attachedSession(debugger);
     if (!session)
       return failCommand(result, session.takeError());
@@ -46,7 +51,7 @@ public:
     uint64_t tid =
         process.IsValid() ? process.GetSelectedThread().GetThreadID() : 0;
     llvm::Expected<SnapshotRecord *> record =
-        takeSnapshot(debugger, **session, tid, "command", path);
+        takeSnapshot(debugger, **session, tid, "command", path, *window);
     if (!record)
       return failCommand(result, record.takeError());
     std::string text = snapshotLine(**record);
@@ -70,6 +75,8 @@ const OptionSpec snapshotOnOptions[] = {
      "Resume (traced) after each snapshot instead of stopping."},
     {'o', "output", true, "PATTERN",
      "Output file; %N is the snapshot number (default magic-trace-%N.fxt)."},
+    kWindowOption,
+    kMaxSlicesOption,
 };
 
 class SnapshotOnCommand : public lldb::SBCommandPluginInterface {
@@ -80,6 +87,9 @@ public:
         parseArgs(command, snapshotOnOptions, "snapshot-on");
     if (!args)
       return failCommand(result, args.takeError());
+    llvm::Expected<WindowOptions> window = parseWindowArgs(*args);
+    if (!window)
+      return failCommand(result, window.takeError());
     llvm::Expected<Session *> session = attachedSession(debugger);
     if (!session)
       return failCommand(result, session.takeError());
@@ -154,6 +164,7 @@ public:
     trigger.ownsBreakpoint = created;
     trigger.continueAfter = args->has("continue");
     trigger.pattern = args->get("output", "magic-trace-%N.fxt");
+    trigger.window = *window;
     // Under QEMU, --continue on a function or address fires inside the
     // recorder: no breakpoint to slow QEMU's page or stop the process.
     if ((*session)->backend == "qemu" && trigger.continueAfter && created &&
@@ -220,18 +231,20 @@ void registerSnapshotCommands(lldb::SBCommand &root) {
       "build the call-stack timeline and write it.\n\nExample:\n  (lldb) "
       "magic-trace snapshot -o before-crash.fxt\n" +
           describeOptions(snapshotOptions),
-      "magic-trace snapshot [-o FILE] [--json]");
+      "magic-trace snapshot [-o FILE] [--json] [--window DURATION|all] "
+      "[--max-slices N]");
   addCommand(
       root, "snapshot-on", new SnapshotOnCommand(),
       "Take a snapshot whenever a breakpoint is hit (any thread) during "
       "'magic-trace continue' (with the qemu and perf backends, during any "
       "command that resumes the process), and print one line: snapshot number, "
-      "thread, "
-      "time span, calls, errors, file.\n\nExample:\n  (lldb) magic-trace "
+      "threads, the window it holds of the trace, slices, errors, "
+      "file.\n\nExample:\n  (lldb) magic-trace "
       "snapshot-on -n handle_order --count 2 -o order-%N.fxt\n" +
           describeOptions(snapshotOnOptions),
       "magic-trace snapshot-on (-n FUNCTION | -f FILE -l LINE | -a ADDRESS | "
-      "BREAKPOINT-ID) [--count N] [--continue] [-o PATTERN]");
+      "BREAKPOINT-ID) [--count N] [--continue] [-o PATTERN] [--window "
+      "DURATION|all] [--max-slices N]");
 }
 
 } // namespace magic_trace::plugin

@@ -27,7 +27,29 @@ const OptionSpec saveOptions[] = {
      "Output format (default: from the suffix of FILE as snapshot -o reads "
      "it, .data is perf, else fxt)."},
     {'k', "snapshot", true, "K", "Which snapshot (default: the last)."},
+    kWindowOption,
+    kMaxSlicesOption,
 };
+
+/// The snapshot a view reads, in the window its --window and --max-slices
+/// ask for (decoded again from its raw trace when that is not the window
+/// it keeps); `storage` holds such a result. The caller holds the
+/// session's lock.
+llvm::Expected<const PipelineResult *>
+viewedResult(Session &session, const ParsedArgs &args, unsigned number,
+             SnapshotRecord *&record, std::optional<PipelineResult> &storage) {
+  llvm::Expected<SnapshotRecord *> found =
+      session.snapshots.findDecoded(number);
+  if (!found)
+    return found.takeError();
+  record = *found;
+  if (!args.has("window") && !args.has("max-slices"))
+    return &record->result;
+  llvm::Expected<WindowOptions> window = parseWindowArgs(args);
+  if (!window)
+    return window.takeError();
+  return resultInWindow(*record, *window, session.symbols.get(), storage);
+}
 
 class SaveCommand : public lldb::SBCommandPluginInterface {
 public:
@@ -50,12 +72,14 @@ public:
     }
     Session &session = sessionFor(debugger);
     std::lock_guard<std::mutex> hold(session.lock);
-    llvm::Expected<SnapshotRecord *> record =
-        session.snapshots.findDecoded(number);
-    if (!record)
-      return failCommand(result, record.takeError());
+    SnapshotRecord *record = nullptr;
+    std::optional<PipelineResult> storage;
+    llvm::Expected<const PipelineResult *> viewed =
+        viewedResult(session, *args, number, record, storage);
+    if (!viewed)
+      return failCommand(result, viewed.takeError());
     llvm::Expected<std::string> saved = saveSnapshot(
-        **record, args->get("output", ""), args->get("format", ""));
+        *record, args->get("output", ""), args->get("format", ""), *viewed);
     if (!saved)
       return failCommand(result, saved.takeError());
     return succeed(result, *saved);
@@ -70,6 +94,8 @@ const OptionSpec reportOptions[] = {
     {'t', "thread", true, "TID", "Only this thread."},
     {'d', "depth", true, "N", "Only frames up to depth N."},
     {'k', "snapshot", true, "K", "Which snapshot (default: the last)."},
+    kWindowOption,
+    kMaxSlicesOption,
 };
 
 class ReportCommand : public lldb::SBCommandPluginInterface {
@@ -90,10 +116,12 @@ public:
     }
     Session &session = sessionFor(debugger);
     std::lock_guard<std::mutex> hold(session.lock);
-    llvm::Expected<SnapshotRecord *> record =
-        session.snapshots.findDecoded(number);
-    if (!record)
-      return failCommand(result, record.takeError());
+    SnapshotRecord *record = nullptr;
+    std::optional<PipelineResult> storage;
+    llvm::Expected<const PipelineResult *> viewed =
+        viewedResult(session, *args, number, record, storage);
+    if (!viewed)
+      return failCommand(result, viewed.takeError());
     TreeOptions options;
     if (args->has("last")) {
       llvm::Expected<uint64_t> last = parseDuration(args->get("last", ""));
@@ -108,7 +136,8 @@ public:
         return failCommand(result, depth.takeError());
       options.maxDepth = *depth;
     }
-    TraceModel &model = (*record)->result.model;
+    // The kept model, or the one decoded for this view.
+    TraceModel &model = storage ? storage->model : record->result.model;
     std::vector<ThreadModel> kept;
     if (args->has("thread")) {
       uint64_t tid = 0;
@@ -125,7 +154,7 @@ public:
         return failCommand(result,
                            error("snapshot %u has no thread %llu (see "
                                  "'magic-trace status')",
-                                 (*record)->number, (unsigned long long)tid));
+                                 record->number, (unsigned long long)tid));
       }
     }
     std::string tree = renderTree(model, options);
@@ -157,7 +186,7 @@ void registerViewCommands(lldb::SBCommand &root) {
           describeOptions(saveOptions),
       "magic-trace save -o FILE [--format "
       "fxt|fxt.gz|json|json.gz|folded|text|bundle|perf] "
-      "[--snapshot K]");
+      "[--snapshot K] [--window DURATION|all] [--max-slices N]");
   addCommand(
       root, "report", new ReportCommand(),
       "Print the call tree of a snapshot in the terminal, with total and "
@@ -165,7 +194,7 @@ void registerViewCommands(lldb::SBCommand &root) {
       "--depth 6\n" +
           describeOptions(reportOptions),
       "magic-trace report [--last DURATION] [--thread TID] [--depth N] "
-      "[--snapshot K]");
+      "[--snapshot K] [--window DURATION|all] [--max-slices N]");
 }
 
 } // namespace magic_trace::plugin

@@ -49,6 +49,10 @@ public:
     /// `address`, counting the hit ("" for none). Called with the
     /// session's lock held.
     std::function<std::string(uint64_t address, unsigned number)> outputPath;
+    /// The window of the trigger at `address` (snapshot-on --window,
+    /// --max-slices); empty: the default. Called with the session's lock
+    /// held.
+    std::function<WindowOptions(uint64_t address)> window;
   };
 
   /// `log` and `symbols` (may be null) are the session's; the worker uses
