@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <vector>
 
@@ -108,6 +109,9 @@ public:
   /// The default clock where a trace has no timing at all: nanoseconds per
   /// instruction (docs/decoder.md, "Time").
   static constexpr uint64_t DefaultNsPerInsn = 1;
+  /// Instructions of timed intervals the instruction clock's rate is
+  /// measured over (the newest ones).
+  static constexpr uint64_t RateInsns = 4096;
 
 private:
   // Every item passes here, from append()'s loop: inline.
@@ -189,15 +193,26 @@ private:
     return time.tscToNs(tsc + share);
   }
 
-  /// Adds an interval between two samples to the trace's measured rate.
+  /// Adds an interval between two samples to the measured rate, which
+  /// keeps the newest intervals of at least RateInsns instructions.
   void measureRate(uint64_t ns, uint64_t insns) {
     rateNs += ns;
     rateInsns += insns;
+    rateIntervals.push_back({ns, insns});
+    while (rateIntervals.size() > 1 &&
+           rateInsns - rateIntervals.front().insns >= RateInsns) {
+      rateNs -= rateIntervals.front().ns;
+      rateInsns -= rateIntervals.front().insns;
+      rateIntervals.pop_front();
+    }
   }
 
   /// Nanoseconds that `insns` instructions take on the instruction clock:
-  /// the trace's measured rate so far (every interval between two samples),
-  /// else DefaultNsPerInsn.
+  /// the rate measured over the newest intervals between two samples (at
+  /// least RateInsns instructions of them), else DefaultNsPerInsn. Local,
+  /// not the whole trace's: the pace where the clock is needed, and the
+  /// same whether the decode began at the buffer's first PSB or at a
+  /// window's (a window's decode starts a PSB earlier than it needs).
   uint64_t clock(uint64_t insns) const {
     if (rateInsns == 0 || rateNs == 0)
       return insns * DefaultNsPerInsn;
@@ -308,6 +323,10 @@ private:
   uint64_t anchorNs = 0, sinceAnchor = 0;
   /// The measured rate: ns and instructions between samples, summed.
   uint64_t rateNs = 0, rateInsns = 0;
+  struct Interval {
+    uint64_t ns, insns;
+  };
+  std::deque<Interval> rateIntervals;
   uint64_t estimated = 0; ///< Instructions timed by the instruction clock.
   std::vector<TraceItem> leading; ///< Items before the first time.
   PodVector<TraceItem> out;       ///< The batch being filled.
