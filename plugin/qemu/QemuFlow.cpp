@@ -341,6 +341,8 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
   ThreadRecorder *thread = current;
   if (thread)
     drainLog(*thread);
+  if (thread && rec.has(SlowSync))
+    answerSync(*thread);
   if (rec.has(SlowNotTracing)) {
     if (block.start != rec.startAddress || rec.has(SlowStopping))
       return;

@@ -53,6 +53,46 @@ bool claim(QemuTrigger &trigger) {
   return false;
 }
 
+/// Sends every thread through the slow path (SlowSync) while `users` > 0.
+void useSync(int change) {
+  Recorder &rec = *recorder;
+  std::lock_guard<std::mutex> lock(rec.syncMutex);
+  rec.syncUsers += change;
+  if (rec.syncUsers)
+    rec.set(SlowSync);
+  else
+    rec.clear(SlowSync);
+}
+
+/// Every other running thread writes its block log into its ring (the slow
+/// path does that first) before the rings are copied: a busy thread's log
+/// holds up to Options::logSize blocks not yet written, its newest
+/// execution, which the snapshot must show. A thread in a syscall wrote
+/// its log on the way in. Bounded: a thread that does not come by within
+/// kSyncWait (descheduled for long) is copied as it is.
+void syncThreads(const ThreadRecorder &hitter) {
+  constexpr std::chrono::milliseconds kSyncWait(200);
+  Recorder &rec = *recorder;
+  std::vector<ThreadRecorder *> threads;
+  {
+    std::lock_guard<std::mutex> lock(rec.mutex);
+    threads = rec.threads;
+  }
+  uint64_t epoch = rec.syncEpoch.fetch_add(1) + 1;
+  useSync(+1);
+  auto deadline = std::chrono::steady_clock::now() + kSyncWait;
+  for (ThreadRecorder *thread : threads) {
+    if (thread == &hitter)
+      continue;
+    while (__atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) ==
+               uint32_t(QemuThreadState::Running) &&
+           thread->syncSeen.load(std::memory_order_acquire) < epoch &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  useSync(-1);
+}
+
 /// Every thread's ring, copied while no writer is inside one, as the
 /// Snapshot a bundle holds.
 Snapshot copyRings(const ThreadRecorder &hitter) {
@@ -138,21 +178,43 @@ static bool tooManyWaiting(const QemuRingHeader &header) {
   return limit && waiting >= limit;
 }
 
+void answerSync(ThreadRecorder &thread) {
+  Recorder &rec = *recorder;
+  thread.syncSeen.store(rec.syncEpoch.load(std::memory_order_acquire),
+                        std::memory_order_release);
+  // Held with the thread that hit the trigger, for at most as long as it
+  // waits (and a second to spare).
+  uint32_t waitMs =
+      __atomic_load_n(&rec.header->triggerWaitMs, __ATOMIC_ACQUIRE) + 1000;
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
+  while (rec.holders.load(std::memory_order_acquire) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
 void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
   Recorder &rec = *recorder;
   QemuTrigger *trigger = armedTrigger(*rec.header, block.start);
   // The host decodes the snapshots as they come; when it falls behind, a
   // hit waits for room (for at most the host's bound; the wait is
   // counted), then is skipped and counted: the disk holds at most the
-  // bound, and nothing is lost without saying so.
+  // bound, and nothing is lost without saying so. The whole program waits
+  // with it (answerSync), so that the decoder has the machine's cores to
+  // itself rather than sharing them with the program's busy threads, which
+  // would make it fall further behind.
   if (trigger && tooManyWaiting(*rec.header)) {
     QemuRingHeader &header = *rec.header;
     auto began = std::chrono::steady_clock::now();
     auto deadline = began + std::chrono::milliseconds(__atomic_load_n(
                                 &header.triggerWaitMs, __ATOMIC_ACQUIRE));
+    rec.holders.fetch_add(1);
+    useSync(+1);
     while (tooManyWaiting(header) &&
            std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::microseconds(200));
+    rec.holders.fetch_sub(1);
+    useSync(-1);
     __atomic_add_fetch(
         &header.triggerWaitNs,
         uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -173,6 +235,7 @@ void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
     return;
   }
   std::lock_guard<std::mutex> lock(rec.triggerMutex);
+  syncThreads(thread);
   // The trace ends where the trigger's block starts; onBlock resumes it.
   flushToStop(thread, block.start);
   Snapshot snapshot = copyRings(thread);

@@ -186,6 +186,8 @@ struct alignas(64) ThreadRecorder {
   uint32_t markSeq = 0;
   std::vector<ImageMark> marks;
   int marksFd = -1;
+  /// The last Recorder::syncEpoch this thread answered (its log written).
+  std::atomic<uint64_t> syncSeen{0};
 };
 
 /// Recorder::slow bits.
@@ -194,6 +196,10 @@ enum SlowReason : uint32_t {
   SlowStopping = 2,   ///< The stop point or the limit was reached.
   SlowForked = 4,     ///< A forked child: the rings are the parent's.
   SlowEveryInsn = 8,  ///< Overflow injection (an option).
+  /// A recorder trigger asks every running thread to write its log
+  /// (syncEpoch), or holds the program while the host's decoder catches up
+  /// (holders): QemuTriggers.cpp.
+  SlowSync = 16,
 };
 
 /// Why blocks cannot take the fast path (Slow* bits): one word the block
@@ -225,6 +231,13 @@ struct Recorder {
   bool mapsWritten = false;
   /// One recorder-trigger snapshot at a time (QemuTriggers.cpp).
   std::mutex triggerMutex;
+  /// A trigger's request that every running thread write its log, and the
+  /// triggers that hold every thread while the host's queue is full
+  /// (SlowSync; syncMutex orders setting and clearing it).
+  std::atomic<uint64_t> syncEpoch{0};
+  std::atomic<uint32_t> holders{0};
+  std::mutex syncMutex;
+  uint32_t syncUsers = 0; ///< With syncMutex: why SlowSync is set.
 
   /// Blocks come from chunks of this many, never freed: the ones a loop
   /// runs lie next to each other (fewer cache lines and pages to walk
@@ -290,6 +303,11 @@ void markLoss(ThreadRecorder &thread, uint64_t resume);
 void abandonDeferred(ThreadRecorder &thread);
 void onSyscall(ThreadRecorder &thread, int64_t number);
 void blockExecuted(unsigned int, void *userdata);
+/// A thread in the slow path while SlowSync is set: answers the last sync
+/// request (its log was just written) and waits while a trigger holds the
+/// program (QemuTriggers.cpp).
+void answerSync(ThreadRecorder &thread);
+
 // QemuThreads.cpp: the stop flush, also how a trigger ends a thread's trace.
 void flushToStop(ThreadRecorder &thread, uint64_t pc);
 // QemuTriggers.cpp: snapshots the recorder takes itself.
