@@ -235,6 +235,10 @@ int main(int argc, char **argv) {
     }
     size_t checked = 0;
     size_t mismatches = compareCut(*window, *full, checked);
+    if (checked == 0) {
+      llvm::errs() << "error: " << path << " has no slice to compare\n";
+      return 1;
+    }
     if (mismatches) {
       llvm::errs() << "error: " << mismatches << " of " << checked
                    << " slices differ from the whole trace's cut\n";

@@ -37,6 +37,9 @@ struct SnapshotRecord {
   /// Memory the record holds while kept: its model, its raw trace and its
   /// truth (SnapshotLog's budget counts it).
   uint64_t bytes = 0;
+  /// Wall time from the recorder's bytes to the written file: decode,
+  /// model, write (`--json`'s decodeSeconds; scripts/bench-busy.sh).
+  double decodeSeconds = 0;
   /// The recorder's ground truth up to the snapshot (--ground-truth only).
   std::vector<ThreadTruth> truth;
   /// The snapshot, model and truth were released to keep the session's
@@ -118,7 +121,8 @@ llvm::Error writeSnapshotFile(SnapshotRecord &record, std::string path);
 /// what to do)".
 std::string snapshotLine(const SnapshotRecord &record);
 
-/// {number, reason, path, tid, spanNs, calls, errors, instructions, window:
+/// {number, reason, path, tid, spanNs, calls, errors, instructions,
+/// decodeSeconds, window:
 /// {lengthNs, traceNs, whole, cutByBudget, slices, threads, decodedBytes,
 /// traceBytes, note}, summary}.
 llvm::json::Value snapshotJson(const SnapshotRecord &record);

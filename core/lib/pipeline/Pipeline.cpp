@@ -269,11 +269,12 @@ class WindowedBuild {
 public:
   using BuildFn = std::function<llvm::Error(llvm::ArrayRef<Job>)>;
 
-  WindowedBuild(const SnapshotDecoder &decoder, const WindowOptions &options,
-                std::vector<ThreadModel> &models, BuildFn build)
-      : decoder(decoder), options(options), models(models),
-        build(std::move(build)), from(models.size(), 0), ends(models.size(), 0),
-        firsts(models.size(), 0) {}
+  WindowedBuild(const Snapshot &snapshot, const SnapshotDecoder &decoder,
+                const WindowOptions &options, std::vector<ThreadModel> &models,
+                const std::vector<ModelStats> &stats, BuildFn build)
+      : snapshot(snapshot), decoder(decoder), options(options), models(models),
+        stats(&stats), build(std::move(build)), from(models.size(), 0),
+        ends(models.size(), 0), firsts(models.size(), 0) {}
 
   /// `ownClocks`: each thread keeps its own clock (onEmulatorClock), so each
   /// window ends at its own thread's end; else at the latest end of all.
@@ -395,6 +396,14 @@ private:
     std::vector<size_t> wanted = from;
     for (size_t slot = 0; slot < models.size(); ++slot) {
       const PsbTimes &psbs = times(slot);
+      if (needsItsStart(slot)) {
+        // The frames open at the window's start that never return come
+        // from the debugger's stack at the stop (anchoring); without one,
+        // from their calls. A ring that did not wrap holds the thread's
+        // whole life, so those calls are in it: decoded from its start.
+        wanted[slot] = 0;
+        continue;
+      }
       if (!hasTimes(psbs)) {
         // Nothing says where its window starts but the decode itself.
         wanted[slot] = 0;
@@ -408,6 +417,21 @@ private:
       wanted[slot] = std::min(from[slot], decodeStart(psbs, at));
     }
     return wanted;
+  }
+
+  /// Whether thread `slot`'s ring did not wrap and the debugger's stack at
+  /// the stop cannot supply its outermost frames: there is none, or its
+  /// model so far contradicted it (an unwinder's stray frame) (see plan()).
+  bool needsItsStart(size_t slot) const {
+    const ThreadTrace &trace = snapshot.threads[decoder.selected()[slot]];
+    if (trace.wrapped)
+      return false;
+    if ((*stats)[slot].anchorConflicts)
+      return true;
+    for (const ThreadStop &stop : snapshot.stop)
+      if (stop.tid == trace.tid && !stop.frames.empty())
+        return false;
+    return true;
   }
 
   /// The longest window the decoded models hold as the whole decode would.
@@ -431,8 +455,34 @@ private:
     return longestWindow(threads, ends, options.maxLengthNs, options.maxSlices);
   }
 
+  /// Threads decoded from a later PSB whose outermost frames the stop's
+  /// stack did not supply (none, or contradicted): frames they entered
+  /// before the window and never left are not shown.
+  void noteMissingRoots() {
+    unsigned unsure = 0;
+    for (size_t slot = 0; slot < models.size(); ++slot) {
+      if (from[slot] == 0)
+        continue;
+      const ThreadTrace &trace = snapshot.threads[decoder.selected()[slot]];
+      bool stack = false;
+      for (const ThreadStop &stop : snapshot.stop)
+        stack = stack || (stop.tid == trace.tid && !stop.frames.empty());
+      unsure += !stack || (*stats)[slot].anchorConflicts;
+    }
+    if (!unsure)
+      return;
+    std::string text =
+        std::to_string(unsure) +
+        (unsure == 1 ? " thread has" : " threads have") +
+        " no usable stack at the stop: frames entered before the window and "
+        "never left are not shown ('--window all' shows those the ring holds)";
+    window.note = window.note.empty() ? text : window.note + "; " + text;
+  }
+
   void cut() {
-    uint64_t length = std::min(budgetWindow(), coveredWindow());
+    noteMissingRoots();
+    uint64_t budget = budgetWindow();
+    uint64_t length = std::min(budget, coveredWindow());
     summarizeTrace();
     std::vector<uint64_t> starts = cutTimes(length);
     for (size_t slot = 0; slot < models.size(); ++slot)
@@ -451,7 +501,7 @@ private:
     if (!window.whole) {
       window.lengthNs = length;
       window.cutByBudget =
-          options.maxLengthNs == 0 || length < options.maxLengthNs;
+          options.maxLengthNs == 0 || budget < options.maxLengthNs;
     }
     countSlices();
   }
@@ -543,9 +593,11 @@ private:
         estimate / 1e9, double(available) / 1e9));
   }
 
+  const Snapshot &snapshot;
   const SnapshotDecoder &decoder;
   const WindowOptions &options;
   std::vector<ThreadModel> &models;
+  const std::vector<ModelStats> *stats; ///< Per slot, of its model.
   BuildFn build;
   bool perThread = false;
   bool decoded = false;
@@ -665,7 +717,8 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
                        options.decode.threads, options.model, jobs, models,
                        stats, progress ? &*progress : nullptr);
   };
-  WindowedBuild windowed(**decoder, options.window, models, build);
+  WindowedBuild windowed(snapshot, **decoder, options.window, models, stats,
+                         build);
   if (llvm::Error error = windowed.run(onEmulatorClock(snapshot)))
     return std::move(error);
   if (cancel)

@@ -173,6 +173,7 @@ llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
   if (snapshot.threads.empty())
     return llvm::createStringError(request.nothingRecorded);
   snapshot.stop = std::move(request.stacks);
+  auto began = std::chrono::steady_clock::now();
   llvm::Expected<PipelineResult> result =
       runPipeline(snapshot, request.pipeline, symbols);
   if (!result)
@@ -181,6 +182,9 @@ llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
   record->window = request.pipeline.window;
   if (llvm::Error error = writeSnapshotFile(*record, request.path))
     return std::move(error);
+  record->decodeSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+          .count();
   return &log.add(std::move(record));
 }
 

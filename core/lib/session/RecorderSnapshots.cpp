@@ -94,6 +94,7 @@ bool RecorderSnapshots::decodeNext() {
     if (host.window)
       options.window = host.window(address);
     record->window = options.window;
+    auto began = std::chrono::steady_clock::now();
     llvm::Expected<PipelineResult> result =
         runPipeline(record->snapshot, options, symbols);
     if (!result) {
@@ -102,6 +103,9 @@ bool RecorderSnapshots::decodeNext() {
       record->result = std::move(*result);
       std::string path = host.outputPath(address, log.next());
       llvm::Error written = writeSnapshotFile(*record, path);
+      record->decodeSeconds = std::chrono::duration<double>(
+                                  std::chrono::steady_clock::now() - began)
+                                  .count();
       SnapshotRecord &kept = log.add(std::move(record));
       line = snapshotLine(kept);
       added = kept.number;

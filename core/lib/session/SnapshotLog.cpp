@@ -271,6 +271,7 @@ llvm::json::Value snapshotJson(const SnapshotRecord &record) {
     object["errors"] = int64_t(thread->errors);
     object["instructions"] = int64_t(thread->instructions);
   }
+  object["decodeSeconds"] = record.decodeSeconds;
   const WindowSummary &window = record.result.window;
   object["window"] =
       llvm::json::Object{{"lengthNs", int64_t(window.lengthNs)},

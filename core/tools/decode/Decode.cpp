@@ -196,11 +196,15 @@ std::string errataText(const CpuIdentity &cpu) {
   return names.empty() ? "none" : join(names, ",");
 }
 
-/// What the summary says of the window: nothing for the whole trace.
+/// What the summary says of the window: nothing for the whole trace unless
+/// a window was asked for (`asked`): then that the trace was shorter.
 std::string windowClause(const WindowSummary &window,
-                         const WindowOptions &options) {
+                         const WindowOptions &options, bool asked) {
   if (window.whole)
-    return "";
+    return asked ? ", window: the whole trace (" +
+                       formatDuration(window.traceNs) + "), " +
+                       withCommas(window.slices) + " slices"
+                 : "";
   std::string text = ", window: the last " + formatDuration(window.lengthNs) +
                      " of " + formatDuration(window.traceNs) + ", " +
                      withCommas(window.slices) + " slices";
@@ -258,7 +262,8 @@ int writeOutput(const Args &args, const Snapshot &snapshot,
   std::string note = estimatedTimesNote(estimated, instructions);
   if (!note.empty())
     outs() << ", " << note;
-  outs() << windowClause(result->window, options.window) << " -> "
+  bool asked = !args.window.empty() || !args.maxSlices.empty();
+  outs() << windowClause(result->window, options.window, asked) << " -> "
          << args.output << "\n";
   if (!result->window.note.empty())
     WithColor::note(errs(), "magic-trace-decode")
