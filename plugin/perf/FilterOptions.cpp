@@ -11,7 +11,8 @@ namespace {
 
 const char *const KeysHelp =
     "out=FILE, format=NAME, slice-args=compact|full, time=BEGIN,END, "
-    "tid=T[,T...], pid=P, symfs=DIR, drop=same-symbol, stitch=0|1";
+    "tid=T[,T...], pid=P, symfs=DIR, drop=same-symbol, stitch=0|1, "
+    "window=DURATION|all, max-slices=N";
 
 /// A time as perf script prints it (seconds with up to 9 decimals:
 /// "969349.987563929") or nanoseconds ("969349987563929ns").
@@ -75,7 +76,8 @@ Error parseTids(StringRef value, FilterOptions &options) {
   return Error::success();
 }
 
-Error parseOne(StringRef arg, FilterOptions &options) {
+Error parseOne(StringRef arg, FilterOptions &options, std::string &window,
+               std::string &maxSlices) {
   auto [key, value] = arg.split('=');
   if (!arg.contains('=') || value.empty())
     return createStringError("dlarg '" + arg +
@@ -106,6 +108,10 @@ Error parseOne(StringRef arg, FilterOptions &options) {
       return createStringError("drop= knows only same-symbol, not '" + value +
                                "'");
     options.dropSameSymbol = true;
+  } else if (key == "window") {
+    window = value.str();
+  } else if (key == "max-slices") {
+    maxSlices = value.str();
   } else if (key == "stitch") {
     if (value != "0" && value != "1")
       return createStringError("stitch= wants 0 or 1, not '" + value + "'");
@@ -121,9 +127,21 @@ Error parseOne(StringRef arg, FilterOptions &options) {
 
 Expected<FilterOptions> parseFilterOptions(ArrayRef<const char *> args) {
   FilterOptions options;
+  std::string window, maxSlices;
   for (const char *arg : args)
-    if (Error error = parseOne(arg ? arg : "", options))
+    if (Error error = parseOne(arg ? arg : "", options, window, maxSlices))
       return std::move(error);
+  // The debuggers' --window and --max-slices, named as dlargs.
+  if (Error error = parseWindowOptions(window, maxSlices, options.window)) {
+    std::string message = toString(std::move(error));
+    for (auto [option, dlarg] :
+         {std::pair<StringRef, StringRef>{"--window all", "window=all"},
+          {"--window", "window="},
+          {"--max-slices", "max-slices="}})
+      for (size_t at; (at = message.find(option.str())) != std::string::npos;)
+        message.replace(at, option.size(), dlarg.str());
+    return createStringError(message);
+  }
   if (options.output.empty()) {
     if (options.dropSameSymbol)
       return options;

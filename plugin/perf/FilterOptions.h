@@ -17,6 +17,8 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
+#include "magic_trace/Pipeline.h"
+
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -46,6 +48,9 @@ struct FilterOptions {
   /// returns (magic-trace's perf_dlfilter.c dropped recursion too).
   bool dropSameSymbol = false;
   bool stitch = true; ///< stitch=0 turns stitching off.
+  /// window=DURATION|all and max-slices=N: the stretch of the trace written
+  /// (Pipeline.h's WindowOptions; the default fits 10 M slices).
+  WindowOptions window;
 };
 
 /// Parses perf's --dlarg values ("KEY=VALUE" each). Errors: an unknown key,

@@ -292,6 +292,8 @@ Error Filter::finish() {
         "binaries: perf script --symfs DIR, or perf buildid-cache)");
   for (const std::string &problem : symbolizer.moduleProblems())
     errs() << "magic-trace-perf: warning: " << problem << "\n";
+  // perf's clock is one for every thread.
+  WindowSummary window = cutToWindow(model, options.window, false);
   if (Error error =
           writeTrace(model, options.output, *options.format, options.fxt))
     return error;
@@ -300,7 +302,14 @@ Error Filter::finish() {
     calls += thread.calls;
   errs() << "magic-trace-perf: " << model.threads.size() << " threads, "
          << calls << " calls, " << losses << " losses perf reported, " << taken
-         << " branches -> " << options.output << "\n";
+         << " branches";
+  if (!window.whole)
+    errs() << ", the last " << formatDuration(window.lengthNs) << " of "
+           << formatDuration(window.traceNs) << " written ("
+           << withCommas(window.slices) << " slices"
+           << (window.cutByBudget ? "; window=all writes all of it" : "")
+           << ")";
+  errs() << " -> " << options.output << "\n";
   return Error::success();
 }
 

@@ -137,6 +137,15 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
                                            const PipelineOptions &options,
                                            SymbolCache *cache = nullptr);
 
+/// Cuts models built without the pipeline (the perf dlfilter's, from perf's
+/// own decode of everything) to the window `options` asks for, as
+/// runPipeline cuts its own: the same time for every thread (or each
+/// thread's own end, `ownClocks`), the longest the budget allows, where
+/// the writers display the rest as the whole; sets model.windowNote when
+/// it cut. Returns what the window holds.
+WindowSummary cutToWindow(TraceModel &model, const WindowOptions &options,
+                          bool ownClocks);
+
 /// The summary as JSON: {"threads": [{tid, spanNs, instructions, calls,
 /// errors, triggered}], "moduleProblems": [...]}.
 llvm::json::Value summaryJson(const PipelineResult &result);

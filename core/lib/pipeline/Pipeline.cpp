@@ -1,7 +1,7 @@
 //===- Pipeline.cpp - Snapshot -> decoded, symbolized trace model ---------===//
 #include "magic_trace/Pipeline.h"
 
-#include "WindowPlan.h"
+#include "WindowedBuild.h"
 
 #include "magic_trace/ModelWindow.h"
 #include "magic_trace/VirtualClock.h"
@@ -159,13 +159,6 @@ private:
   Progress *progress;
 };
 
-/// One thread's decode and model: selected thread `slot` of the decoder,
-/// from its PSB `fromPsb`.
-struct Job {
-  size_t slot = 0;
-  size_t fromPsb = 0;
-};
-
 /// Decodes and models each job's thread into models[job.slot] (and its
 /// stats into stats[job.slot]), streaming the items into its model builder,
 /// on up to `workers` threads (0: defaultWorkers()). Parallelism
@@ -240,382 +233,6 @@ llvm::Error buildModels(const Snapshot &snapshot,
   for (llvm::Error &failure : failures)
     all = llvm::joinErrors(std::move(all), std::move(failure));
   return all;
-}
-
-/// MemAvailable from /proc/meminfo, in bytes; 0 when it cannot be read.
-uint64_t availableMemory() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key, unit;
-  uint64_t kib = 0;
-  while (meminfo >> key >> kib >> unit)
-    if (key == "MemAvailable:")
-      return kib * 1024;
-  return 0;
-}
-
-/// A model's slices per byte of the trace it was decoded from, and its
-/// bytes per slice.
-struct Density {
-  double slicesPerByte = 0;
-  double bytesPerSlice = 0;
-};
-
-/// Builds the models of a snapshot in the window its options ask for
-/// (runPipeline, DESIGN.md "Window"): a sample of every thread's newest
-/// trace, a window planned from it (WindowPlan.h), each thread decoded from
-/// the PSB that window needs (once more when the decode fell short of what
-/// the budget allows), and the cut (ModelWindow.h).
-class WindowedBuild {
-public:
-  using BuildFn = std::function<llvm::Error(llvm::ArrayRef<Job>)>;
-
-  WindowedBuild(const Snapshot &snapshot, const SnapshotDecoder &decoder,
-                const WindowOptions &options, std::vector<ThreadModel> &models,
-                const std::vector<ModelStats> &stats, BuildFn build)
-      : snapshot(snapshot), decoder(decoder), options(options), models(models),
-        stats(&stats), build(std::move(build)), from(models.size(), 0),
-        ends(models.size(), 0), firsts(models.size(), 0) {}
-
-  /// `ownClocks`: each thread keeps its own clock (onEmulatorClock), so each
-  /// window ends at its own thread's end; else at the latest end of all.
-  llvm::Error run(bool ownClocks) {
-    perThread = ownClocks;
-    for (size_t slot = 0; slot < models.size(); ++slot)
-      window.traceBytes += times(slot).bytes;
-    if (options.all) {
-      if (llvm::Error error = checkWholeFits())
-        return error;
-      if (llvm::Error error = decodeFrom(std::vector<size_t>(models.size())))
-        return error;
-      finishWhole();
-      return llvm::Error::success();
-    }
-    if (llvm::Error error = sample())
-      return error;
-    for (unsigned round = 0; round < 2; ++round) {
-      std::vector<size_t> wanted = plan();
-      if (wanted == from)
-        break;
-      if (llvm::Error error = decodeFrom(wanted))
-        return error;
-      // Enough when the decode reaches as far back as the budget allows.
-      if (coveredWindow() >= budgetWindow())
-        break;
-    }
-    cut();
-    return llvm::Error::success();
-  }
-
-  const WindowSummary &summary() const { return window; }
-
-private:
-  const PsbTimes &times(size_t slot) const {
-    return decoder.psbTimes(decoder.selected()[slot]);
-  }
-
-  uint64_t decodedBytes(size_t slot) const {
-    const PsbTimes &psbs = times(slot);
-    return psbs.offsets.empty() ? 0 : psbs.bytes - psbs.offsets[from[slot]];
-  }
-
-  /// Decodes every slot whose `wanted` PSB is before the one it was
-  /// decoded from (all of them the first time).
-  llvm::Error decodeFrom(const std::vector<size_t> &wanted) {
-    std::vector<Job> jobs;
-    for (size_t slot = 0; slot < models.size(); ++slot)
-      if (!decoded || wanted[slot] < from[slot])
-        jobs.push_back({slot, wanted[slot]});
-    decoded = true;
-    if (llvm::Error error = build(jobs))
-      return error;
-    for (const Job &job : jobs)
-      from[job.slot] = job.fromPsb;
-    updateEnds();
-    return llvm::Error::success();
-  }
-
-  llvm::Error sample() {
-    std::vector<size_t> starts;
-    for (size_t slot = 0; slot < models.size(); ++slot)
-      starts.push_back(sampleStart(times(slot), kSampleBytes));
-    return decodeFrom(starts);
-  }
-
-  /// Each thread's end (its model's last time, else its last PSB's), the
-  /// window's end, and where its trace starts.
-  void updateEnds() {
-    uint64_t latest = 0;
-    std::vector<uint64_t> own(models.size(), 0);
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      const ThreadModel &model = models[slot];
-      const PsbTimes &psbs = times(slot);
-      for (uint64_t ns : psbs.ns)
-        own[slot] = std::max(own[slot], ns);
-      if (!model.segments.empty())
-        own[slot] = std::max(own[slot], model.segments.back().end);
-      latest = std::max(latest, own[slot]);
-      firsts[slot] = own[slot];
-      for (uint64_t ns : psbs.ns)
-        if (ns) {
-          firsts[slot] = ns;
-          break;
-        }
-      if (from[slot] == 0 && !model.segments.empty())
-        firsts[slot] = std::min(firsts[slot], model.segments.front().begin);
-    }
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      threadEnds.resize(models.size());
-      threadEnds[slot] = own[slot];
-      ends[slot] = perThread ? own[slot] : latest;
-    }
-  }
-
-  Density density(size_t slot) const {
-    Density found;
-    uint64_t bytes = decodedBytes(slot);
-    uint64_t slices = windowSlices(models[slot], 0);
-    if (bytes)
-      found.slicesPerByte = double(slices) / double(bytes);
-    if (slices)
-      found.bytesPerSlice = double(threadModelBytes(models[slot])) / slices;
-    return found;
-  }
-
-  /// The PSB each thread should be decoded from for the longest window
-  /// the budget allows, by the densities decoded so far.
-  std::vector<size_t> plan() {
-    std::vector<ThreadPlan> plans(models.size());
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      plans[slot].psbs = &times(slot);
-      plans[slot].end = threadEnds[slot];
-      plans[slot].windowEnd = ends[slot];
-      plans[slot].slicesPerByte = density(slot).slicesPerByte;
-    }
-    uint64_t limit = options.maxLengthNs ? options.maxLengthNs : UINT64_MAX;
-    uint64_t length = plannedWindow(plans, limit, options.maxSlices);
-    std::vector<size_t> wanted = from;
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      const PsbTimes &psbs = times(slot);
-      if (needsItsStart(slot)) {
-        // The frames open at the window's start that never return come
-        // from the debugger's stack at the stop (anchoring); without one,
-        // from their calls. A ring that did not wrap holds the thread's
-        // whole life, so those calls are in it: decoded from its start.
-        wanted[slot] = 0;
-        continue;
-      }
-      if (!hasTimes(psbs)) {
-        // Nothing says where its window starts but the decode itself.
-        wanted[slot] = 0;
-        if (window.note.empty() && from[slot] != 0)
-          window.note = "thread " + std::to_string(models[slot].tid) +
-                        "'s trace has no timing packets: all of it was "
-                        "decoded to place the window";
-        continue;
-      }
-      uint64_t at = ends[slot] > length ? ends[slot] - length : 0;
-      wanted[slot] = std::min(from[slot], decodeStart(psbs, at));
-    }
-    return wanted;
-  }
-
-  /// Whether thread `slot`'s ring did not wrap and the debugger's stack at
-  /// the stop cannot supply its outermost frames: there is none, or its
-  /// model so far contradicted it (an unwinder's stray frame) (see plan()).
-  bool needsItsStart(size_t slot) const {
-    const ThreadTrace &trace = snapshot.threads[decoder.selected()[slot]];
-    if (trace.wrapped)
-      return false;
-    if ((*stats)[slot].anchorConflicts)
-      return true;
-    for (const ThreadStop &stop : snapshot.stop)
-      if (stop.tid == trace.tid && !stop.frames.empty())
-        return false;
-    return true;
-  }
-
-  /// The longest window the decoded models hold as the whole decode would.
-  uint64_t coveredWindow() const {
-    uint64_t covered = UINT64_MAX;
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      if (from[slot] == 0)
-        continue;
-      uint64_t exact = exactFrom(times(slot), from[slot]);
-      covered = std::min(covered, ends[slot] > exact ? ends[slot] - exact : 0);
-    }
-    return covered;
-  }
-
-  /// The longest window the budget and the user's limit allow, by the
-  /// decoded models.
-  uint64_t budgetWindow() const {
-    std::vector<const ThreadModel *> threads;
-    for (const ThreadModel &model : models)
-      threads.push_back(&model);
-    return longestWindow(threads, ends, options.maxLengthNs, options.maxSlices);
-  }
-
-  /// Threads decoded from a later PSB whose outermost frames the stop's
-  /// stack did not supply (none, or contradicted): frames they entered
-  /// before the window and never left are not shown.
-  void noteMissingRoots() {
-    unsigned unsure = 0;
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      if (from[slot] == 0)
-        continue;
-      const ThreadTrace &trace = snapshot.threads[decoder.selected()[slot]];
-      bool stack = false;
-      for (const ThreadStop &stop : snapshot.stop)
-        stack = stack || (stop.tid == trace.tid && !stop.frames.empty());
-      unsure += !stack || (*stats)[slot].anchorConflicts;
-    }
-    if (!unsure)
-      return;
-    std::string text =
-        std::to_string(unsure) +
-        (unsure == 1 ? " thread has" : " threads have") +
-        " no usable stack at the stop: frames entered before the window and "
-        "never left are not shown ('--window all' shows those the ring holds)";
-    window.note = window.note.empty() ? text : window.note + "; " + text;
-  }
-
-  void cut() {
-    noteMissingRoots();
-    uint64_t budget = budgetWindow();
-    uint64_t length = std::min(budget, coveredWindow());
-    summarizeTrace();
-    std::vector<uint64_t> starts = cutTimes(length);
-    for (size_t slot = 0; slot < models.size(); ++slot)
-      if (starts[slot])
-        cutThreadModel(models[slot], starts[slot]);
-    window.whole = true;
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      uint64_t start = models[slot].windowStart;
-      if (start == 0)
-        continue;
-      // The shortest of the threads' windows (displaySafeCut moved them a
-      // few nanoseconds each).
-      length = std::min(length, ends[slot] - std::min(ends[slot], start));
-      window.whole = false;
-    }
-    if (!window.whole) {
-      window.lengthNs = length;
-      window.cutByBudget =
-          options.maxLengthNs == 0 || budget < options.maxLengthNs;
-    }
-    countSlices();
-  }
-
-  /// Where each thread is cut for a window of `length` (0: not at all),
-  /// moved to where the writers display the rest as they display the whole
-  /// trace (displaySafeCut): the thread's own, with its own clock; else the
-  /// same for every thread, the first time that suits them all.
-  std::vector<uint64_t> cutTimes(uint64_t length) const {
-    std::vector<uint64_t> starts(models.size(), 0);
-    auto cutsAt = [&](size_t slot) { return ends[slot] > length; };
-    if (perThread) {
-      for (size_t slot = 0; slot < models.size(); ++slot)
-        if (cutsAt(slot))
-          starts[slot] = displaySafeCut(models[slot], ends[slot] - length);
-      return starts;
-    }
-    uint64_t common = 0;
-    for (size_t slot = 0; slot < models.size(); ++slot)
-      if (cutsAt(slot))
-        common = std::max(common, ends[slot] - length);
-    if (common == 0)
-      return starts;
-    // Each move can only go later, and each thread has a time that suits
-    // it past any other's: a few rounds settle.
-    for (unsigned round = 0; round < 64; ++round) {
-      uint64_t later = common;
-      for (const ThreadModel &model : models)
-        later = std::max(later, displaySafeCut(model, common));
-      if (later == common)
-        break;
-      common = later;
-    }
-    for (size_t slot = 0; slot < models.size(); ++slot)
-      if (cutsAt(slot))
-        starts[slot] = common;
-    return starts;
-  }
-
-  void finishWhole() {
-    summarizeTrace();
-    countSlices();
-  }
-
-  /// traceNs (before any cut) and the bytes decoded.
-  void summarizeTrace() {
-    uint64_t span = 0, earliest = UINT64_MAX, latest = 0;
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      window.decodedBytes += decodedBytes(slot);
-      if (threadEnds[slot] > firsts[slot])
-        span = std::max(span, threadEnds[slot] - firsts[slot]);
-      earliest = std::min(earliest, firsts[slot]);
-      latest = std::max(latest, threadEnds[slot]);
-    }
-    window.traceNs = perThread || latest < earliest ? span : latest - earliest;
-    window.lengthNs = window.traceNs;
-  }
-
-  void countSlices() {
-    for (const ThreadModel &model : models) {
-      window.slices += windowSlices(model, 0) + (model.windowStart != 0) +
-                       !clockNote(model).empty();
-      window.threads += !model.segments.empty();
-    }
-  }
-
-  /// `--window all` on a trace whose model would not fit in memory fails
-  /// before it starts, with the estimate (from a sample of each thread).
-  llvm::Error checkWholeFits() {
-    uint64_t available = availableMemory();
-    // Even the densest trace seen (about 4 slices a byte, 32 bytes a slice)
-    // fits in half of what is free: no sample.
-    if (!available || double(window.traceBytes) * 4 * 32 < available / 2)
-      return llvm::Error::success();
-    if (llvm::Error error = sample())
-      return error;
-    double estimate = 0;
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      Density found = density(slot);
-      estimate +=
-          found.slicesPerByte * double(times(slot).bytes) * found.bytesPerSlice;
-    }
-    if (estimate <= double(available))
-      return llvm::Error::success();
-    return llvm::createStringError(llvm::formatv(
-        "the whole trace's model would need about {0:f1} GB of memory and "
-        "{1:f1} GB are available (leave out '--window all' to decode the "
-        "window that fits, or give '--window DURATION')",
-        estimate / 1e9, double(available) / 1e9));
-  }
-
-  const Snapshot &snapshot;
-  const SnapshotDecoder &decoder;
-  const WindowOptions &options;
-  std::vector<ThreadModel> &models;
-  const std::vector<ModelStats> *stats; ///< Per slot, of its model.
-  BuildFn build;
-  bool perThread = false;
-  bool decoded = false;
-  std::vector<size_t> from;         ///< Per slot: the PSB decoded from.
-  std::vector<uint64_t> ends;       ///< Per slot: where its window ends.
-  std::vector<uint64_t> threadEnds; ///< Per slot: its own last time.
-  std::vector<uint64_t> firsts;     ///< Per slot: its trace's first time.
-  WindowSummary window;
-};
-
-/// The note the writers put where a cut thread starts.
-std::string windowNote(const WindowSummary &window,
-                       const WindowOptions &options) {
-  std::string note = "the last " + formatDuration(window.lengthNs) + " of " +
-                     formatDuration(window.traceNs);
-  if (window.cutByBudget)
-    note += " (the " + withCommas(options.maxSlices) + "-slice budget)";
-  return note + "; 'save --window all' writes all of it";
 }
 
 } // namespace
@@ -717,14 +334,15 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
                        options.decode.threads, options.model, jobs, models,
                        stats, progress ? &*progress : nullptr);
   };
-  WindowedBuild windowed(snapshot, **decoder, options.window, models, stats,
-                         build);
-  if (llvm::Error error = windowed.run(onEmulatorClock(snapshot)))
-    return std::move(error);
+  llvm::Expected<WindowSummary> window =
+      buildWindowed(snapshot, **decoder, options.window, models, stats,
+                    onEmulatorClock(snapshot), build);
+  if (!window)
+    return window.takeError();
   if (cancel)
     return llvm::createStringError(
         "interrupted: the snapshot was not made (the session goes on)");
-  result.window = windowed.summary();
+  result.window = std::move(*window);
   if (!result.window.whole)
     result.model.windowNote = windowNote(result.window, options.window);
   for (size_t slot = 0; slot < count; ++slot) {
@@ -741,6 +359,14 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
                   problem) == result.moduleProblems.end())
       result.moduleProblems.push_back(std::move(problem));
   return std::move(result);
+}
+
+WindowSummary cutToWindow(TraceModel &model, const WindowOptions &options,
+                          bool ownClocks) {
+  WindowSummary window = cutModels(model.threads, options, ownClocks);
+  if (!window.whole)
+    model.windowNote = windowNote(window, options);
+  return window;
 }
 
 llvm::json::Value summaryJson(const PipelineResult &result) {
