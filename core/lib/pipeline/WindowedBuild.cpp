@@ -246,14 +246,6 @@ private:
     std::vector<size_t> wanted = from;
     for (size_t slot = 0; slot < models.size(); ++slot) {
       const PsbTimes &psbs = times(slot);
-      if (needsItsStart(slot)) {
-        // The frames open at the window's start that never return come
-        // from the debugger's stack at the stop (anchoring); without one,
-        // from their calls. A ring that did not wrap holds the thread's
-        // whole life, so those calls are in it: decoded from its start.
-        wanted[slot] = 0;
-        continue;
-      }
       if (!hasTimes(psbs)) {
         // Nothing says where its window starts but the decode itself.
         wanted[slot] = 0;
@@ -265,6 +257,17 @@ private:
       }
       uint64_t at = ends[slot] > length ? ends[slot] - length : 0;
       wanted[slot] = std::min(from[slot], decodeStart(psbs, at));
+      // The frames open at the window's start that never return come from
+      // the debugger's stack at the stop (anchoring); without one, from
+      // their calls. A ring that did not wrap holds the thread's whole
+      // life, so those calls are in it: decoded from its start when that
+      // costs little beside the window (at most twice its bytes, or
+      // kCheapPrefixBytes; otherwise the note says what may be missing).
+      uint64_t prefix = psbs.offsets.empty() ? 0 : psbs.offsets[wanted[slot]];
+      uint64_t windowBytes = psbs.bytes - prefix;
+      if (needsItsStart(slot) &&
+          (prefix <= kCheapPrefixBytes || prefix <= 2 * windowBytes))
+        wanted[slot] = 0;
     }
     return wanted;
   }
