@@ -870,8 +870,13 @@ ThreadModel magic_trace::ThreadModelBuilder::finish(const ThreadStop *stop,
   counters.segments += model.segments.size();
   for (const Segment &segment : model.segments) {
     counters.frames += segment.frames.size();
-    for (const Frame &frame : segment.frames)
-      counters.inferredFrames += frame.inferred;
+    // Inferred frames are the segment's leading chain (the start chain, the
+    // parents rule 3 inferred, stitching's and anchoring's outer frames, all
+    // put in front): counted there, not by a pass over every frame.
+    uint64_t prefix = 0;
+    while (prefix < segment.frames.size() && segment.frames[prefix].inferred)
+      ++prefix;
+    counters.inferredFrames += prefix;
   }
   counters.modelBytes += threadModelBytes(model);
   return std::move(model);
