@@ -24,7 +24,7 @@ namespace magic_trace::pipeline {
 /// Trace a thread's sample covers: its newest PSB pieces up to this many
 /// bytes. Big enough for a steady density (thousands of slices), small
 /// beside a window's trace (a 10 M-slice window holds megabytes).
-constexpr uint64_t kSampleBytes = 64 * 1024;
+constexpr uint64_t kSampleBytes = 16 * 1024;
 
 /// Trace before a window that a thread without a usable stack at the stop
 /// is decoded from its start for at any rate (WindowedBuild.cpp): a
