@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measures the QEMU recorder (libmagic-trace-qemu.so) in one run, on three
 # CPU-bound programs: the bench input (test/inputs/emu_bench), python3
-# running a loop, sqlite3 running a recursive query. For each: native,
+# running a loop, sqlite3 running a recursive query, and LuaJIT running
+# a recursive fib with its JIT on and off. For each: native,
 # plain qemu-x86_64, and qemu-x86_64 recording with the plugin (4 MiB ring
 # per thread, timer normal, no ground truth), whole processes under
 # /usr/bin/time; the ratios are recording / plain QEMU (wall and CPU time,
@@ -145,6 +146,19 @@ cli_rows=()
 run emu_bench "$BUILD_DIR/test/inputs/emu_bench"
 run "python3 loop" /usr/bin/python3 "$TMP/loop.py"
 run "sqlite3 query" /usr/bin/sqlite3 :memory: "$SQL"
+# A JIT: LuaJIT's traces are code outside files, rewritten in place as the
+# mcode area is reused (docs/qemu.md, "The code log"), and the interpreter
+# alone (-joff) for comparison.
+if command -v luajit >/dev/null; then
+  cat >"$TMP/fib.lua" <<'LUA'
+local function fib(n) if n < 2 then return n end return fib(n-1) + fib(n-2) end
+local t = 0
+for i = 1, 3 do t = t + fib(32) end
+print(t)
+LUA
+  run "luajit fib (JIT)" "$(command -v luajit)" "$TMP/fib.lua"
+  run "luajit -joff fib" "$(command -v luajit)" -joff "$TMP/fib.lua"
+fi
 echo
 echo "| program | qemu s (CPU) | magic-trace-emulate --engine qemu --max-insns 0 s (CPU) | CLI / qemu (CPU) | recorded insns | insns/s recorded (wall) | peak RSS MiB (largest process) |"
 echo "|---|---|---|---|---|---|---|"

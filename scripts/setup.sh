@@ -8,7 +8,7 @@ PACKAGES=(
   libclang-rt-22-dev clang-format-22 libipt-dev cmake ninja-build
   libgtest-dev libbenchmark-dev python3 zlib1g-dev libzstd-dev
   libc6-dbg libstdc++6-12-dbg qemu-user linux-perf sqlite3 gzip lld-22
-  gdb pybind11-dev python3-dev
+  gdb pybind11-dev python3-dev luajit
 )
 
 missing=()

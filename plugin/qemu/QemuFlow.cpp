@@ -400,6 +400,13 @@ inline const BlockInfo &logged(const ThreadRecorder &thread, uint64_t index) {
   return *thread.log[index & thread.logMask];
 }
 
+/// Whether `block` is written the fast way by `thread`: its code is in a
+/// file, or the thread's trace has marked the version it runs (code a JIT
+/// wrote pays its mark once per version, not each time it runs).
+inline bool quiet(const ThreadRecorder &thread, const BlockInfo &block) {
+  return block.fast || (block.seq <= thread.markSeq && block.fastOnceMarked());
+}
+
 /// drainRange's loop.
 __attribute__((always_inline)) inline void
 writeLogged(ThreadRecorder &thread, uint64_t from, uint64_t to) {
@@ -412,7 +419,8 @@ writeLogged(ThreadRecorder &thread, uint64_t from, uint64_t to) {
       const BlockInfo *previous = thread.pending;
       for (; i < to; ++i) {
         const BlockInfo &block = logged(thread, i);
-        if (!previous || !previous->fast || !previous->mayGoTo(block.start) ||
+        if (!previous || !quiet(thread, *previous) ||
+            !previous->mayGoTo(block.start) ||
             !runs.step(previous->start, previous->count - 1,
                        {previous->lastIp, previous->lastSize,
                         previous->lastBranch, block.start}))
@@ -430,7 +438,7 @@ writeLogged(ThreadRecorder &thread, uint64_t from, uint64_t to) {
     // Block i is not quiet: what the block callback did for such a block.
     const BlockInfo &block = logged(thread, i);
     const BlockInfo *previous = thread.pending;
-    if (!thread.flags.ready() || !previous || !previous->fast ||
+    if (!thread.flags.ready() || !previous || !previous->fastOnceMarked() ||
         !previous->mayGoTo(block.start)) {
       onBlock(thread, block);
       continue;

@@ -241,8 +241,7 @@ void blockTranslated(qemu_plugin_id_t, struct qemu_plugin_tb *tb) {
     // code is marked in each thread's trace before it runs, on the slow
     // write path.
     block->seq = noteTranslatedCode(*block);
-    block->fast = block->straight && block->valid && !block->lastIsRep &&
-                  !block->lastCrossesPage && !block->seq;
+    block->fast = block->fastOnceMarked() && !block->seq;
     block->isStop = rec.stopAddress && block->start == rec.stopAddress;
     block->isTrigger.store(isArmedTrigger(block->start),
                            std::memory_order_relaxed);

@@ -80,13 +80,13 @@ struct alignas(64) BlockInfo {
   /// rewrote it, or a file took an earlier mapping's place): the seq of
   /// that change in the code log (QemuCode.cpp). A thread that has not
   /// marked it writes a PSB+ and an image mark before the block's
-  /// instructions. Such blocks are never fast.
+  /// instructions; one that has (ThreadRecorder::markSeq) writes it as
+  /// any other (fastOnceMarked).
   uint32_t seq = 0;
   uint16_t count = 0; ///< QEMU ends a block at 512 instructions.
   uint8_t lastSize = 0;
   BranchClass lastBranch = BranchClass::Unknown;
-  /// Straight, valid, and neither REP nor page-crossing at its end: the
-  /// fast path writes it with one stepRun.
+  /// fastOnceMarked(), and no seq to mark.
   bool fast = false;
   bool isStop = false; ///< It starts at the stop point.
   /// It starts at an armed recorder trigger (QemuTriggers.cpp): set at
@@ -102,6 +102,11 @@ struct alignas(64) BlockInfo {
   bool lastCrossesPage = false;
 
   const InsnInfo &last() const { return insns[count - 1]; }
+  /// Straight, valid, and neither REP nor page-crossing at its end: the
+  /// fast path writes it with one stepRun, once its seq (if any) is marked.
+  bool fastOnceMarked() const {
+    return straight && valid && !lastIsRep && !lastCrossesPage;
+  }
   /// Could the last instruction, run to its end, have gone to `next`?
   bool mayGoTo(uint64_t next) const {
     return anySuccessor || next == successors[0] || next == successors[1];

@@ -120,6 +120,9 @@ if shutil.which("qemu-x86_64") and "asan" not in config.available_features:
 # (the QEMU recorder is not either).
 if shutil.which("node") and "asan" not in config.available_features:
     config.available_features.add("node")
+# LuaJIT (a JIT rewriting its code in place) under the QEMU recorder.
+if shutil.which("luajit") and "asan" not in config.available_features:
+    config.available_features.add("luajit")
 # The GDB host (plugin/gdb): gdb 13 sourcing build/lib/magic-trace-gdb.py,
 # which imports the magic_trace_gdb module beside it. Not built in the ASan
 # build (gdb cannot load an instrumented module), nor without pybind11.
