@@ -93,6 +93,12 @@ public:
   const SymbolRange &lookup(uint64_t address);
 
   const SymbolizerStats &stats() const;
+
+  /// Keeps the ranges computed so far in the user's cache directory, one
+  /// file per object's build-id, for later runs and sessions to find
+  /// without reading DWARF (docs/symbolizer.md, "Ranges kept across runs").
+  /// Call while the string table is alive; failures are ignored.
+  void keepRanges();
   /// One line per module that could not be used, e.g.
   /// "libfoo.so: build-id 1234 differs from the module's 5678".
   std::vector<std::string> moduleProblems() const;

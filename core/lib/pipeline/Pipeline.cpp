@@ -352,6 +352,7 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
                                        traceBytes(snapshot, thread.tid)));
     result.model.threads.push_back(std::move(thread));
   }
+  symbolizer->keepRanges();
   if (cache)
     result.model.strings = cache->strings().clone();
   for (std::string &problem : symbolizer->moduleProblems())

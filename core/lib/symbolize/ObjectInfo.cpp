@@ -25,6 +25,7 @@
 #include "DebugFileLookup.h"
 #include "DwarfLineCheck.h"
 #include "EhFrameBounds.h"
+#include "RangeDiskCache.h"
 
 #include "llvm/DebugInfo/DIContext.h"
 #include "llvm/DebugInfo/DWARF/DWARFCompileUnit.h"
@@ -251,6 +252,10 @@ ObjectInfo::ObjectInfo(const Module &module, const Symbolizer::Options &options,
   }
   const object::ObjectFile *debugFile = debugOwner.getBinary();
   readSymbols(object, debugFile, debugPath);
+  // Ranges earlier runs computed for this build-id, with this debug file.
+  cachePath =
+      rangeCachePath(lowerHex(object::getBuildID(&object)), debugPath, options);
+  cachedRanges = loadRangeCache(cachePath, strings, ranges);
   // Function bounds for code no symbol covers; the debug file has no bytes
   // of .eh_frame, so they come from the file itself.
   if (Error error = functions.read(object))
@@ -490,5 +495,13 @@ StringId ObjectInfo::internName(StringRef name) {
 }
 
 ObjectInfo::~ObjectInfo() = default;
+
+void ObjectInfo::keepRanges() {
+  // What this run computed beyond what the cache holds, for the next.
+  if (ranges.size() <= cachedRanges)
+    return;
+  saveRangeCache(cachePath, strings, ranges);
+  cachedRanges = ranges.size();
+}
 
 } // namespace magic_trace

@@ -59,6 +59,11 @@ public:
   /// The cached range containing `address`, computing it on a miss.
   const FileRange &rangeFor(uint64_t address, SymbolizerStats &stats);
 
+  /// Writes the ranges computed so far to the cache across runs
+  /// (RangeDiskCache.h) when there are new ones. Call while the string
+  /// table is alive.
+  void keepRanges();
+
 private:
   FileRange compute(uint64_t address);
   void readSymbols(const llvm::object::ObjectFile &object,
@@ -93,6 +98,10 @@ private:
   std::vector<std::pair<uint64_t, uint64_t>> unitRanges; ///< Sorted.
   std::vector<uint64_t> highestEnd;     ///< Max end of unitRanges[0..i].
   std::map<uint64_t, FileRange> ranges; ///< Keyed by begin.
+  /// Where the ranges are kept across runs (RangeDiskCache.h), or "", and
+  /// how many came from there: more are written back when it goes.
+  std::string cachePath;
+  size_t cachedRanges = 0;
 };
 
 } // namespace magic_trace

@@ -55,6 +55,12 @@ public:
         [](const Mapping &a, const Mapping &b) { return a.begin < b.begin; });
   }
 
+  void keepRanges() {
+    for (auto &[key, object] : objects)
+      if (object)
+        object->keepRanges();
+  }
+
   const SymbolRange &lookup(uint64_t address) {
     ++stats.lookups;
     if (last && last->begin <= address && address < last->end) {
@@ -377,6 +383,8 @@ SymbolCache::~SymbolCache() = default;
 size_t SymbolCache::objectCount() const { return objects->map.size(); }
 
 Symbolizer::~Symbolizer() = default;
+
+void Symbolizer::keepRanges() { impl->keepRanges(); }
 
 void Symbolizer::setJitSymbols(std::vector<JitSymbol> symbols) {
   impl->setJitSymbols(std::move(symbols));
