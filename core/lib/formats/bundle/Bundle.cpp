@@ -5,7 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
-#include "magic_trace/PrivateFiles.h"
+#include "magic_trace/InputFiles.h"
+#include "magic_trace/OutputFiles.h"
 
 #include "BundleFields.h"
 #include "BundleHistory.h"
@@ -21,7 +22,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <new>
 #include <optional>
+#include <stdexcept>
 
 using namespace llvm;
 
@@ -34,19 +37,6 @@ namespace {
 constexpr const char *traceJsonName = "trace.json";
 constexpr const char *extrasJsonName = "magic-trace.json";
 constexpr int64_t extrasFormatVersion = 1;
-
-/// Writes `contents` to `path` through a temporary file and a rename, so a
-/// reader never sees half a file.
-Error writeFileAtomically(StringRef path, StringRef contents) {
-  std::string temporary = (path + ".tmp").str();
-  if (Error error = writeOutputFile(temporary, contents))
-    return error;
-  if (std::error_code ec = sys::fs::rename(temporary, path))
-    return createStringError(
-        formatv("cannot rename {0} to {1}: {2}", temporary, path, ec.message())
-            .str());
-  return Error::success();
-}
 
 std::string toJsonText(json::Value value) {
   std::string text;
@@ -114,12 +104,16 @@ json::Object extrasJson(const Snapshot &snapshot) {
 //===----------------------------------------------------------------------===//
 
 Expected<json::Value> readJson(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      readInputFile(path, InputPlace::Named);
   if (!buffer)
-    return createStringError(formatv("cannot read {0}: {1} (check the bundle "
-                                     "path)",
-                                     path, buffer.getError().message())
-                                 .str());
+    return buffer.takeError();
+  if (!*buffer)
+    return createStringError(
+        formatv("cannot read {0}: no such file (check the bundle path)", path)
+            .str());
+  if (Error tooMany = checkJsonObjectCount(path, (*buffer)->getBuffer()))
+    return std::move(tooMany);
   Expected<json::Value> value = json::parse((*buffer)->getBuffer());
   if (!value)
     return createStringError(formatv("{0}: invalid JSON: {1} (fix the file or "
@@ -222,13 +216,14 @@ Error readThreads(const FieldReader &reader, const json::Object &process,
     result.tid = *tid;
     if (*trace) {
       std::string path = resolve(dir, **trace);
-      ErrorOr<std::unique_ptr<MemoryBuffer>> bytes =
-          MemoryBuffer::getFile(path, /*IsText=*/false,
-                                /*RequiresNullTerminator=*/false);
+      Expected<std::unique_ptr<MemoryBuffer>> bytes =
+          readInputFile(path, InputPlace::Named);
       if (!bytes)
-        return reader.fail(field(at, key), formatv("cannot read {0}: {1}", path,
-                                                   bytes.getError().message())
-                                               .str());
+        return reader.fail(field(at, key), toString(bytes.takeError()));
+      if (!*bytes)
+        return reader.fail(
+            field(at, key),
+            formatv("cannot read {0}: no such file", path).str());
       StringRef data = (*bytes)->getBuffer();
       // The next piece's PSB+ that a piece carries for LLDB (LldbView.h).
       uint64_t tail = (*thread)->getInteger("magicTraceTail").value_or(0);
@@ -526,39 +521,68 @@ Error readExtras(StringRef path, StringRef dir, Snapshot &snapshot) {
 
 } // namespace
 
-Error writeBundle(const Snapshot &snapshot, StringRef dir) {
-  // Bundles hold copies of binaries and memory: private, as perf keeps
-  // perf.data.
-  if (std::error_code ec = createOutputDirectories(dir))
-    return createStringError(
-        formatv("cannot create {0}: {1} (check the output directory)", dir,
-                ec.message())
-            .str());
-  makeOutputPrivate(dir);
-  SmallString<256> tracePath(dir);
-  sys::path::append(tracePath, traceJsonName);
-  // An older bundle's trace.json must not survive a failed rewrite.
-  if (std::error_code ec = sys::fs::remove(tracePath))
-    return createStringError(
-        formatv("cannot remove {0}: {1} (check permissions)", tracePath,
-                ec.message())
-            .str());
-  Expected<json::Object> lldbView =
-      writeLldbView(snapshot, dir, writeFileAtomically);
-  if (!lldbView)
-    return lldbView.takeError();
-  SmallString<256> extrasPath(dir);
-  sys::path::append(extrasPath, extrasJsonName);
-  json::Object extras = extrasJson(snapshot);
-  if (Error error = writeCodeHistory(snapshot.code, dir, extras))
-    return error;
-  if (Error error =
-          writeFileAtomically(extrasPath, toJsonText(std::move(extras))))
-    return error;
-  return writeFileAtomically(tracePath, toJsonText(std::move(*lldbView)));
+namespace {
+
+/// LLDB reads a module's "file" relative to the bundle: copies made outside
+/// it (the vdso, in the debugger's private directory) go into modules/.
+Expected<std::optional<Snapshot>> copiesInside(const Snapshot &snapshot,
+                                               OutputDir &dir) {
+  std::optional<Snapshot> copy;
+  for (size_t i = 0; i < snapshot.modules.size(); ++i) {
+    const std::string &source = snapshot.modules[i].fileCopy;
+    if (source.empty() || !sys::path::is_absolute(source))
+      continue;
+    Expected<std::unique_ptr<MemoryBuffer>> bytes =
+        readInputFile(source, InputPlace::Named);
+    if (!bytes)
+      return bytes.takeError();
+    if (!*bytes)
+      continue; // Gone: the module is read from its path, as without a copy.
+    std::string name = "modules/" + sys::path::filename(source).str();
+    if (Error error = dir.writeFile(name, (*bytes)->getBuffer()))
+      return std::move(error);
+    if (!copy)
+      copy = snapshot;
+    copy->modules[i].fileCopy = name;
+  }
+  return std::move(copy);
 }
 
-Expected<Snapshot> loadBundle(StringRef dirOrJson) {
+} // namespace
+
+Error writeBundle(const Snapshot &snapshot, StringRef path) {
+  // Bundles hold copies of binaries and memory: private, as perf keeps
+  // perf.data, and made so that no other user can redirect them
+  // (OutputFiles.h).
+  Expected<std::unique_ptr<OutputDir>> made = OutputDir::create(path);
+  if (!made)
+    return made.takeError();
+  OutputDir &dir = **made;
+  // An older bundle's trace.json must not survive a failed rewrite.
+  if (Error error = dir.removeFile(traceJsonName))
+    return error;
+  Expected<std::optional<Snapshot>> copied = copiesInside(snapshot, dir);
+  if (!copied)
+    return copied.takeError();
+  const Snapshot &bundled = *copied ? **copied : snapshot;
+  Expected<json::Object> lldbView = writeLldbView(bundled, dir);
+  if (!lldbView)
+    return lldbView.takeError();
+  json::Object extras = extrasJson(bundled);
+  if (Error error = writeCodeHistory(bundled.code, dir, extras))
+    return error;
+  if (Error error =
+          dir.writeFile(extrasJsonName, toJsonText(std::move(extras))))
+    return error;
+  if (Error error =
+          dir.writeFile(traceJsonName, toJsonText(std::move(*lldbView))))
+    return error;
+  return dir.commit();
+}
+
+namespace {
+
+Expected<Snapshot> loadBundleUnguarded(StringRef dirOrJson) {
   std::string tracePath = dirOrJson.str();
   if (sys::fs::is_directory(dirOrJson))
     tracePath = resolve(dirOrJson, traceJsonName);
@@ -628,6 +652,8 @@ Expected<Snapshot> loadBundle(StringRef dirOrJson) {
   if (sys::fs::exists(extrasPath)) {
     if (Error error = readExtras(extrasPath, dir, snapshot))
       return std::move(error);
+    if (Error error = checkHistory(extrasPath, snapshot))
+      return std::move(error);
     return snapshot;
   }
   // A plain LLDB bundle: what magic-trace.json would have said, derived.
@@ -636,6 +662,23 @@ Expected<Snapshot> loadBundle(StringRef dirOrJson) {
   if (!snapshot.modules.empty())
     snapshot.processName = sys::path::filename(snapshot.modules[0].path).str();
   return snapshot;
+}
+
+} // namespace
+
+Expected<Snapshot> loadBundle(StringRef dirOrJson) {
+  // The parser's boundary: an allocation a hostile bundle makes fail is
+  // its error, never an exception in the debugger (issue 50).
+  try {
+    return loadBundleUnguarded(dirOrJson);
+  } catch (const std::length_error &) {
+  } catch (const std::bad_alloc &) {
+  }
+  return createStringError(
+      formatv("{0}: out of memory while reading the bundle (it is damaged or "
+              "too large; record a shorter run)",
+              dirOrJson)
+          .str());
 }
 
 } // namespace magic_trace

@@ -412,8 +412,17 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
     return std::move(error);
   // Names for the JIT code the log has: the process's perf map and jitdump
   // (the recorder has the bytes).
-  addJitRecords(header.pid, jitRecordDirs(header.pid), /*withCode=*/false,
-                recording.snapshot.code);
+  JitRecordNotes jit =
+      addJitRecords(header.pid, jitRecordDirs(header.pid), /*withCode=*/false,
+                    recording.snapshot.code);
+  llvm::append_range(recording.snapshot.notes, jit.skipped);
+  // A mark past the log's last change names a change the reader dropped as
+  // a repeat of one it has (a second segment of a mapped library): the
+  // same code, so the last change's seq says the same.
+  uint64_t lastSeq = recording.snapshot.code.lastSeq();
+  for (ThreadTrace &thread : recording.snapshot.threads)
+    for (ImageMark &mark : thread.imageMarks)
+      mark.seq = std::min(mark.seq, lastSeq);
   // A recording without its ground truth is still a recording: keep it,
   // and say why the oracle is missing.
   if (withTruth)
