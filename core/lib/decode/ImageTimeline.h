@@ -16,6 +16,7 @@
 #define MAGIC_TRACE_DECODE_IMAGETIMELINE_H
 
 #include "Image.h"
+#include "VersionIndex.h"
 
 #include "magic_trace/Decoder.h"
 
@@ -74,6 +75,9 @@ private:
   };
   /// The change holding `address` at `seq` (codeChangeWins), or null.
   const CodeChange *holder(uint64_t address, uint64_t seq) const;
+  /// Calls `visit` with each change whose range overlaps [begin, end).
+  template <class Visit>
+  void forEachOverlap(uint64_t begin, uint64_t end, Visit visit) const;
   /// The file loads (indices into `changes`) in force at `seq`.
   std::vector<size_t> filesAt(uint64_t seq) const;
 
@@ -88,6 +92,8 @@ private:
   /// bounded scan back).
   std::vector<Entry> byAddress;
   std::vector<uint64_t> maxEndSoFar;
+  /// holder's index over byAddress.
+  VersionIndex index;
   /// Changes with a time, as (time in ns, seq), ascending.
   std::vector<std::pair<uint64_t, uint64_t>> timed;
   TimeConversion time;
