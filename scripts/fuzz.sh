@@ -96,10 +96,12 @@ done
 # The code-history targets start from seeds of real recordings, committed in
 # test/fuzz/corpus/<target>/ (test/fuzz/make_seeds.py: emu_jit, LuaJIT and
 # node under the QEMU recorder, node --perf-prof's jitdump and perf map).
-for seeds in test/fuzz/corpus/*/; do
+# Inputs that once crashed a target (test/fuzz/regressions/<target>/, also
+# run by the unit tests) join its corpus.
+for seeds in test/fuzz/corpus/*/ test/fuzz/regressions/*/; do
   target=$(basename "$seeds")
   mkdir -p "$BUILD/corpus/$target"
-  cp -n "$seeds"seed-* "$BUILD/corpus/$target/" 2>/dev/null || true
+  cp -n "$seeds"* "$BUILD/corpus/$target/" 2>/dev/null || true
 done
 
 # Largest input per target: a few KiB of PT reach every decoder path (the

@@ -3,7 +3,6 @@
 
 #include "magic_trace/InputFiles.h"
 
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -15,6 +14,7 @@
 #include <cstring>
 #include <new>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace magic_trace {
 namespace {
@@ -154,8 +154,9 @@ llvm::Expected<JitDump> parseJitDump(llvm::ArrayRef<uint8_t> bytes,
   dump.pid = pid;
   dump.tscTimestamps = flags & kArchTimestampFlag;
   // The last load at each address (CODE_MOVE and DEBUG_INFO name one): a
-  // lookup, not a scan back over every load.
-  llvm::DenseMap<uint64_t, size_t> lastLoadAt;
+  // lookup, not a scan back over every load. Not a DenseMap: it reserves
+  // two keys (~0 and ~0 - 1) that a file may name (fuzz-jitdump found it).
+  std::unordered_map<uint64_t, size_t> lastLoadAt;
   uint64_t codeBytes = 0;
   size_t at = headerSize;
   // Loads and their bytes are bounded (CodeHistory.h's limits): a CODE_MOVE
