@@ -118,7 +118,7 @@ struct CodeHistory {
 ///  - the bytes of all versions of code outside files are at most
 ///    kMaxHistoryCodeBytes (their file, code.bin, holds each once).
 constexpr uint64_t kMaxCodeRange = uint64_t(1) << 47;
-constexpr size_t kMaxHistoryLoads = 16384;
+constexpr size_t kMaxHistoryLoads = 4096;
 constexpr uint64_t kMaxHistoryCodeBytes = uint64_t(512) << 20;
 
 /// Why [address, address + size) is no range of code, or "" when it is one.
