@@ -75,9 +75,8 @@ llvm::Error checkPrivate(llvm::StringRef path, bool directory);
 
 /// The user's cache directory, $XDG_CACHE_HOME/magic-trace or
 /// $HOME/.cache/magic-trace, made 0700 when missing and checked with
-/// checkPrivate, its parents up to HOME or a root-owned directory with
-/// unsafeTempParent. Errors: no HOME, or a directory (or a parent) someone
-/// else controls.
+/// checkPrivate, its parents up to HOME (or /) with unsafeTempParent. Errors:
+/// no HOME, or a directory (or a parent) someone else controls.
 llvm::Expected<std::string> userCacheDir();
 
 /// Whether outputs are private (the default): files 0600 and directories

@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -115,8 +116,8 @@ Expected<std::shared_ptr<DirHandle>> openOwnDirectory(int dir, StringRef name,
   if (info.st_uid != geteuid())
     return refused(what, formatv("it belongs to user {0}", info.st_uid).str());
   if (info.st_mode & (S_IWGRP | S_IWOTH))
-    return refused(what, formatv("it is writable by other users (mode {0:o})",
-                                 info.st_mode & 07777)
+    return refused(what, formatv("it is writable by other users (mode {0})",
+                                 format("%o", unsigned(info.st_mode & 07777)))
                              .str());
   return handle;
 }

@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -59,8 +60,8 @@ std::string unsafeTempParent(StringRef dir) {
   if (info.st_uid != geteuid() && info.st_uid != 0)
     return formatv("it belongs to user {0}", info.st_uid).str();
   if ((info.st_mode & (S_IWGRP | S_IWOTH)) && !(info.st_mode & S_ISVTX))
-    return formatv("others can write it and it has no sticky bit (mode {0:o})",
-                   info.st_mode & 07777)
+    return formatv("others can write it and it has no sticky bit (mode {0})",
+                   format("%o", unsigned(info.st_mode & 07777)))
         .str();
   return "";
 }
@@ -283,9 +284,11 @@ Expected<std::string> userCacheDir() {
                              "XDG_CACHE_HOME)");
   }
   sys::path::append(dir, "magic-trace");
-  // Every existing parent up to HOME or a root-owned directory: one that
-  // another user owns or can write without the sticky bit could have the
-  // cache directory renamed and replaced under us (issue 50).
+  // Every existing parent up to HOME (its parents are the system's), or up
+  // to / when the cache is elsewhere: one that another user owns or can
+  // write without the sticky bit could have the cache directory renamed
+  // and replaced under us (issue 50), also when the directories between
+  // are root's.
   SmallString<128> homeDir(home && sys::path::is_absolute(home) ? home : "");
   sys::path::remove_dots(homeDir, /*remove_dot_dot=*/true);
   SmallString<128> parent(dir);
@@ -301,7 +304,7 @@ Expected<std::string> userCacheDir() {
                   "(set XDG_CACHE_HOME to a directory of your own)",
                   dir, up, problem)
               .str());
-    if (up == homeDir.str() || info.st_uid == 0)
+    if (up == homeDir.str())
       break;
   }
   if (std::error_code ec = sys::fs::create_directories(
