@@ -186,13 +186,12 @@ std::error_code removeTree(StringRef path) {
   while (trimmed.size() > 1 && trimmed.back() == '/')
     trimmed.pop_back();
   StringRef parent = sys::path::parent_path(trimmed);
-  int dir = ::open(parent.empty() ? "." : parent.str().c_str(),
-                   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0)
+  int fd = ::open(parent.empty() ? "." : parent.str().c_str(),
+                  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
     return std::error_code(errno, std::generic_category());
-  std::error_code result = removeTreeAt(dir, sys::path::filename(trimmed));
-  ::close(dir);
-  return result;
+  DirHandle dir(fd);
+  return removeTreeAt(dir.get(), sys::path::filename(trimmed));
 }
 
 bool ownerAlive(StringRef ownerText) {
