@@ -71,27 +71,38 @@ ImageTimeline::build(const Snapshot &snapshot, ReadMemoryFn readMemory,
   if (std::string problem = historyLimits(snapshot.code); !problem.empty())
     return createStringError("the code history has " + problem +
                              " (record a shorter run)");
-  timeline->changes = snapshot.code.changes;
-  std::vector<CodeChange> &changes = timeline->changes;
-  llvm::sort(changes, [](const CodeChange &a, const CodeChange &b) {
+  // The snapshot's changes as they are (it outlives the timeline), unless
+  // they need sorting: a copy of a million versions' bytes cost a second
+  // and hundreds of MiB (issue 50's hostile sizes).
+  const std::vector<CodeChange> &given = snapshot.code.changes;
+  auto bySeq = [](const CodeChange &a, const CodeChange &b) {
     return a.seq < b.seq;
-  });
+  };
+  if (!llvm::is_sorted(given, bySeq)) {
+    timeline->owned = given;
+    llvm::sort(timeline->owned, bySeq);
+  }
+  timeline->changes = timeline->owned.empty() ? &given : &timeline->owned;
+  const std::vector<CodeChange> &changes = *timeline->changes;
   timeline->sections.resize(changes.size());
+  timeline->extents.resize(changes.size());
   for (size_t i = 0; i < changes.size(); ++i) {
-    CodeChange &change = changes[i];
+    const CodeChange &change = changes[i];
+    Extent &extent = timeline->extents[i];
+    extent = {change.address, change.end()};
     if (change.kind == CodeChange::Kind::Load) {
       ModuleImageStatus status;
       timeline->sections[i] = cacheModuleSections(change.module, status);
       report.push_back(std::move(status));
       auto [begin, end] =
           extentOf(change.module, timeline->sections[i], change.size);
-      change.address = begin;
-      change.size = end - begin;
+      extent = {begin, end};
     } else if (change.kind == CodeChange::Kind::Bytes) {
-      change.size = std::min<uint64_t>(change.size, change.bytes.size());
+      extent.end =
+          change.address + std::min<uint64_t>(change.size, change.bytes.size());
     }
-    if (change.kind != CodeChange::Kind::Unload && change.size)
-      timeline->byAddress.push_back({change.address, change.end(), i});
+    if (change.kind != CodeChange::Kind::Unload && extent.begin < extent.end)
+      timeline->byAddress.push_back({extent.begin, extent.end, i});
     if (change.timeNs)
       timeline->timed.emplace_back(change.timeNs, change.seq);
   }
@@ -179,6 +190,7 @@ void ImageTimeline::forEachOverlap(uint64_t begin, uint64_t end,
 
 std::vector<size_t> ImageTimeline::filesAt(uint64_t seq) const {
   std::vector<size_t> files;
+  const std::vector<CodeChange> &changes = *this->changes;
   for (size_t i = 0; i < changes.size(); ++i) {
     const CodeChange &load = changes[i];
     if (load.kind != CodeChange::Kind::Load || sections[i].empty())
@@ -224,8 +236,9 @@ size_t ImageTimeline::read(uint64_t address, uint64_t seq, uint8_t *buffer,
     }
     if (change->kind != CodeChange::Kind::Bytes)
       break;
-    uint64_t from = address + got - change->address;
-    size_t take = std::min<uint64_t>(size - got, change->size - from);
+    const Extent &extent = extents[change - changes->data()];
+    uint64_t from = address + got - extent.begin;
+    size_t take = std::min<uint64_t>(size - got, extent.end - address - got);
     std::memcpy(buffer + got, change->bytes.data() + from, take);
     got += take;
   }

@@ -31,14 +31,15 @@ namespace magic_trace::decode_detail {
 class ImageTimeline {
 public:
   /// Checks and caches every file the snapshot's modules and history name
-  /// (problems go to `report`, one entry per module). Errors: libipt cannot
-  /// allocate an image.
+  /// (problems go to `report`, one entry per module). The snapshot must
+  /// outlive the timeline (its changes are not copied). Errors: libipt
+  /// cannot allocate an image, the history is past CodeHistory.h's limits.
   static llvm::Expected<std::unique_ptr<ImageTimeline>>
   build(const Snapshot &snapshot, ReadMemoryFn readMemory,
         std::vector<ModuleImageStatus> &report);
 
   /// True when the snapshot has a code history: seqs matter.
-  bool versioned() const { return !changes.empty(); }
+  bool versioned() const { return changes && !changes->empty(); }
 
   /// The seq of the PSB at `offset` of `trace`, whose PSB+ holds `tsc` (0
   /// when none): its thread's last mark at or before `offset`, and every
@@ -81,7 +82,17 @@ private:
   /// The file loads (indices into `changes`) in force at `seq`.
   std::vector<size_t> filesAt(uint64_t seq) const;
 
-  std::vector<CodeChange> changes; ///< The history's, ascending seq.
+  /// The history's changes, ascending seq: the snapshot's own (which
+  /// outlives the timeline), or `owned` when they had to be sorted.
+  const std::vector<CodeChange> *changes = nullptr;
+  std::vector<CodeChange> owned;
+  /// Per change, the addresses it covers: a Load's from its sections, a
+  /// Bytes change's as far as its bytes go.
+  struct Extent {
+    uint64_t begin = 0;
+    uint64_t end = 0;
+  };
+  std::vector<Extent> extents;
   /// Per change, its cached sections (Load only).
   std::vector<std::vector<CachedSection>> sections;
   /// Per change, the other changes its range overlaps (Load only).

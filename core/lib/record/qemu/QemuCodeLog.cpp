@@ -77,7 +77,10 @@ llvm::Error parseQemuCodeLog(llvm::StringRef log, llvm::StringRef bin,
   std::map<std::pair<std::string, uint64_t>, size_t> loaded;
   uint64_t previousSeq = history.lastSeq(), binEnd = 0;
   size_t loads = 0;
-  for (llvm::StringRef line : completeLines(log)) {
+  std::vector<llvm::StringRef> lines = completeLines(log);
+  // One change a line at most: grown once, not moved a million times.
+  history.changes.reserve(history.changes.size() + lines.size());
+  for (llvm::StringRef line : lines) {
     uint64_t at = line.data() - log.data();
     auto bad = [&](llvm::StringRef why) {
       return llvm::createStringError(

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """bounded.py SECONDS MIB CMD...: runs CMD and says whether it ended within
-SECONDS of wall time and MIB of memory (its peak resident set), and how many
-lines it wrote to stderr; CMD's stderr follows. Exits non-zero when a bound
-is broken (CMD's own status does not matter: a refusal is a good end)."""
+SECONDS of CPU time (user + system: what it costs, however loaded the
+machine running the tests in parallel is; a hang is caught by a wall-clock
+limit of four times that) and MIB of memory (its peak resident set), and
+how many lines it wrote to stderr; CMD's stderr follows. Exits non-zero
+when a bound is broken (CMD's own status does not matter: a refusal is a
+good end)."""
 import resource
 import subprocess
 import sys
@@ -20,12 +23,15 @@ def main():
         print("did not end within %g s" % (seconds * 4))
         return 1
     elapsed = time.monotonic() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = usage.ru_utime + usage.ru_stime
+    peak = usage.ru_maxrss // 1024
     lines = [line for line in stderr.splitlines() if line.strip()]
-    ok = elapsed <= seconds and peak <= mib
+    ok = cpu <= seconds and peak <= mib
     print("%s: %d error line(s)" % ("within bounds" if ok else
                                    "OUT OF BOUNDS", len(lines)))
-    print("took %.1f s, %d MiB" % (elapsed, peak), file=sys.stderr)
+    print("took %.1f s of CPU (%.1f s of wall time), %d MiB"
+          % (cpu, elapsed, peak), file=sys.stderr)
     sys.stdout.write(stderr)
     sys.stdout.flush()
     return 0 if ok else 1
