@@ -27,7 +27,8 @@ if [ -z "$SECONDS_PER_TARGET" ] && [ -z "$RUNS" ]; then
 fi
 JOBS=${FUZZ_JOBS:-1}
 PROCESSES=${FUZZ_PROCESSES:-1}
-fuzz_targets=(fuzz-bundle fuzz-fxt-writer fuzz-model fuzz-decoder fuzz-perf-data)
+fuzz_targets=(fuzz-bundle fuzz-fxt-writer fuzz-model fuzz-decoder fuzz-perf-data
+  fuzz-qemu-code-log fuzz-bundle-history fuzz-perf-map fuzz-jitdump)
 case "$MODE" in
 asan)
   BUILD=${FUZZ_BUILD_DIR:-build-asan}
@@ -56,7 +57,8 @@ esac
 
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(bundle fxt-writer model decoder perf-data)
+  targets=(bundle fxt-writer model decoder perf-data qemu-code-log
+    bundle-history perf-map jitdump)
 fi
 
 # Seeds: one emulated run of emu_calls gives PT bytes (decoder) and a bundle
@@ -91,6 +93,17 @@ done
 "$BUILD/bin/magic-trace-perfdata" "$seed_dir" \
   -o "$BUILD/corpus/perf-data/seed-emu-calls"
 
+# The code-history targets start from seeds of real recordings, committed in
+# test/fuzz/corpus/<target>/ (test/fuzz/make_seeds.py: emu_jit, LuaJIT and
+# node under the QEMU recorder, node --perf-prof's jitdump and perf map).
+# Inputs that once crashed a target (test/fuzz/regressions/<target>/, also
+# run by the unit tests) join its corpus.
+for seeds in test/fuzz/corpus/*/ test/fuzz/regressions/*/; do
+  target=$(basename "$seeds")
+  mkdir -p "$BUILD/corpus/$target"
+  cp -n "$seeds"* "$BUILD/corpus/$target/" 2>/dev/null || true
+done
+
 # Largest input per target: a few KiB of PT reach every decoder path (the
 # seeds are 160-700 bytes with 1-3 PSBs), the
 # model's item stream is at most 255 items of 5 bytes plus the stop, the FXT
@@ -102,6 +115,12 @@ max_len() {
   fxt-writer) echo 4096 ;;
   bundle) echo 16384 ;;
   perf-data) echo 8192 ;;
+  # A code log with its code.bin (the LuaJIT seed's is 77 KiB), a bundle's
+  # extras with code.bin, a perf map, a jitdump (node's first records).
+  qemu-code-log) echo 131072 ;;
+  bundle-history) echo 65536 ;;
+  perf-map) echo 16384 ;;
+  jitdump) echo 65536 ;;
   *) echo 4096 ;;
   esac
 }

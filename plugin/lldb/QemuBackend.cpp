@@ -333,12 +333,16 @@ llvm::Expected<lldb::SBTarget> qemuTarget(lldb::SBDebugger &debugger,
   if (!target.GetExecutable().GetPath(exe, sizeof(exe)))
     return error("the target has no executable (create one with 'file "
                  "PROGRAM')");
-  llvm::SmallString<128> saved;
-  if (std::error_code ec = llvm::sys::fs::createTemporaryFile(
-          "magic-trace-breakpoints", "json", saved))
+  // In the session's private directory (0700, ours): a name in TMPDIR
+  // itself could be another user's link or file, read back as breakpoints.
+  llvm::Expected<std::string> dir = privateDir();
+  if (!dir)
     return error("cannot carry the breakpoints over to a qemu-user target: "
-                 "%s (check TMPDIR)",
-                 ec.message().c_str());
+                 "%s",
+                 llvm::toString(dir.takeError()).c_str());
+  llvm::SmallString<128> saved(*dir);
+  llvm::sys::path::append(saved, "breakpoints.json");
+  llvm::sys::fs::remove(saved);
   lldb::SBFileSpec savedSpec(saved.c_str(), false);
   bool haveBreakpoints = target.GetNumBreakpoints() > 0;
   if (haveBreakpoints && target.BreakpointsWriteToFile(savedSpec).Fail()) {
@@ -415,6 +419,9 @@ public:
     llvm::Expected<std::string> ownDir = privateDir();
     if (!ownDir)
       return failCommand(result, ownDir.takeError());
+    // A TMPDIR others could rename our directories in was not used: say so.
+    if (std::string note = tempRootNote(); !note.empty())
+      result.AppendWarning(note.c_str());
     if (llvm::Error unsafe = privateLldbTempDir(*ownDir))
       return failCommand(result, std::move(unsafe));
     llvm::SmallString<128> dir(*ownDir);

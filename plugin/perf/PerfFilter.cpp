@@ -18,6 +18,7 @@
 
 #include "magic_trace/InsnClassifier.h"
 #include "magic_trace/ModelBuilder.h"
+#include "magic_trace/OutputFiles.h"
 #include "magic_trace/Symbolizer.h"
 #include "magic_trace/TraceWriters.h"
 
@@ -68,22 +69,6 @@ ClassifiedInsn classFromFlags(uint32_t flags) {
   return insn;
 }
 
-/// Fails when `path` cannot be created or written, so that a bad out=
-/// fails before perf decodes anything; a file that was not there is not
-/// left behind.
-Error checkWritable(StringRef path) {
-  bool existed = sys::fs::exists(path);
-  int fd = -1;
-  if (std::error_code ec = sys::fs::openFileForWrite(
-          path, fd, sys::fs::CD_OpenAlways, sys::fs::OF_None))
-    return createStringError("cannot write '" + path + "': " + ec.message() +
-                             " (pass a writable --dlarg out=FILE)");
-  sys::fs::closeFile(fd);
-  if (!existed)
-    sys::fs::remove(path);
-  return Error::success();
-}
-
 class Filter {
 public:
   static Expected<std::unique_ptr<Filter>> create(FilterOptions options);
@@ -102,6 +87,10 @@ private:
   SampleItems &threadOf(const perf_dlfilter_sample &sample, void *ctx);
 
   FilterOptions options;
+  /// out=, opened once at start and kept (a private file beside it, renamed
+  /// over it at the end: OutputFiles.h), so that nothing planted at the
+  /// path while perf decodes is followed.
+  std::unique_ptr<OutputFile> output;
   std::unique_ptr<InsnClassifier> classifier;
   /// What is known of a branch address: perf's loops repeat.
   struct Branch {
@@ -120,9 +109,14 @@ private:
 };
 
 Expected<std::unique_ptr<Filter>> Filter::create(FilterOptions options) {
-  if (!options.output.empty())
-    if (Error error = checkWritable(options.output))
-      return std::move(error);
+  std::unique_ptr<OutputFile> output;
+  if (!options.output.empty()) {
+    Expected<std::unique_ptr<OutputFile>> opened =
+        OutputFile::create(options.output);
+    if (!opened)
+      return opened.takeError();
+    output = std::move(*opened);
+  }
   // perf gives a filter no call for its --symfs or --itrace; its command
   // line has them.
   if (auto cmdline = MemoryBuffer::getFileAsStream("/proc/self/cmdline")) {
@@ -133,6 +127,7 @@ Expected<std::unique_ptr<Filter>> Filter::create(FilterOptions options) {
       options.symfs = symfsFromCommandLine((*cmdline)->getBuffer());
   }
   std::unique_ptr<Filter> filter(new Filter(std::move(options)));
+  filter->output = std::move(output);
   Expected<std::unique_ptr<InsnClassifier>> classifier =
       InsnClassifier::create();
   if (!classifier)
@@ -294,8 +289,7 @@ Error Filter::finish() {
     errs() << "magic-trace-perf: warning: " << problem << "\n";
   // perf's clock is one for every thread.
   WindowSummary window = cutToWindow(model, options.window, false);
-  if (Error error =
-          writeTrace(model, options.output, *options.format, options.fxt))
+  if (Error error = writeTrace(model, *output, *options.format, options.fxt))
     return error;
   uint64_t calls = 0;
   for (const ThreadModel &thread : model.threads)

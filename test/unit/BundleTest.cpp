@@ -339,10 +339,11 @@ TEST(BundleTest, FailedWriteLeavesNoTraceJson) {
   TempDir dir;
   ASSERT_FALSE(bool(writeBundle(sampleSnapshot(), dir.path)));
   ASSERT_TRUE(llvm::sys::fs::exists(dir / "trace.json"));
-  // Rewriting fails when a thread file cannot be created; the old
-  // trace.json must not survive to describe a half-written bundle.
+  // Rewriting fails when a thread file cannot be replaced (a directory is
+  // in its place); the old trace.json must not survive to describe a
+  // half-written bundle.
   llvm::sys::fs::remove(dir / "threads/4242.intelpt_trace");
-  llvm::sys::fs::create_directories(dir / "threads/4242.intelpt_trace.tmp");
+  llvm::sys::fs::create_directories(dir / "threads/4242.intelpt_trace");
   llvm::Error error = writeBundle(sampleSnapshot(), dir.path);
   ASSERT_TRUE(bool(error));
   std::string message = llvm::toString(std::move(error));

@@ -145,7 +145,7 @@ TEST_F(PrivateFilesTest, AnotherUsersFileIsNotTrusted) {
   if (geteuid() != 0)
     GTEST_SKIP() << "needs root to give a file to another user";
   std::string file = root + "/theirs";
-  ASSERT_FALSE(failed(openOutputFile(file).takeError()));
+  ASSERT_FALSE(failed(writeOutputFile(file, "x")));
   ASSERT_EQ(chown(file.c_str(), 65534, 65534), 0);
   llvm::Error theirs = checkPrivate(file, false);
   ASSERT_TRUE(bool(theirs));
@@ -162,10 +162,8 @@ TEST_F(PrivateFilesTest, OutputsAreSixHundredUnlessTheUmaskIsKept) {
     ASSERT_EQ(chmod(existing.c_str(), 0644), 0);
   }
   for (const std::string &path : {existing, root + "/new.fxt"}) {
-    auto file = openOutputFile(path);
-    ASSERT_TRUE(bool(file)) << llvm::toString(file.takeError());
-    **file << "x";
-    (*file)->close();
+    llvm::Error written = writeOutputFile(path, "x");
+    ASSERT_FALSE(bool(written)) << llvm::toString(std::move(written));
     EXPECT_EQ(modeOf(path), 0600u) << path;
   }
   ASSERT_FALSE(createOutputDirectories(root + "/a/b"));
@@ -174,10 +172,9 @@ TEST_F(PrivateFilesTest, OutputsAreSixHundredUnlessTheUmaskIsKept) {
 
   setenv("MAGIC_TRACE_KEEP_UMASK", "1", 1);
   mode_t old = umask(022);
-  auto kept = openOutputFile(root + "/kept.fxt");
+  llvm::Error kept = writeOutputFile(root + "/kept.fxt", "x");
   umask(old);
-  ASSERT_TRUE(bool(kept));
-  (*kept)->close();
+  ASSERT_FALSE(failed(std::move(kept)));
   EXPECT_EQ(modeOf(root + "/kept.fxt"), 0644u);
 }
 

@@ -108,6 +108,28 @@ struct CodeHistory {
   uint64_t lastSeq() const { return changes.empty() ? 0 : changes.back().seq; }
 };
 
+/// Limits on what a history may hold, so that a hostile or damaged input
+/// costs a bounded time and memory (issue 50):
+///  - a range of code is at most 2^47 bytes, the x86-64 user half (no
+///    mapping of a real process is larger), and never wraps past 2^64;
+///  - at most kMaxHistoryLoads file mappings: each becomes sections in
+///    libipt's section cache and images, which search their sections one
+///    by one (a real process maps a few hundred files);
+///  - the bytes of all versions of code outside files are at most
+///    kMaxHistoryCodeBytes (their file, code.bin, holds each once).
+constexpr uint64_t kMaxCodeRange = uint64_t(1) << 47;
+constexpr size_t kMaxHistoryLoads = 4096;
+constexpr uint64_t kMaxHistoryCodeBytes = uint64_t(512) << 20;
+
+/// Why [address, address + size) is no range of code, or "" when it is one.
+std::string badCodeRange(uint64_t address, uint64_t size);
+
+/// Why `history` is inconsistent, or "" when it is not: seqs not strictly
+/// ascending, a range badCodeRange refuses, a Bytes change whose bytes are
+/// not `size`, more loads or code bytes than the limits above. One line,
+/// naming the change by its seq.
+std::string historyProblem(const CodeHistory &history);
+
 /// Which of two changes whose ranges overlap holds the code a thread whose
 /// mark is `seq` ran there: the latest change up to `seq`; when both came
 /// after it, the earlier one (code a recorder first saw after the mark was

@@ -17,6 +17,7 @@
 
 #include "magic_trace/CodeHistory.h"
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 
@@ -26,9 +27,22 @@
 
 namespace magic_trace {
 
+/// Limits on what a JIT's files may hold (issue 50: a perf map of a million
+/// lines took the recorder 3.8 GB): the files' size, a name's length, the
+/// loads of a jitdump, and the names kept for one process (the latest).
+constexpr uint64_t kMaxJitFileBytes = uint64_t(256) << 20;
+constexpr size_t kMaxJitNameLength = 4096;
+constexpr size_t kMaxJitLoads = 1000000;
+constexpr size_t kMaxJitSymbols = 65536;
+
 /// The lines of a perf map as symbols, in file order. Lines that do not
-/// parse are skipped (a JIT may be writing the last one). Errors: the file
-/// cannot be read.
+/// parse, or whose range badCodeRange refuses, are skipped (a JIT may be
+/// writing the last one).
+std::vector<JitSymbol> parsePerfMap(llvm::StringRef text);
+
+/// parsePerfMap of the file PATH, in a shared place (InputFiles.h: the
+/// user's or root's own regular file). Errors (one line, naming PATH): it
+/// is missing, cannot be read, or is not to be trusted.
 llvm::Expected<std::vector<JitSymbol>> readPerfMap(llvm::StringRef path);
 
 /// One piece of code a jitdump loaded.
@@ -45,24 +59,42 @@ struct JitDump {
   /// the monotonic clock in nanoseconds.
   bool tscTimestamps = false;
   std::vector<JitCodeLoad> loads; ///< In file order (CODE_MOVE: a load).
+  /// The offset of a last record cut short (the JIT was writing it), or 0.
+  uint64_t cutShortAt = 0;
 };
 
-/// Reads a jitdump. A record cut short at the end (the JIT is still
-/// writing) ends the read. Errors (one line): the file cannot be read, has
-/// no jitdump header ("JiTD"), or a record's size is impossible.
+/// Reads a jitdump, in a shared place (InputFiles.h). A record cut short at
+/// the end (the JIT is still writing) ends the read. Errors (one line): the
+/// file cannot be read or trusted, and those of parseJitDump.
 llvm::Expected<JitDump> readJitDump(llvm::StringRef path);
+
+/// A jitdump's bytes (PATH names them in messages). Errors (one line, with
+/// the offset): no jitdump header ("JiTD"), a record's size is impossible,
+/// a code load whose code is not in its record or whose range wraps, more
+/// loads or code than the limits above.
+llvm::Expected<JitDump> parseJitDump(llvm::ArrayRef<uint8_t> bytes,
+                                     llvm::StringRef path);
+
+/// What addJitRecords read, and what it skipped (one line each).
+struct JitRecordNotes {
+  /// "names from /tmp/perf-42.map (1,203 entries)", for the user.
+  std::vector<std::string> read;
+  /// Files not read and why (InputFiles.h: not the user's or root's, a
+  /// FIFO, a link) or not understood: the user should hear of these.
+  std::vector<std::string> skipped;
+};
 
 /// The files a process `pid` may have written, where they are found: its
 /// perf map in /tmp, its jitdump in `dirs` (the process's working
 /// directory first; node writes jit-PID.dump there). Names and loads are
 /// added to `history`'s symbols; with `withCode`, each load's bytes also
 /// become a Bytes change after the history's last (for recorders that do
-/// not see the code themselves). Returns one line per file read, for the
-/// user ("names from /tmp/perf-42.map (1,203 entries)"); a file that is
-/// missing is no problem.
-std::vector<std::string> addJitRecords(uint64_t pid,
-                                       const std::vector<std::string> &dirs,
-                                       bool withCode, CodeHistory &history);
+/// not see the code themselves); without, only names of code the history
+/// has are kept (at most kMaxJitSymbols). A missing file is no problem; one
+/// in a shared place that is not the user's or root's own regular file is
+/// skipped, never waited on, as perf does.
+JitRecordNotes addJitRecords(uint64_t pid, const std::vector<std::string> &dirs,
+                             bool withCode, CodeHistory &history);
 
 } // namespace magic_trace
 

@@ -11,6 +11,8 @@
 #ifndef MAGIC_TRACE_PRIVATEFILES_H
 #define MAGIC_TRACE_PRIVATEFILES_H
 
+#include "magic_trace/OutputFiles.h"
+
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/raw_ostream.h"
@@ -25,13 +27,23 @@ namespace magic_trace {
 /// so a reused pid is not taken for the owner).
 constexpr const char *kOwnerFileName = "owner";
 
-/// $TMPDIR, or /tmp.
+/// Why DIR is no place to make our temporary directories in, or "" when
+/// it is one: it is another user's (not root's), or others can write it
+/// and it has no sticky bit (they could rename ours and put theirs there).
+std::string unsafeTempParent(llvm::StringRef dir);
+
+/// $TMPDIR, or /tmp; when that fails unsafeTempParent, /tmp or, when /tmp
+/// does too, a directory in the user's cache directory.
 std::string tempRoot();
+
+/// Why tempRoot() is not $TMPDIR, for the user (one line), or "".
+std::string tempRootNote();
 
 /// Makes PARENT/PREFIX-XXXXXX (PARENT defaults to tempRoot()) with mkdtemp:
 /// a new directory, mode 0700, that nobody else can have made or
 /// redirected, holding an owner file naming this process.
-/// Errors: the directory cannot be made (the message names TMPDIR).
+/// Errors: PARENT fails unsafeTempParent, or the directory cannot be made
+/// (the message names TMPDIR).
 llvm::Expected<std::string> makePrivateTempDir(llvm::StringRef prefix,
                                                llvm::StringRef parent = "");
 
@@ -49,8 +61,12 @@ unsigned removeStaleTempDirs();
 /// Removes PATH and, when it is a directory, everything in it, sockets
 /// included (LLVM's remove_directories leaves anything that is not a file,
 /// a directory or a symlink, such as QEMU's gdb socket, and the directory
-/// with it). Symlinks are removed, never followed.
+/// with it). Symlinks are removed, never followed: every step is relative
+/// to a directory descriptor opened O_NOFOLLOW (openat, unlinkat).
 std::error_code removeTree(llvm::StringRef path);
+
+/// removeTree of NAME in the directory open as `dir`.
+std::error_code removeTreeAt(int dir, llvm::StringRef name);
 
 /// Succeeds when PATH is a directory (or, with `directory` false, a regular
 /// file) that is not a symlink, belongs to this user, and is not writable by
@@ -59,7 +75,8 @@ llvm::Error checkPrivate(llvm::StringRef path, bool directory);
 
 /// The user's cache directory, $XDG_CACHE_HOME/magic-trace or
 /// $HOME/.cache/magic-trace, made 0700 when missing and checked with
-/// checkPrivate. Errors: no HOME, or a directory someone else controls.
+/// checkPrivate, its parents up to HOME (or /) with unsafeTempParent. Errors:
+/// no HOME, or a directory (or a parent) someone else controls.
 llvm::Expected<std::string> userCacheDir();
 
 /// Whether outputs are private (the default): files 0600 and directories
@@ -67,22 +84,8 @@ llvm::Expected<std::string> userCacheDir();
 /// environment keeps the process's umask instead.
 bool privateOutputs();
 
-/// Opens PATH to write an output (created or truncated). A private output is
-/// created 0600 and an existing file is made 0600.
-/// Errors: the file cannot be opened (with what to check).
-llvm::Expected<std::unique_ptr<llvm::raw_fd_ostream>>
-openOutputFile(llvm::StringRef path);
-
-/// Writes BYTES as the whole output file PATH (openOutputFile's mode).
-/// Errors: the file cannot be opened or written (with what to check).
-llvm::Error writeOutputFile(llvm::StringRef path, llvm::StringRef bytes);
-
 /// Creates PATH and its missing parents for outputs: 0700 when private.
 std::error_code createOutputDirectories(llvm::StringRef path);
-
-/// Makes an existing output file or directory private (0600 / 0700) when
-/// outputs are private; a no-op otherwise.
-void makeOutputPrivate(llvm::StringRef path);
 
 } // namespace magic_trace
 

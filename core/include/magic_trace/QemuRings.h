@@ -166,10 +166,20 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
 
 /// DIR/code.log's records up to seq `lastSeq` (0: all) as changes of
 /// `history` (a file mapping becomes a Load of its module, its segments
-/// placed from the ELF headers). Errors: a record that does not parse (one
-/// line, naming it). A missing log is an empty history.
+/// placed from the ELF headers). Errors: those of parseQemuCodeLog, and a
+/// log or code.bin that is not the user's own regular file or is too large
+/// (one line, naming it). A missing log is an empty history.
 llvm::Error readQemuCodeLog(llvm::StringRef dir, uint64_t lastSeq,
                             CodeHistory &history);
+
+/// readQemuCodeLog's parser, on the log's and code.bin's bytes (`dir`
+/// names them in messages): what the fuzz target drives. Errors: a record
+/// that does not parse, a seq that does not ascend, a range that wraps or
+/// is larger than a process can map, bytes beyond code.bin or reused, more
+/// file mappings than kMaxHistoryLoads (one line, with the record's offset).
+llvm::Error parseQemuCodeLog(llvm::StringRef log, llvm::StringRef bin,
+                             llvm::StringRef dir, uint64_t lastSeq,
+                             CodeHistory &history);
 
 /// DIR/marks.<tid> as marks of a copy of the thread's ring whose first byte
 /// is at ring offset `firstOffset` (a mark before it is the copy's first).

@@ -87,6 +87,9 @@ struct Snapshot {
   /// How the code changed while the trace was written; empty when the
   /// recorder logs no changes (then `modules` is all the decoder has).
   CodeHistory code;
+  /// What the recorder skipped or could not read, one line each, for the
+  /// user (a perf map planted by another user, a FIFO): not in bundles.
+  std::vector<std::string> notes;
   std::vector<ThreadTrace> threads;
   std::vector<ThreadStop> stop;
 };

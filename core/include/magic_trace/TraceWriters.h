@@ -111,6 +111,13 @@ llvm::Expected<OutputFormat> outputFormatOf(llvm::StringRef path);
 llvm::Error writeTrace(const TraceModel &model, llvm::StringRef path,
                        const OutputFormat &format, const FxtOptions &fxt = {});
 
+class OutputFile;
+/// writeTrace into `file`, an output opened earlier (the dlfilter opens
+/// its out= at start, before perf decodes), committed on success.
+llvm::Error writeTrace(const TraceModel &model, OutputFile &file,
+                       const OutputFormat &format,
+                       const FxtOptions &fxt = FxtOptions());
+
 /// writeTrace in the format `path`'s suffix names. Errors: those of
 /// outputFormatOf and writeTrace.
 llvm::Error writeTraceFile(const TraceModel &model, llvm::StringRef path,

@@ -2,6 +2,8 @@
 #include "Image.h"
 #include "LibiptError.h"
 
+#include "magic_trace/InputFiles.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
@@ -90,6 +92,8 @@ struct ElfFacts {
 };
 
 Expected<ElfFacts> readElfFacts(StringRef path, uint64_t loadAddress) {
+  if (Error notAFile = checkRegularFile(path))
+    return std::move(notAFile);
   auto binary = object::ObjectFile::createObjectFile(path);
   if (!binary)
     return binary.takeError();

@@ -14,6 +14,23 @@ using namespace llvm;
 namespace magic_trace::decode_detail {
 namespace {
 
+/// The history's sizes past CodeHistory.h's limits, or "": every history
+/// reaches the decoder through here, also those no parser checked.
+std::string historyLimits(const CodeHistory &history) {
+  size_t loads = 0;
+  uint64_t bytes = 0;
+  for (const CodeChange &change : history.changes) {
+    loads += change.kind == CodeChange::Kind::Load;
+    bytes += change.bytes.size();
+  }
+  if (loads > kMaxHistoryLoads)
+    return std::to_string(loads) + " file mappings, more than " +
+           std::to_string(kMaxHistoryLoads);
+  if (bytes > kMaxHistoryCodeBytes)
+    return std::to_string(bytes >> 20) + " MiB of code outside files";
+  return "";
+}
+
 /// The addresses a module's sections cover, or its load address alone.
 std::pair<uint64_t, uint64_t> extentOf(const Module &module,
                                        const std::vector<CachedSection> &cached,
@@ -49,27 +66,43 @@ ImageTimeline::build(const Snapshot &snapshot, ReadMemoryFn readMemory,
     timeline->images[{}] = std::move(*image);
     return std::move(timeline);
   }
-  timeline->changes = snapshot.code.changes;
-  std::vector<CodeChange> &changes = timeline->changes;
-  llvm::sort(changes, [](const CodeChange &a, const CodeChange &b) {
+  // The costs below are bounded by the history's (CodeHistory.h): a
+  // recorder's or a file's history past them is refused in one line.
+  if (std::string problem = historyLimits(snapshot.code); !problem.empty())
+    return createStringError("the code history has " + problem +
+                             " (record a shorter run)");
+  // The snapshot's changes as they are (it outlives the timeline), unless
+  // they need sorting: a copy of a million versions' bytes cost a second
+  // and hundreds of MiB (issue 50's hostile sizes).
+  const std::vector<CodeChange> &given = snapshot.code.changes;
+  auto bySeq = [](const CodeChange &a, const CodeChange &b) {
     return a.seq < b.seq;
-  });
+  };
+  if (!llvm::is_sorted(given, bySeq)) {
+    timeline->owned = given;
+    llvm::sort(timeline->owned, bySeq);
+  }
+  timeline->changes = timeline->owned.empty() ? &given : &timeline->owned;
+  const std::vector<CodeChange> &changes = *timeline->changes;
   timeline->sections.resize(changes.size());
+  timeline->extents.resize(changes.size());
   for (size_t i = 0; i < changes.size(); ++i) {
-    CodeChange &change = changes[i];
+    const CodeChange &change = changes[i];
+    Extent &extent = timeline->extents[i];
+    extent = {change.address, change.end()};
     if (change.kind == CodeChange::Kind::Load) {
       ModuleImageStatus status;
       timeline->sections[i] = cacheModuleSections(change.module, status);
       report.push_back(std::move(status));
       auto [begin, end] =
           extentOf(change.module, timeline->sections[i], change.size);
-      change.address = begin;
-      change.size = end - begin;
+      extent = {begin, end};
     } else if (change.kind == CodeChange::Kind::Bytes) {
-      change.size = std::min<uint64_t>(change.size, change.bytes.size());
+      extent.end =
+          change.address + std::min<uint64_t>(change.size, change.bytes.size());
     }
-    if (change.kind != CodeChange::Kind::Unload && change.size)
-      timeline->byAddress.push_back({change.address, change.end(), i});
+    if (change.kind != CodeChange::Kind::Unload && extent.begin < extent.end)
+      timeline->byAddress.push_back({extent.begin, extent.end, i});
     if (change.timeNs)
       timeline->timed.emplace_back(change.timeNs, change.seq);
   }
@@ -78,13 +111,17 @@ ImageTimeline::build(const Snapshot &snapshot, ReadMemoryFn readMemory,
   uint64_t maxEnd = 0;
   for (const Entry &entry : timeline->byAddress)
     timeline->maxEndSoFar.push_back(maxEnd = std::max(maxEnd, entry.end));
+  std::vector<VersionIndex::Range> ranges;
+  for (const Entry &entry : timeline->byAddress)
+    ranges.push_back({entry.begin, entry.end, uint32_t(entry.change)});
+  timeline->index.build(changes, ranges);
   timeline->rivals.resize(changes.size());
   for (const Entry &entry : timeline->byAddress)
     if (changes[entry.change].kind == CodeChange::Kind::Load)
-      for (const Entry &other : timeline->byAddress)
-        if (other.change != entry.change && other.begin < entry.end &&
-            entry.begin < other.end)
-          timeline->rivals[entry.change].push_back(other.change);
+      timeline->forEachOverlap(entry.begin, entry.end, [&](size_t other) {
+        if (other != entry.change)
+          timeline->rivals[entry.change].push_back(other);
+      });
   llvm::sort(timeline->timed);
   // A time's seq is the largest up to it.
   for (size_t i = 1; i < timeline->timed.size(); ++i)
@@ -95,9 +132,10 @@ ImageTimeline::build(const Snapshot &snapshot, ReadMemoryFn readMemory,
     ModuleImageStatus status;
     std::vector<CachedSection> cached = cacheModuleSections(module, status);
     bool known = llvm::any_of(cached, [&](const CachedSection &section) {
-      return llvm::any_of(timeline->byAddress, [&](const Entry &entry) {
-        return entry.begin < section.end && section.begin < entry.end;
-      });
+      bool overlaps = false;
+      timeline->forEachOverlap(section.begin, section.end,
+                               [&](size_t) { overlaps = true; });
+      return overlaps;
     });
     if (known)
       continue;
@@ -130,26 +168,29 @@ uint64_t ImageTimeline::seqAtTime(uint64_t tsc) const {
 }
 
 const CodeChange *ImageTimeline::holder(uint64_t address, uint64_t seq) const {
-  const CodeChange *best = nullptr;
+  return index.holder(address, seq);
+}
+
+template <class Visit>
+void ImageTimeline::forEachOverlap(uint64_t begin, uint64_t end,
+                                   Visit visit) const {
+  // Entries that start before `end`, back while one of them so far may
+  // still reach past `begin` (maxEndSoFar): a window, not every entry.
   auto next =
-      llvm::upper_bound(byAddress, address, [](uint64_t value, const Entry &e) {
-        return value < e.begin;
+      llvm::lower_bound(byAddress, end, [](const Entry &e, uint64_t value) {
+        return e.begin < value;
       });
   for (size_t i = next - byAddress.begin(); i-- > 0;) {
-    if (maxEndSoFar[i] <= address)
+    if (maxEndSoFar[i] <= begin)
       break;
-    const Entry &entry = byAddress[i];
-    if (address >= entry.end)
-      continue;
-    const CodeChange &change = changes[entry.change];
-    if (!best || codeChangeWins(change, *best, seq))
-      best = &change;
+    if (byAddress[i].end > begin)
+      visit(byAddress[i].change);
   }
-  return best;
 }
 
 std::vector<size_t> ImageTimeline::filesAt(uint64_t seq) const {
   std::vector<size_t> files;
+  const std::vector<CodeChange> &changes = *this->changes;
   for (size_t i = 0; i < changes.size(); ++i) {
     const CodeChange &load = changes[i];
     if (load.kind != CodeChange::Kind::Load || sections[i].empty())
@@ -195,8 +236,9 @@ size_t ImageTimeline::read(uint64_t address, uint64_t seq, uint8_t *buffer,
     }
     if (change->kind != CodeChange::Kind::Bytes)
       break;
-    uint64_t from = address + got - change->address;
-    size_t take = std::min<uint64_t>(size - got, change->size - from);
+    const Extent &extent = extents[change - changes->data()];
+    uint64_t from = address + got - extent.begin;
+    size_t take = std::min<uint64_t>(size - got, extent.end - address - got);
     std::memcpy(buffer + got, change->bytes.data() + from, take);
     got += take;
   }

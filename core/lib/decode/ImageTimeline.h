@@ -16,6 +16,7 @@
 #define MAGIC_TRACE_DECODE_IMAGETIMELINE_H
 
 #include "Image.h"
+#include "VersionIndex.h"
 
 #include "magic_trace/Decoder.h"
 
@@ -30,14 +31,15 @@ namespace magic_trace::decode_detail {
 class ImageTimeline {
 public:
   /// Checks and caches every file the snapshot's modules and history name
-  /// (problems go to `report`, one entry per module). Errors: libipt cannot
-  /// allocate an image.
+  /// (problems go to `report`, one entry per module). The snapshot must
+  /// outlive the timeline (its changes are not copied). Errors: libipt
+  /// cannot allocate an image, the history is past CodeHistory.h's limits.
   static llvm::Expected<std::unique_ptr<ImageTimeline>>
   build(const Snapshot &snapshot, ReadMemoryFn readMemory,
         std::vector<ModuleImageStatus> &report);
 
   /// True when the snapshot has a code history: seqs matter.
-  bool versioned() const { return !changes.empty(); }
+  bool versioned() const { return changes && !changes->empty(); }
 
   /// The seq of the PSB at `offset` of `trace`, whose PSB+ holds `tsc` (0
   /// when none): its thread's last mark at or before `offset`, and every
@@ -74,10 +76,23 @@ private:
   };
   /// The change holding `address` at `seq` (codeChangeWins), or null.
   const CodeChange *holder(uint64_t address, uint64_t seq) const;
+  /// Calls `visit` with each change whose range overlaps [begin, end).
+  template <class Visit>
+  void forEachOverlap(uint64_t begin, uint64_t end, Visit visit) const;
   /// The file loads (indices into `changes`) in force at `seq`.
   std::vector<size_t> filesAt(uint64_t seq) const;
 
-  std::vector<CodeChange> changes; ///< The history's, ascending seq.
+  /// The history's changes, ascending seq: the snapshot's own (which
+  /// outlives the timeline), or `owned` when they had to be sorted.
+  const std::vector<CodeChange> *changes = nullptr;
+  std::vector<CodeChange> owned;
+  /// Per change, the addresses it covers: a Load's from its sections, a
+  /// Bytes change's as far as its bytes go.
+  struct Extent {
+    uint64_t begin = 0;
+    uint64_t end = 0;
+  };
+  std::vector<Extent> extents;
   /// Per change, its cached sections (Load only).
   std::vector<std::vector<CachedSection>> sections;
   /// Per change, the other changes its range overlaps (Load only).
@@ -88,6 +103,8 @@ private:
   /// bounded scan back).
   std::vector<Entry> byAddress;
   std::vector<uint64_t> maxEndSoFar;
+  /// holder's index over byAddress.
+  VersionIndex index;
   /// Changes with a time, as (time in ns, seq), ascending.
   std::vector<std::pair<uint64_t, uint64_t>> timed;
   TimeConversion time;

@@ -1,13 +1,20 @@
 //===- JitRecords.cpp - Perf maps and jitdump, read -----------------------===//
 #include "magic_trace/JitRecords.h"
 
+#include "magic_trace/InputFiles.h"
+
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cstring>
+#include <new>
+#include <stdexcept>
+#include <unordered_map>
 
 namespace magic_trace {
 namespace {
@@ -69,41 +76,69 @@ bool parseHex(llvm::StringRef text, uint64_t &value) {
 
 } // namespace
 
-llvm::Expected<std::vector<JitSymbol>> readPerfMap(llvm::StringRef path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/true,
-                                  /*RequiresNullTerminator=*/false);
-  if (!file)
-    return llvm::createStringError(
-        llvm::formatv("cannot read {0}: {1}", path, file.getError().message())
-            .str());
+std::vector<JitSymbol> parsePerfMap(llvm::StringRef text) {
   std::vector<JitSymbol> symbols;
-  llvm::SmallVector<llvm::StringRef, 0> lines;
-  (*file)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
-  for (llvm::StringRef line : lines) {
-    auto [start, rest] = line.trim().split(' ');
-    auto [size, name] = rest.split(' ');
+  while (!text.empty()) {
+    auto [line, rest] = text.split('\n');
+    text = rest;
+    auto [start, fields] = line.trim().split(' ');
+    auto [size, name] = fields.split(' ');
     JitSymbol symbol;
     if (!parseHex(start, symbol.address) || !parseHex(size, symbol.size) ||
-        name.trim().empty())
+        name.trim().empty() ||
+        !badCodeRange(symbol.address, symbol.size).empty())
       continue;
-    symbol.name = name.trim().str();
+    symbol.name = name.trim().take_front(kMaxJitNameLength).str();
     symbols.push_back(std::move(symbol));
   }
   return symbols;
 }
 
-llvm::Expected<JitDump> readJitDump(llvm::StringRef path) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
+llvm::Expected<std::vector<JitSymbol>> readPerfMap(llvm::StringRef path) {
+  // In /tmp: the user's or root's own regular file only, never a FIFO
+  // waited on (issue 50), and no larger than a JIT writes.
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> file =
+      readInputFile(path, InputPlace::Shared, kMaxJitFileBytes);
   if (!file)
+    return file.takeError();
+  if (!*file)
     return llvm::createStringError(
-        llvm::formatv("cannot read {0}: {1}", path, file.getError().message())
-            .str());
-  const auto *data =
-      reinterpret_cast<const uint8_t *>((*file)->getBufferStart());
-  size_t size = (*file)->getBufferSize();
+        llvm::formatv("cannot read {0}: no such file", path).str());
+  try {
+    return parsePerfMap((*file)->getBuffer());
+  } catch (const std::bad_alloc &) {
+  } catch (const std::length_error &) {
+  }
+  return llvm::createStringError(
+      llvm::formatv("{0}: out of memory reading its {1} bytes (skipped)", path,
+                    (*file)->getBufferSize())
+          .str());
+}
+
+llvm::Expected<JitDump> readJitDump(llvm::StringRef path) {
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> file =
+      readInputFile(path, InputPlace::Shared, kMaxJitFileBytes);
+  if (!file)
+    return file.takeError();
+  if (!*file)
+    return llvm::createStringError(
+        llvm::formatv("cannot read {0}: no such file", path).str());
+  try {
+    return parseJitDump(llvm::arrayRefFromStringRef((*file)->getBuffer()),
+                        path);
+  } catch (const std::bad_alloc &) {
+  } catch (const std::length_error &) {
+  }
+  return llvm::createStringError(
+      llvm::formatv("{0}: out of memory reading its {1} bytes (skipped)", path,
+                    (*file)->getBufferSize())
+          .str());
+}
+
+llvm::Expected<JitDump> parseJitDump(llvm::ArrayRef<uint8_t> bytes,
+                                     llvm::StringRef path) {
+  const uint8_t *data = bytes.data();
+  size_t size = bytes.size();
   Cursor header(data, size);
   uint32_t magic = 0, version = 0, headerSize = 0, machine = 0, pad = 0,
            pid = 0;
@@ -118,7 +153,27 @@ llvm::Expected<JitDump> readJitDump(llvm::StringRef path) {
   JitDump dump;
   dump.pid = pid;
   dump.tscTimestamps = flags & kArchTimestampFlag;
-  for (size_t at = headerSize; size - at >= kRecordHeaderSize;) {
+  // The last load at each address (CODE_MOVE and DEBUG_INFO name one): a
+  // lookup, not a scan back over every load. Not a DenseMap: it reserves
+  // two keys (~0 and ~0 - 1) that a file may name (fuzz-jitdump found it).
+  std::unordered_map<uint64_t, size_t> lastLoadAt;
+  uint64_t codeBytes = 0;
+  size_t at = headerSize;
+  // Loads and their bytes are bounded (CodeHistory.h's limits): a CODE_MOVE
+  // copies its load's code, so a file of moves could ask for any amount.
+  auto keep = [&](JitCodeLoad load) -> llvm::Error {
+    codeBytes += load.bytes.size();
+    if (dump.loads.size() >= kMaxJitLoads || codeBytes > kMaxHistoryCodeBytes)
+      return llvm::createStringError(
+          llvm::formatv("{0}: offset {1}: more than {2} code loads or {3} MiB "
+                        "of code (the file is damaged or not a JIT's)",
+                        path, at, kMaxJitLoads, kMaxHistoryCodeBytes >> 20)
+              .str());
+    lastLoadAt[load.address] = dump.loads.size();
+    dump.loads.push_back(std::move(load));
+    return llvm::Error::success();
+  };
+  while (size - at >= kRecordHeaderSize) {
     Cursor prefix(data + at, size - at);
     uint32_t kind = 0, total = 0;
     uint64_t time = 0;
@@ -131,36 +186,58 @@ llvm::Expected<JitDump> readJitDump(llvm::StringRef path) {
                         "is damaged)",
                         path, at, total)
               .str());
-    if (total > size - at)
-      break; // The JIT is still writing it.
+    if (total > size - at) {
+      dump.cutShortAt = at; // The JIT is still writing it.
+      break;
+    }
     Cursor record(data + at + kRecordHeaderSize, total - kRecordHeaderSize);
     uint32_t recordPid = 0, tid = 0;
     uint64_t vma = 0, codeAddress = 0, codeSize = 0, index = 0;
     if (kind == kCodeLoad) {
       JitCodeLoad load;
       load.timestamp = time;
-      if (record.read(recordPid) && record.read(tid) && record.read(vma) &&
-          record.read(codeAddress) && record.read(codeSize) &&
-          record.read(index) && record.string(load.symbol.name) &&
-          record.bytes(codeSize, load.bytes)) {
+      bool header = record.read(recordPid) && record.read(tid) &&
+                    record.read(vma) && record.read(codeAddress) &&
+                    record.read(codeSize) && record.read(index) &&
+                    record.string(load.symbol.name);
+      // A load whose code is not in its record (issue 50: one claiming
+      // 4 GiB was skipped without a word) is a damaged file.
+      if (header && (!record.bytes(codeSize, load.bytes) ||
+                     !badCodeRange(codeAddress, codeSize).empty()))
+        return llvm::createStringError(
+            llvm::formatv("{0}: offset {1}: a code load of {2} bytes at {3:x} "
+                          "in a record of {4} bytes (the file is damaged)",
+                          path, at, codeSize, codeAddress, total)
+                .str());
+      if (header) {
+        load.symbol.name.resize(
+            std::min(load.symbol.name.size(), kMaxJitNameLength));
         load.address = codeAddress;
         load.symbol.address = codeAddress;
         load.symbol.size = codeSize;
-        dump.loads.push_back(std::move(load));
+        if (llvm::Error full = keep(std::move(load)))
+          return std::move(full);
       }
     } else if (kind == kCodeMove) {
       uint64_t oldAddress = 0, newAddress = 0;
       if (record.read(recordPid) && record.read(tid) && record.read(vma) &&
           record.read(oldAddress) && record.read(newAddress) &&
           record.read(codeSize) && record.read(index))
-        for (size_t i = dump.loads.size(); i-- > 0;)
-          if (dump.loads[i].address == oldAddress) {
-            JitCodeLoad moved = dump.loads[i];
-            moved.timestamp = time;
-            moved.address = moved.symbol.address = newAddress;
-            dump.loads.push_back(std::move(moved));
-            break;
-          }
+        if (auto found = lastLoadAt.find(oldAddress);
+            found != lastLoadAt.end()) {
+          JitCodeLoad moved = dump.loads[found->second];
+          if (!badCodeRange(newAddress, moved.bytes.size()).empty())
+            return llvm::createStringError(
+                llvm::formatv("{0}: offset {1}: a code move to {2:x} that "
+                              "wraps past the end of the address space (the "
+                              "file is damaged)",
+                              path, at, newAddress)
+                    .str());
+          moved.timestamp = time;
+          moved.address = moved.symbol.address = newAddress;
+          if (llvm::Error full = keep(std::move(moved)))
+            return std::move(full);
+        }
     } else if (kind == kDebugInfo) {
       uint64_t count = 0;
       uint64_t entryAddress = 0;
@@ -171,12 +248,12 @@ llvm::Expected<JitDump> readJitDump(llvm::StringRef path) {
       if (record.read(codeAddress) && record.read(count) && count > 0 &&
           record.read(entryAddress) && record.read(line) &&
           record.read(discriminator) && record.string(file))
-        for (size_t i = dump.loads.size(); i-- > 0;)
-          if (dump.loads[i].address == codeAddress) {
-            dump.loads[i].symbol.file = file;
-            dump.loads[i].symbol.line = line;
-            break;
-          }
+        if (auto found = lastLoadAt.find(codeAddress);
+            found != lastLoadAt.end()) {
+          dump.loads[found->second].symbol.file =
+              file.substr(0, kMaxJitNameLength);
+          dump.loads[found->second].symbol.line = line;
+        }
     } else if (kind == kCodeClose) {
       break;
     }
@@ -185,19 +262,60 @@ llvm::Expected<JitDump> readJitDump(llvm::StringRef path) {
   return dump;
 }
 
-std::vector<std::string> addJitRecords(uint64_t pid,
-                                       const std::vector<std::string> &dirs,
-                                       bool withCode, CodeHistory &history) {
-  std::vector<std::string> notes;
+namespace {
+
+/// Keeps the names worth keeping when the recorder has the code itself: those
+/// of code it logged (a perf map may name every function a JIT ever made),
+/// at most kMaxJitSymbols, the latest (a later name wins anyway).
+size_t keepUsefulSymbols(CodeHistory &history, size_t from) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const CodeChange &change : history.changes)
+    if (change.kind == CodeChange::Kind::Bytes)
+      ranges.emplace_back(change.address, change.end());
+  llvm::sort(ranges);
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto &range : ranges)
+    if (!merged.empty() && range.first <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, range.second);
+    else
+      merged.push_back(range);
+  auto logged = [&](const JitSymbol &symbol) {
+    auto next = llvm::upper_bound(
+        merged, symbol.address,
+        [](uint64_t address, const std::pair<uint64_t, uint64_t> &range) {
+          return address < range.first;
+        });
+    if (next != merged.end() && next->first < symbol.address + symbol.size)
+      return true;
+    return next != merged.begin() && std::prev(next)->second > symbol.address;
+  };
+  std::vector<JitSymbol> &symbols = history.symbols;
+  size_t before = symbols.size();
+  symbols.erase(std::remove_if(symbols.begin() + from, symbols.end(),
+                               [&](const JitSymbol &s) { return !logged(s); }),
+                symbols.end());
+  if (symbols.size() > kMaxJitSymbols)
+    symbols.erase(symbols.begin(), symbols.end() - kMaxJitSymbols);
+  return before - symbols.size();
+}
+
+} // namespace
+
+JitRecordNotes addJitRecords(uint64_t pid, const std::vector<std::string> &dirs,
+                             bool withCode, CodeHistory &history) {
+  JitRecordNotes notes;
+  size_t firstSymbol = history.symbols.size();
   std::string mapPath = llvm::formatv("/tmp/perf-{0}.map", pid).str();
-  if (llvm::sys::fs::exists(mapPath)) {
+  // lstat, not stat: a link there is a plant to report, never followed.
+  if (llvm::sys::fs::file_status status;
+      !llvm::sys::fs::status(mapPath, status, /*Follow=*/false)) {
     llvm::Expected<std::vector<JitSymbol>> symbols = readPerfMap(mapPath);
     if (!symbols) {
-      notes.push_back(llvm::toString(symbols.takeError()));
+      notes.skipped.push_back(llvm::toString(symbols.takeError()));
     } else {
-      notes.push_back(llvm::formatv("names from {0} ({1} entries)", mapPath,
-                                    symbols->size())
-                          .str());
+      notes.read.push_back(llvm::formatv("names from {0} ({1} entries)",
+                                         mapPath, symbols->size())
+                               .str());
       history.symbols.insert(history.symbols.end(), symbols->begin(),
                              symbols->end());
     }
@@ -206,16 +324,19 @@ std::vector<std::string> addJitRecords(uint64_t pid,
   for (const std::string &dir : dirs) {
     llvm::SmallString<256> dumpPath(dir);
     llvm::sys::path::append(dumpPath, dumpName);
-    if (!llvm::sys::fs::exists(dumpPath))
+    if (llvm::sys::fs::file_status status;
+        llvm::sys::fs::status(dumpPath, status, /*Follow=*/false))
       continue;
     llvm::Expected<JitDump> dump = readJitDump(dumpPath);
     if (!dump) {
-      notes.push_back(llvm::toString(dump.takeError()));
+      notes.skipped.push_back(llvm::toString(dump.takeError()));
       break;
     }
-    notes.push_back(llvm::formatv("names from {0} ({1} code loads)", dumpPath,
-                                  dump->loads.size())
-                        .str());
+    notes.read.push_back(
+        llvm::formatv("names from {0} ({1} code loads{2})", dumpPath,
+                      dump->loads.size(),
+                      dump->cutShortAt ? "; the last record is cut short" : "")
+            .str());
     uint64_t seq = history.lastSeq();
     for (JitCodeLoad &load : dump->loads) {
       history.symbols.push_back(load.symbol);
@@ -231,6 +352,13 @@ std::vector<std::string> addJitRecords(uint64_t pid,
     }
     break;
   }
+  if (!withCode)
+    if (size_t dropped = keepUsefulSymbols(history, firstSymbol))
+      notes.read.push_back(llvm::formatv("{0} names of code the recorder did "
+                                         "not log (or past the {1} kept) "
+                                         "dropped",
+                                         dropped, kMaxJitSymbols)
+                               .str());
   return notes;
 }
 

@@ -4,6 +4,7 @@
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -47,11 +48,62 @@ Error errnoError(const Twine &what) {
 
 } // namespace
 
-std::string tempRoot() {
-  SmallString<128> root;
-  sys::path::system_temp_directory(/*ErasedOnReboot=*/true, root);
-  return root.str().str();
+/// Why DIR is no place for our temporary directories, or "": another user
+/// (not root) owns it, or others can write it without the sticky bit, and
+/// so could rename what we make there and put their own in its place.
+std::string unsafeTempParent(StringRef dir) {
+  struct stat info;
+  if (stat(dir.str().c_str(), &info) != 0)
+    return std::strerror(errno);
+  if (!S_ISDIR(info.st_mode))
+    return "it is not a directory";
+  if (info.st_uid != geteuid() && info.st_uid != 0)
+    return formatv("it belongs to user {0}", info.st_uid).str();
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) && !(info.st_mode & S_ISVTX))
+    return formatv("others can write it and it has no sticky bit (mode {0})",
+                   format("%o", unsigned(info.st_mode & 07777)))
+        .str();
+  return "";
 }
+
+namespace {
+
+struct TempRootChoice {
+  std::string root;
+  std::string note;
+};
+
+TempRootChoice chooseTempRoot() {
+  SmallString<128> wanted;
+  sys::path::system_temp_directory(/*ErasedOnReboot=*/true, wanted);
+  std::string problem = unsafeTempParent(wanted);
+  if (problem.empty())
+    return {wanted.str().str(), ""};
+  // /tmp when it is safe, else a directory of the user's own.
+  std::string fallback = "/tmp";
+  if (!unsafeTempParent(fallback).empty()) {
+    Expected<std::string> cache = userCacheDir();
+    if (!cache) {
+      consumeError(cache.takeError());
+      return {wanted.str().str(), ""};
+    }
+    fallback = *cache + "/tmp";
+    if (sys::fs::create_directory(fallback, /*IgnoreExisting=*/true,
+                                  sys::fs::owner_all))
+      return {wanted.str().str(), ""};
+  }
+  return {fallback,
+          formatv("the temporary directory {0} is not used: {1}; using {2} "
+                  "(set TMPDIR to a directory of your own)",
+                  wanted, problem, fallback)
+              .str()};
+}
+
+} // namespace
+
+std::string tempRoot() { return chooseTempRoot().root; }
+
+std::string tempRootNote() { return chooseTempRoot().note; }
 
 Error claimTempDir(StringRef dir, int pid) {
   if (pid == 0)
@@ -73,6 +125,12 @@ Error claimTempDir(StringRef dir, int pid) {
 
 Expected<std::string> makePrivateTempDir(StringRef prefix, StringRef parent) {
   std::string base = parent.empty() ? tempRoot() : parent.str();
+  if (std::string problem = unsafeTempParent(base); !problem.empty())
+    return createStringError(
+        formatv("cannot make a private directory in {0}: {1} (set TMPDIR to "
+                "a directory of your own)",
+                base, problem)
+            .str());
   std::string model = base + "/" + prefix.str() + "-XXXXXX";
   std::vector<char> buffer(model.begin(), model.end());
   buffer.push_back('\0');
@@ -91,27 +149,49 @@ Expected<std::string> makePrivateTempDir(StringRef prefix, StringRef parent) {
   return dir;
 }
 
-std::error_code removeTree(StringRef path) {
-  std::string name = path.str();
+std::error_code removeTreeAt(int dir, StringRef name) {
+  std::string entry = name.str();
+  auto failed = [] { return std::error_code(errno, std::generic_category()); };
   struct stat info;
-  if (lstat(name.c_str(), &info) != 0)
-    return std::error_code(errno, std::generic_category());
+  if (fstatat(dir, entry.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0)
+    return failed();
   if (!S_ISDIR(info.st_mode))
-    return ::unlink(name.c_str()) == 0
-               ? std::error_code()
-               : std::error_code(errno, std::generic_category());
-  if (DIR *dir = opendir(name.c_str())) {
+    return ::unlinkat(dir, entry.c_str(), 0) == 0 ? std::error_code()
+                                                  : failed();
+  // O_NOFOLLOW: a directory swapped for a link since the fstatat is not
+  // entered; its entries are named relative to this descriptor, never by a
+  // path someone could redirect.
+  int fd = ::openat(dir, entry.c_str(),
+                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return ::unlinkat(dir, entry.c_str(), 0) == 0 ? std::error_code()
+                                                  : failed();
+  if (DIR *stream = fdopendir(fd)) {
     std::vector<std::string> entries;
-    while (dirent *entry = readdir(dir))
-      if (StringRef(entry->d_name) != "." && StringRef(entry->d_name) != "..")
-        entries.push_back(name + "/" + entry->d_name);
-    closedir(dir);
-    for (const std::string &entry : entries)
-      removeTree(entry);
+    while (dirent *child = readdir(stream))
+      if (StringRef(child->d_name) != "." && StringRef(child->d_name) != "..")
+        entries.push_back(child->d_name);
+    for (const std::string &child : entries)
+      removeTreeAt(dirfd(stream), child);
+    closedir(stream);
+  } else {
+    ::close(fd);
   }
-  return ::rmdir(name.c_str()) == 0
-             ? std::error_code()
-             : std::error_code(errno, std::generic_category());
+  return ::unlinkat(dir, entry.c_str(), AT_REMOVEDIR) == 0 ? std::error_code()
+                                                           : failed();
+}
+
+std::error_code removeTree(StringRef path) {
+  SmallString<256> trimmed(path);
+  while (trimmed.size() > 1 && trimmed.back() == '/')
+    trimmed.pop_back();
+  StringRef parent = sys::path::parent_path(trimmed);
+  int fd = ::open(parent.empty() ? "." : parent.str().c_str(),
+                  O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return std::error_code(errno, std::generic_category());
+  DirHandle dir(fd);
+  return removeTreeAt(dir.get(), sys::path::filename(trimmed));
 }
 
 bool ownerAlive(StringRef ownerText) {
@@ -203,6 +283,29 @@ Expected<std::string> userCacheDir() {
                              "XDG_CACHE_HOME)");
   }
   sys::path::append(dir, "magic-trace");
+  // Every existing parent up to HOME (its parents are the system's), or up
+  // to / when the cache is elsewhere: one that another user owns or can
+  // write without the sticky bit could have the cache directory renamed
+  // and replaced under us (issue 50), also when the directories between
+  // are root's.
+  SmallString<128> homeDir(home && sys::path::is_absolute(home) ? home : "");
+  sys::path::remove_dots(homeDir, /*remove_dot_dot=*/true);
+  SmallString<128> parent(dir);
+  sys::path::remove_dots(parent, /*remove_dot_dot=*/true);
+  for (StringRef up = sys::path::parent_path(parent); !up.empty();
+       up = sys::path::parent_path(up)) {
+    struct stat info;
+    if (stat(up.str().c_str(), &info) != 0)
+      continue; // Made below, ours.
+    if (std::string problem = unsafeTempParent(up); !problem.empty())
+      return createStringError(
+          formatv("the cache directory {0} is not used: its parent {1}: {2} "
+                  "(set XDG_CACHE_HOME to a directory of your own)",
+                  dir, up, problem)
+              .str());
+    if (up == homeDir.str())
+      break;
+  }
   if (std::error_code ec = sys::fs::create_directories(
           dir, /*IgnoreExisting=*/true, sys::fs::owner_all))
     return createStringError(ec, "cannot create %s: %s", dir.c_str(),
@@ -217,53 +320,10 @@ bool privateOutputs() {
   return !keep || !*keep || StringRef(keep) == "0";
 }
 
-Expected<std::unique_ptr<raw_fd_ostream>> openOutputFile(StringRef path) {
-  bool makePrivate = privateOutputs();
-  int fd = -1;
-  if (std::error_code ec = sys::fs::openFileForWrite(
-          path, fd, sys::fs::CD_CreateAlways, sys::fs::OF_None,
-          makePrivate ? 0600 : 0666))
-    return createStringError(ec,
-                             "cannot write '%s': %s (check the directory "
-                             "exists and is writable)",
-                             path.str().c_str(), ec.message().c_str());
-  // A file that existed keeps its mode through O_TRUNC.
-  if (makePrivate)
-    (void)::fchmod(fd, 0600);
-  return std::make_unique<raw_fd_ostream>(fd, /*shouldClose=*/true);
-}
-
-Error writeOutputFile(StringRef path, StringRef bytes) {
-  Expected<std::unique_ptr<raw_fd_ostream>> file = openOutputFile(path);
-  if (!file)
-    return file.takeError();
-  raw_fd_ostream &os = **file;
-  os << bytes;
-  os.close();
-  if (os.has_error()) {
-    std::error_code ec = os.error();
-    os.clear_error();
-    return createStringError(ec,
-                             "cannot write '%s': %s (check free disk space)",
-                             path.str().c_str(), ec.message().c_str());
-  }
-  return Error::success();
-}
-
 std::error_code createOutputDirectories(StringRef path) {
   return sys::fs::create_directories(path, /*IgnoreExisting=*/true,
                                      privateOutputs() ? sys::fs::owner_all
                                                       : sys::fs::all_all);
-}
-
-void makeOutputPrivate(StringRef path) {
-  if (!privateOutputs())
-    return;
-  std::string name = path.str();
-  struct stat info;
-  if (stat(name.c_str(), &info) != 0)
-    return;
-  (void)::chmod(name.c_str(), S_ISDIR(info.st_mode) ? 0700 : 0600);
 }
 
 } // namespace magic_trace

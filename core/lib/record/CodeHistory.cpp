@@ -1,7 +1,10 @@
 //===- CodeHistory.cpp - The code a process ran, over time ----------------===//
 #include "magic_trace/CodeHistory.h"
 
+#include "llvm/ADT/StringExtras.h"
+
 #include <algorithm>
+#include <string>
 
 namespace magic_trace {
 
@@ -14,6 +17,46 @@ bool codeChangeWins(const CodeChange &candidate, const CodeChange &other,
   // Both seen: the later replaced the earlier. Neither: the earlier was
   // there first, and nothing replaced it before the later change.
   return candidateSeen ? candidate.seq > other.seq : candidate.seq < other.seq;
+}
+
+std::string badCodeRange(uint64_t address, uint64_t size) {
+  if (size > kMaxCodeRange)
+    return "a range of 0x" + llvm::utohexstr(size, /*LowerCase=*/true) +
+           " bytes (more than a process can map)";
+  if (address + size < address)
+    return "a range that wraps past the end of the address space (0x" +
+           llvm::utohexstr(address, /*LowerCase=*/true) + " + 0x" +
+           llvm::utohexstr(size, /*LowerCase=*/true) + ")";
+  return "";
+}
+
+std::string historyProblem(const CodeHistory &history) {
+  uint64_t previous = 0;
+  size_t loads = 0;
+  uint64_t codeBytes = 0;
+  for (const CodeChange &change : history.changes) {
+    std::string at = "change " + std::to_string(change.seq);
+    if (change.seq <= previous)
+      return at + " comes after change " + std::to_string(previous) +
+             " (seqs must ascend)";
+    previous = change.seq;
+    if (std::string bad = badCodeRange(change.address, change.size);
+        !bad.empty())
+      return at + " has " + bad;
+    if (change.kind == CodeChange::Kind::Load && ++loads > kMaxHistoryLoads)
+      return "more than " + std::to_string(kMaxHistoryLoads) +
+             " file mappings (at " + at + ")";
+    if (change.kind == CodeChange::Kind::Bytes) {
+      if (change.bytes.size() != change.size)
+        return at + " has " + std::to_string(change.bytes.size()) +
+               " bytes for a size of " + std::to_string(change.size);
+      codeBytes += change.size;
+      if (codeBytes > kMaxHistoryCodeBytes)
+        return "more than " + std::to_string(kMaxHistoryCodeBytes >> 20) +
+               " MiB of code outside files (at " + at + ")";
+    }
+  }
+  return "";
 }
 
 std::pair<uint64_t, uint64_t> moduleExtent(const Module &module) {

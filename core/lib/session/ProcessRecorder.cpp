@@ -124,6 +124,7 @@ public:
     // lists now may have lost a library the trace ran in, or JIT code
     // since rewritten.
     snapshot.code = std::move(read.code);
+    snapshot.notes = std::move(read.notes);
     // The recorder's own list (DIR/maps) where the host has none.
     if (snapshot.modules.empty())
       snapshot.modules = std::move(read.modules);

@@ -23,30 +23,6 @@ llvm::Error failure(const llvm::Twine &message) {
   return llvm::createStringError(message.str());
 }
 
-/// LLDB reads a module's "file" relative to the bundle: copies made outside
-/// it (the vdso) move into DIR/modules/.
-llvm::Expected<Snapshot> withCopiesInside(const Snapshot &snapshot,
-                                          llvm::StringRef dir) {
-  Snapshot copy = snapshot;
-  for (Module &module : copy.modules) {
-    if (module.fileCopy.empty())
-      continue;
-    llvm::SmallString<256> target(dir);
-    llvm::sys::path::append(target, "modules");
-    if (std::error_code ec = createOutputDirectories(target))
-      return failure("cannot create '" + target + "': " + ec.message() +
-                     " (check the path)");
-    std::string name = llvm::sys::path::filename(module.fileCopy).str();
-    llvm::sys::path::append(target, name);
-    if (std::error_code ec = llvm::sys::fs::copy_file(module.fileCopy, target))
-      return failure("cannot copy '" + module.fileCopy +
-                     "' into the bundle: " + ec.message());
-    makeOutputPrivate(target);
-    module.fileCopy = "modules/" + name;
-  }
-  return copy;
-}
-
 } // namespace
 
 uint64_t defaultSnapshotMemory() {
@@ -257,6 +233,10 @@ std::string snapshotLine(const SnapshotRecord &record) {
        << record.number << " --window all -o FILE' writes all of it)";
   if (!window.note.empty())
     os << "; " << window.note;
+  // What the recorder skipped (a planted perf map, a FIFO): said, not
+  // silent (issue 50).
+  for (const std::string &skipped : record.snapshot.notes)
+    os << "\nmagic-trace: warning: " << skipped;
   return line;
 }
 
@@ -349,10 +329,8 @@ llvm::Expected<std::string> saveSnapshot(const SnapshotRecord &record,
            "script -i " + path.str() + " --itrace=cr')";
   }
   if (format == "bundle") {
-    llvm::Expected<Snapshot> bundled = withCopiesInside(record.snapshot, path);
-    if (!bundled)
-      return bundled.takeError();
-    if (llvm::Error err = writeBundle(*bundled, path))
+    // writeBundle moves copies made outside the bundle (the vdso) inside.
+    if (llvm::Error err = writeBundle(record.snapshot, path))
       return std::move(err);
     // The recorder's record of what ran, as magic-trace-emulate writes it.
     if (!record.truth.empty())

@@ -27,6 +27,8 @@
 #include "EhFrameBounds.h"
 #include "RangeDiskCache.h"
 
+#include "magic_trace/InputFiles.h"
+
 #include "llvm/DebugInfo/DIContext.h"
 #include "llvm/DebugInfo/DWARF/DWARFCompileUnit.h"
 #include "llvm/DebugInfo/DWARF/DWARFContext.h"
@@ -211,6 +213,10 @@ ObjectInfo::ObjectInfo(const Module &module, const Symbolizer::Options &options,
     : strings(strings), moduleName(sys::path::filename(module.path).str()),
       demangle(options.demangle) {
   const std::string &name = moduleName;
+  if (Error notAFile = checkRegularFile(module.fileToRead())) {
+    problem = name + ": " + toString(std::move(notAFile));
+    return;
+  }
   Expected<object::OwningBinary<object::ObjectFile>> binary =
       object::ObjectFile::createObjectFile(module.fileToRead());
   if (!binary) {

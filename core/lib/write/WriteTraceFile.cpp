@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/FxtWriter.h"
-#include "magic_trace/PrivateFiles.h"
+#include "magic_trace/OutputFiles.h"
 #include "magic_trace/TraceWriters.h"
 
 #include "ValidatedWriters.h"
@@ -112,29 +112,27 @@ llvm::Expected<OutputFormat> outputFormatOf(llvm::StringRef path) {
                                      listOf(&OutputFormat::suffix) + ")");
 }
 
+llvm::Error writeTrace(const TraceModel &model, OutputFile &file,
+                       const OutputFormat &format, const FxtOptions &fxt) {
+  if (llvm::Error err = validateModel(model))
+    return err;
+  if (llvm::Error err = format.write(model, file.os(), fxt, format.gzip))
+    return err;
+  return file.commit();
+}
+
 llvm::Error writeTrace(const TraceModel &model, llvm::StringRef path,
                        const OutputFormat &format, const FxtOptions &fxt) {
   // Validate before creating the file, so a bad model leaves no file behind;
   // once: the writers below do not check again.
   if (llvm::Error err = validateModel(model))
     return err;
-  llvm::Expected<std::unique_ptr<llvm::raw_fd_ostream>> file =
-      openOutputFile(path);
+  llvm::Expected<std::unique_ptr<OutputFile>> file = OutputFile::create(path);
   if (!file)
     return file.takeError();
-  llvm::raw_fd_ostream &os = **file;
-  llvm::Error err = format.write(model, os, fxt, format.gzip);
-  os.close();
-  if (err)
+  if (llvm::Error err = format.write(model, (*file)->os(), fxt, format.gzip))
     return err;
-  if (os.has_error()) {
-    std::error_code writeError = os.error();
-    os.clear_error();
-    return llvm::createStringError(
-        writeError, "cannot write '" + path + "': " + writeError.message() +
-                        " (check free disk space)");
-  }
-  return llvm::Error::success();
+  return (*file)->commit();
 }
 
 llvm::Error writeTraceFile(const TraceModel &model, llvm::StringRef path,

@@ -1,11 +1,12 @@
-//===- Bundle.cpp - LLDB intel-pt trace bundles, read and written ---------===//
+//===- Bundle.cpp - LLDB intel-pt trace bundles, read ---------------------===//
 //
 // trace.json follows `lldb-22 -b -o 'trace schema intel-pt'`; our extras live
-// in magic-trace.json next to it (format in docs/emulator.md).
+// in magic-trace.json next to it (format in docs/emulator.md). Writing is
+// BundleWrite.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/Bundle.h"
-#include "magic_trace/PrivateFiles.h"
+#include "magic_trace/InputFiles.h"
 
 #include "BundleFields.h"
 #include "BundleHistory.h"
@@ -21,7 +22,9 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <new>
 #include <optional>
+#include <stdexcept>
 
 using namespace llvm;
 
@@ -31,95 +34,21 @@ using namespace bundle_detail;
 
 namespace {
 
-constexpr const char *traceJsonName = "trace.json";
-constexpr const char *extrasJsonName = "magic-trace.json";
-constexpr int64_t extrasFormatVersion = 1;
-
-/// Writes `contents` to `path` through a temporary file and a rename, so a
-/// reader never sees half a file.
-Error writeFileAtomically(StringRef path, StringRef contents) {
-  std::string temporary = (path + ".tmp").str();
-  if (Error error = writeOutputFile(temporary, contents))
-    return error;
-  if (std::error_code ec = sys::fs::rename(temporary, path))
-    return createStringError(
-        formatv("cannot rename {0} to {1}: {2}", temporary, path, ec.message())
-            .str());
-  return Error::success();
-}
-
-std::string toJsonText(json::Value value) {
-  std::string text;
-  raw_string_ostream os(text);
-  os << formatv("{0:2}", value) << "\n";
-  return text;
-}
-
-/// The modules magic-trace.json gives segments for: with a code history,
-/// every module the trace ran code in, also those unloaded before the stop.
-std::vector<Module> bundleModules(const Snapshot &snapshot) {
-  if (snapshot.code.changes.empty())
-    return snapshot.modules;
-  return modulesOverTime(snapshot.modules, snapshot.code);
-}
-
-json::Object extrasJson(const Snapshot &snapshot) {
-  json::Array modules;
-  for (const Module &module : bundleModules(snapshot)) {
-    json::Array segments;
-    for (const LoadedSegment &segment : module.segments)
-      segments.push_back(json::Object{{"address", hex(segment.address)},
-                                      {"size", hex(segment.size)},
-                                      {"fileOffset", hex(segment.fileOffset)},
-                                      {"executable", segment.executable}});
-    modules.push_back(json::Object{{"systemPath", module.path},
-                                   {"loadAddress", hex(module.loadAddress)},
-                                   {"segments", std::move(segments)}});
-  }
-  json::Array threads;
-  for (const ThreadTrace &thread : snapshot.threads) {
-    json::Object entry{{"tid", int64_t(thread.tid)},
-                       {"wrapped", thread.wrapped}};
-    if (!thread.imageMarks.empty())
-      entry["imageMarks"] = marksJson(thread.imageMarks);
-    threads.push_back(std::move(entry));
-  }
-  json::Array stop;
-  for (const ThreadStop &thread : snapshot.stop) {
-    json::Array frames, names;
-    for (uint64_t frame : thread.frames)
-      frames.push_back(hex(frame));
-    for (const std::string &name : thread.functionNames)
-      names.push_back(name);
-    stop.push_back(json::Object{{"tid", int64_t(thread.tid)},
-                                {"triggered", thread.triggered},
-                                {"frames", std::move(frames)},
-                                {"functionNames", std::move(names)}});
-  }
-  const PtTimingConfig &timing = snapshot.timing;
-  return json::Object{
-      {"formatVersion", extrasFormatVersion},
-      {"processName", snapshot.processName},
-      {"ptTiming", json::Object{{"mtcFreq", int64_t(timing.mtcFreq)},
-                                {"nomFreq", int64_t(timing.nomFreq)},
-                                {"cpuid15Eax", int64_t(timing.cpuid15Eax)},
-                                {"cpuid15Ebx", int64_t(timing.cpuid15Ebx)}}},
-      {"modules", std::move(modules)},
-      {"threads", std::move(threads)},
-      {"stop", std::move(stop)}};
-}
-
 //===----------------------------------------------------------------------===//
 // Reading
 //===----------------------------------------------------------------------===//
 
 Expected<json::Value> readJson(StringRef path) {
-  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer = MemoryBuffer::getFile(path);
+  Expected<std::unique_ptr<MemoryBuffer>> buffer =
+      readInputFile(path, InputPlace::Named);
   if (!buffer)
-    return createStringError(formatv("cannot read {0}: {1} (check the bundle "
-                                     "path)",
-                                     path, buffer.getError().message())
-                                 .str());
+    return buffer.takeError();
+  if (!*buffer)
+    return createStringError(
+        formatv("cannot read {0}: no such file (check the bundle path)", path)
+            .str());
+  if (Error tooMany = checkJsonObjectCount(path, (*buffer)->getBuffer()))
+    return std::move(tooMany);
   Expected<json::Value> value = json::parse((*buffer)->getBuffer());
   if (!value)
     return createStringError(formatv("{0}: invalid JSON: {1} (fix the file or "
@@ -222,13 +151,14 @@ Error readThreads(const FieldReader &reader, const json::Object &process,
     result.tid = *tid;
     if (*trace) {
       std::string path = resolve(dir, **trace);
-      ErrorOr<std::unique_ptr<MemoryBuffer>> bytes =
-          MemoryBuffer::getFile(path, /*IsText=*/false,
-                                /*RequiresNullTerminator=*/false);
+      Expected<std::unique_ptr<MemoryBuffer>> bytes =
+          readInputFile(path, InputPlace::Named);
       if (!bytes)
-        return reader.fail(field(at, key), formatv("cannot read {0}: {1}", path,
-                                                   bytes.getError().message())
-                                               .str());
+        return reader.fail(field(at, key), toString(bytes.takeError()));
+      if (!*bytes)
+        return reader.fail(
+            field(at, key),
+            formatv("cannot read {0}: no such file", path).str());
       StringRef data = (*bytes)->getBuffer();
       // The next piece's PSB+ that a piece carries for LLDB (LldbView.h).
       uint64_t tail = (*thread)->getInteger("magicTraceTail").value_or(0);
@@ -526,39 +456,9 @@ Error readExtras(StringRef path, StringRef dir, Snapshot &snapshot) {
 
 } // namespace
 
-Error writeBundle(const Snapshot &snapshot, StringRef dir) {
-  // Bundles hold copies of binaries and memory: private, as perf keeps
-  // perf.data.
-  if (std::error_code ec = createOutputDirectories(dir))
-    return createStringError(
-        formatv("cannot create {0}: {1} (check the output directory)", dir,
-                ec.message())
-            .str());
-  makeOutputPrivate(dir);
-  SmallString<256> tracePath(dir);
-  sys::path::append(tracePath, traceJsonName);
-  // An older bundle's trace.json must not survive a failed rewrite.
-  if (std::error_code ec = sys::fs::remove(tracePath))
-    return createStringError(
-        formatv("cannot remove {0}: {1} (check permissions)", tracePath,
-                ec.message())
-            .str());
-  Expected<json::Object> lldbView =
-      writeLldbView(snapshot, dir, writeFileAtomically);
-  if (!lldbView)
-    return lldbView.takeError();
-  SmallString<256> extrasPath(dir);
-  sys::path::append(extrasPath, extrasJsonName);
-  json::Object extras = extrasJson(snapshot);
-  if (Error error = writeCodeHistory(snapshot.code, dir, extras))
-    return error;
-  if (Error error =
-          writeFileAtomically(extrasPath, toJsonText(std::move(extras))))
-    return error;
-  return writeFileAtomically(tracePath, toJsonText(std::move(*lldbView)));
-}
+namespace {
 
-Expected<Snapshot> loadBundle(StringRef dirOrJson) {
+Expected<Snapshot> loadBundleUnguarded(StringRef dirOrJson) {
   std::string tracePath = dirOrJson.str();
   if (sys::fs::is_directory(dirOrJson))
     tracePath = resolve(dirOrJson, traceJsonName);
@@ -628,6 +528,8 @@ Expected<Snapshot> loadBundle(StringRef dirOrJson) {
   if (sys::fs::exists(extrasPath)) {
     if (Error error = readExtras(extrasPath, dir, snapshot))
       return std::move(error);
+    if (Error error = checkHistory(extrasPath, snapshot))
+      return std::move(error);
     return snapshot;
   }
   // A plain LLDB bundle: what magic-trace.json would have said, derived.
@@ -636,6 +538,23 @@ Expected<Snapshot> loadBundle(StringRef dirOrJson) {
   if (!snapshot.modules.empty())
     snapshot.processName = sys::path::filename(snapshot.modules[0].path).str();
   return snapshot;
+}
+
+} // namespace
+
+Expected<Snapshot> loadBundle(StringRef dirOrJson) {
+  // The parser's boundary: an allocation a hostile bundle makes fail is
+  // its error, never an exception in the debugger (issue 50).
+  try {
+    return loadBundleUnguarded(dirOrJson);
+  } catch (const std::length_error &) {
+  } catch (const std::bad_alloc &) {
+  }
+  return createStringError(
+      formatv("{0}: out of memory while reading the bundle (it is damaged or "
+              "too large; record a shorter run)",
+              dirOrJson)
+          .str());
 }
 
 } // namespace magic_trace

@@ -28,6 +28,10 @@ using llvm::StringRef;
 using llvm::Twine;
 namespace json = llvm::json;
 
+constexpr const char *traceJsonName = "trace.json";
+constexpr const char *extrasJsonName = "magic-trace.json";
+constexpr int64_t extrasFormatVersion = 1;
+
 /// An address as LLDB's bundles write it: a 0x-hex string.
 inline std::string hex(uint64_t value) { return formatv("{0:x}", value).str(); }
 

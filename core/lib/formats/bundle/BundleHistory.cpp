@@ -1,7 +1,7 @@
 //===- BundleHistory.cpp - A snapshot's code history in a bundle ----------===//
 #include "BundleHistory.h"
 
-#include "magic_trace/PrivateFiles.h"
+#include "magic_trace/InputFiles.h"
 #include "magic_trace/QemuRings.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -98,6 +98,8 @@ Error readChanges(const FieldReader &reader, const json::Object &history,
   if (!changes)
     return changes.takeError();
   std::unique_ptr<llvm::MemoryBuffer> bin;
+  uint64_t binEnd = 0, previousSeq = 0;
+  size_t loads = 0;
   for (size_t i = 0; i < (*changes)->size(); ++i) {
     std::string at = field("codeHistory.changes", i);
     auto object = reader.object(&(**changes)[i], at);
@@ -116,6 +118,16 @@ Error readChanges(const FieldReader &reader, const json::Object &history,
       return address.takeError();
     if (!size)
       return size.takeError();
+    // Inconsistent history is the input's error, not a guess (issue 50).
+    if (*seq <= previousSeq)
+      return reader.fail(field(at, "seq"),
+                         formatv("{0} does not follow the previous change's "
+                                 "{1} (seqs ascend)",
+                                 *seq, previousSeq)
+                             .str());
+    previousSeq = *seq;
+    if (std::string range = badCodeRange(*address, *size); !range.empty())
+      return reader.fail(field(at, "size"), range);
     change.seq = *seq;
     change.address = *address;
     change.size = *size;
@@ -126,6 +138,9 @@ Error readChanges(const FieldReader &reader, const json::Object &history,
       change.timeNs = *time;
     }
     if (*kind == "load") {
+      if (++loads > kMaxHistoryLoads)
+        return reader.fail(
+            at, formatv("more than {0} file mappings", kMaxHistoryLoads).str());
       change.kind = CodeChange::Kind::Load;
       auto module =
           reader.object((*object)->get("module"), field(at, "module"));
@@ -144,18 +159,32 @@ Error readChanges(const FieldReader &reader, const json::Object &history,
       if (!offset)
         return offset.takeError();
       if (!bin) {
-        auto file =
-            llvm::MemoryBuffer::getFile(resolve(dir, codeBinName),
-                                        /*IsText=*/false,
-                                        /*RequiresNullTerminator=*/false);
+        // Read whole, no larger than a history's code may be: a code.bin
+        // that is a FIFO or a link to /dev/zero is an error, not a wait.
+        auto file = readInputFile(resolve(dir, codeBinName), InputPlace::Named,
+                                  kMaxHistoryCodeBytes);
         if (!file)
-          return reader.fail(at, "the bundle has no readable " +
-                                     std::string(codeBinName));
+          return reader.fail(at, toString(file.takeError()));
+        if (!*file)
+          return reader.fail(at,
+                             "the bundle has no " + std::string(codeBinName));
         bin = std::move(*file);
       }
-      if (*offset + *size > bin->getBufferSize())
+      // Without a sum that could wrap (issue 50: size 0xffffffffffffffff,
+      // or codeOffset 0xfffffffffffff000, passed `offset + size > length`
+      // and read outside the file). The writer puts each version's bytes
+      // after the previous one's: bytes named twice are not its.
+      uint64_t length = bin->getBufferSize();
+      if (*offset > length || *size > length - *offset)
         return reader.fail(field(at, "codeOffset"),
-                           "beyond the end of " + std::string(codeBinName));
+                           formatv("{0:x} + {1:x} is beyond the end of {2} "
+                                   "({3} bytes)",
+                                   *offset, *size, codeBinName, length)
+                               .str());
+      if (*offset < binEnd)
+        return reader.fail(field(at, "codeOffset"),
+                           "bytes of code.bin an earlier change has");
+      binEnd = *offset + *size;
       const auto *begin =
           reinterpret_cast<const uint8_t *>(bin->getBufferStart()) + *offset;
       change.bytes.assign(begin, begin + *size);
@@ -211,7 +240,7 @@ Error readSymbols(const FieldReader &reader, const json::Object &history,
 
 } // namespace
 
-Error writeCodeHistory(const CodeHistory &history, StringRef dir,
+Error writeCodeHistory(const CodeHistory &history, OutputDir &dir,
                        json::Object &root) {
   json::Array symbols;
   for (const JitSymbol &symbol : history.symbols) {
@@ -234,12 +263,10 @@ Error writeCodeHistory(const CodeHistory &history, StringRef dir,
   }
   if (history.changes.empty() && symbols.empty())
     return Error::success();
-  std::string binPath = resolve(dir, codeBinName);
-  Expected<std::unique_ptr<llvm::raw_fd_ostream>> binFile =
-      openOutputFile(binPath);
+  Expected<std::unique_ptr<OutputFile>> binFile = dir.createFile(codeBinName);
   if (!binFile)
     return binFile.takeError();
-  llvm::raw_fd_ostream &bin = **binFile;
+  llvm::raw_fd_ostream &bin = (*binFile)->os();
   uint64_t written = 0;
   json::Array changes;
   for (const CodeChange &change : history.changes) {
@@ -260,12 +287,8 @@ Error writeCodeHistory(const CodeHistory &history, StringRef dir,
     }
     changes.push_back(std::move(object));
   }
-  bin.close();
-  if (bin.has_error())
-    return createStringError(
-        formatv("cannot write {0}: {1} (check free disk space)", binPath,
-                bin.error().message())
-            .str());
+  if (Error error = (*binFile)->commit())
+    return error;
   root["codeHistory"] = json::Object{{"changes", std::move(changes)},
                                      {"symbols", std::move(symbols)}};
   return Error::success();
@@ -325,6 +348,57 @@ Error readMarks(const FieldReader &reader, const json::Object &thread,
       return reader.fail(field(field(at, "imageMarks"), i),
                          "expected [offset, seq]");
     marks.push_back({uint64_t(*offset), uint64_t(*seq)});
+  }
+  return Error::success();
+}
+
+Error checkJsonObjectCount(StringRef path, StringRef text) {
+  size_t objects = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '{' && ++objects > kMaxJsonObjects) {
+      return createStringError(
+          formatv("{0}: offset {1}: more than {2} JSON objects (a bundle has "
+                  "fewer; fix the bundle or record a shorter run)",
+                  path, i, kMaxJsonObjects)
+              .str());
+    }
+  }
+  return Error::success();
+}
+
+Error checkHistory(StringRef path, const Snapshot &snapshot) {
+  FieldReader reader(path.str());
+  if (std::string problem = historyProblem(snapshot.code); !problem.empty())
+    return reader.fail("codeHistory", problem);
+  uint64_t lastSeq =
+      std::max(snapshot.code.lastSeq(), snapshot.code.logLastSeq);
+  for (const ThreadTrace &thread : snapshot.threads) {
+    std::string at = formatv("threads[tid {0}].imageMarks", thread.tid).str();
+    uint64_t previous = 0;
+    for (const ImageMark &mark : thread.imageMarks) {
+      if (mark.offset > thread.bytes.size() || mark.offset < previous)
+        return reader.fail(at,
+                           formatv("a mark at offset {0} is past the "
+                                   "trace's {1} bytes or before the "
+                                   "previous mark",
+                                   int64_t(mark.offset), thread.bytes.size())
+                               .str());
+      previous = mark.offset;
+      if (mark.seq > lastSeq)
+        return reader.fail(at, formatv("a mark names seq {0}, after every "
+                                       "change (the last is {1})",
+                                       int64_t(mark.seq), lastSeq)
+                                   .str());
+    }
   }
   return Error::success();
 }

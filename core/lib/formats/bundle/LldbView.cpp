@@ -188,17 +188,6 @@ json::Object moduleJson(const Module &module) {
   return entry;
 }
 
-Error createFolder(StringRef dir, StringRef name) {
-  SmallString<256> path(dir);
-  sys::path::append(path, name);
-  if (std::error_code ec = createOutputDirectories(path))
-    return createStringError(
-        formatv("cannot create {0}: {1} (check the output directory)", path,
-                ec.message())
-            .str());
-  return Error::success();
-}
-
 std::string codeElfPath(const CodeChange &change) {
   return "modules/code-" + std::to_string(change.seq) + ".elf";
 }
@@ -218,9 +207,8 @@ const Module &loadedModule(const Snapshot &snapshot, const CodeChange &load) {
 /// One epoch's module list for trace.json; writes the ELF files of its code
 /// outside files that `written` does not hold yet.
 Expected<json::Array> epochModules(const Snapshot &snapshot,
-                                   const LldbEpoch &epoch, StringRef dir,
-                                   std::set<uint64_t> &written,
-                                   WriteFileFn writeFile) {
+                                   const LldbEpoch &epoch, OutputDir &dir,
+                                   std::set<uint64_t> &written) {
   json::Array modules;
   std::set<std::pair<std::string, uint64_t>> listed;
   auto add = [&](const Module &module) {
@@ -236,16 +224,11 @@ Expected<json::Array> epochModules(const Snapshot &snapshot,
     std::string path = codeElfPath(change);
     if (!listed.emplace(path, change.address).second)
       continue;
-    if (written.empty())
-      if (Error error = createFolder(dir, "modules"))
+    if (written.insert(change.seq).second)
+      if (Error error =
+              dir.writeFile(path, codeElf(change.address, change.bytes,
+                                          snapshot.code.symbols)))
         return std::move(error);
-    if (written.insert(change.seq).second) {
-      SmallString<256> file(dir);
-      sys::path::append(file, path);
-      if (Error error = writeFile(file, codeElf(change.address, change.bytes,
-                                                snapshot.code.symbols)))
-        return std::move(error);
-    }
     modules.push_back(json::Object{{"systemPath", path},
                                    {"file", path},
                                    {"loadAddress", hex(change.address)},
@@ -258,13 +241,13 @@ Expected<json::Array> epochModules(const Snapshot &snapshot,
 
 } // namespace
 
-Expected<json::Object> writeLldbView(const Snapshot &snapshot, StringRef dir,
-                                     WriteFileFn writeFile) {
+Expected<json::Object> writeLldbView(const Snapshot &snapshot, OutputDir &dir) {
   std::vector<LldbEpoch> epochs = lldbEpochs(snapshot.code);
   std::vector<LldbPiece> pieces = lldbPieces(snapshot, epochs);
   bool split = epochs.size() > 1;
-  if (Error error = createFolder(dir, "threads"))
-    return std::move(error);
+  Expected<std::unique_ptr<OutputDir>> threadsDir = dir.subdirectory("threads");
+  if (!threadsDir)
+    return threadsDir.takeError();
   std::vector<json::Array> threads(epochs.size());
   for (const LldbPiece &piece : pieces) {
     std::string name = "threads/" + std::to_string(piece.tid);
@@ -283,12 +266,10 @@ Expected<json::Object> writeLldbView(const Snapshot &snapshot, StringRef dir,
     uint64_t tail = 0;
     if (piece.end < thread.bytes.size())
       tail = psbPlusEnd(thread.bytes, piece.end) - piece.end;
-    SmallString<256> path(dir);
-    sys::path::append(path, name);
     StringRef bytes(reinterpret_cast<const char *>(thread.bytes.data()) +
                         piece.begin,
                     piece.end + tail - piece.begin);
-    if (Error error = writeFile(path, bytes))
+    if (Error error = dir.writeFile(name, bytes))
       return std::move(error);
     json::Object entry{{"tid", int64_t(lldbTid(piece.tid, piece.epoch))},
                        {"iptTrace", std::move(name)}};
@@ -302,7 +283,7 @@ Expected<json::Object> writeLldbView(const Snapshot &snapshot, StringRef dir,
   std::set<uint64_t> written;
   for (size_t e = 0; e < epochs.size(); ++e) {
     Expected<json::Array> modules =
-        epochModules(snapshot, epochs[e], dir, written, writeFile);
+        epochModules(snapshot, epochs[e], dir, written);
     if (!modules)
       return modules.takeError();
     processes.push_back(json::Object{{"pid", int64_t(snapshot.pid)},

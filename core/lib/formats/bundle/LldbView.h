@@ -25,6 +25,7 @@
 #ifndef MAGIC_TRACE_FORMATS_BUNDLE_LLDBVIEW_H
 #define MAGIC_TRACE_FORMATS_BUNDLE_LLDBVIEW_H
 
+#include "magic_trace/OutputFiles.h"
 #include "magic_trace/Snapshot.h"
 
 #include "llvm/ADT/STLFunctionalExtras.h"
@@ -78,10 +79,6 @@ inline uint64_t lldbTid(uint64_t tid, size_t epoch) {
   return tid + epoch * LldbEpochTidStep;
 }
 
-/// Writes a file of the bundle (through a temporary and a rename).
-using WriteFileFn = llvm::function_ref<llvm::Error(llvm::StringRef path,
-                                                   llvm::StringRef bytes)>;
-
 /// Writes what LLDB's `trace load` reads of `snapshot` into `dir`: each
 /// thread's trace (one file, or a piece per epoch when the history has
 /// several), the code outside files of every epoch as ELF files
@@ -89,8 +86,7 @@ using WriteFileFn = llvm::function_ref<llvm::Error(llvm::StringRef path,
 /// returns trace.json's object, one process per epoch. Errors: a file
 /// cannot be written.
 llvm::Expected<llvm::json::Object> writeLldbView(const Snapshot &snapshot,
-                                                 llvm::StringRef dir,
-                                                 WriteFileFn writeFile);
+                                                 OutputDir &dir);
 
 } // namespace magic_trace::bundle_detail
 

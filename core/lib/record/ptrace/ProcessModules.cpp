@@ -1,5 +1,6 @@
 //===- ProcessModules.cpp - Modules of a live process from /proc ----------===//
 #include "magic_trace/ProcessModules.h"
+#include "magic_trace/InputFiles.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/BinaryFormat/ELF.h"
@@ -93,6 +94,8 @@ Expected<std::vector<MapsEntry>> readProcMaps(int pid) {
 }
 
 static Expected<OwningBinary<ObjectFile>> openElf(StringRef path) {
+  if (Error notAFile = checkRegularFile(path))
+    return std::move(notAFile);
   file_magic magic;
   if (std::error_code ec = identify_magic(path, magic))
     return createStringError(ec, "cannot read '%s': %s (check the path)",

@@ -6,6 +6,7 @@
 // lines; a line the recorder is still writing (no newline yet) is not read.
 //
 //===----------------------------------------------------------------------===//
+#include "magic_trace/InputFiles.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/QemuRings.h"
 
@@ -15,6 +16,8 @@
 #include "llvm/Support/Path.h"
 
 #include <map>
+#include <new>
+#include <stdexcept>
 
 namespace magic_trace {
 namespace {
@@ -66,86 +69,141 @@ Module moduleOf(llvm::StringRef path, uint64_t start, uint64_t end,
 
 } // namespace
 
-llvm::Error readQemuCodeLog(llvm::StringRef dir, uint64_t lastSeq,
-                            CodeHistory &history) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> log =
-      llvm::MemoryBuffer::getFile(inDir(dir, "code.log"), /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  if (!log)
-    return llvm::Error::success(); // The recorder logged no code.
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> bin =
-      llvm::MemoryBuffer::getFile(inDir(dir, "code.bin"), /*IsText=*/false,
-                                  /*RequiresNullTerminator=*/false);
-  llvm::StringRef bytes = bin ? (*bin)->getBuffer() : llvm::StringRef();
+llvm::Error parseQemuCodeLog(llvm::StringRef log, llvm::StringRef bin,
+                             llvm::StringRef dir, uint64_t lastSeq,
+                             CodeHistory &history) {
   // A file mapped where the same file already was (dlopen of a library
   // whose other segment the log has) is the same load.
   std::map<std::pair<std::string, uint64_t>, size_t> loaded;
-  for (llvm::StringRef line : completeLines((*log)->getBuffer())) {
-    llvm::SmallVector<llvm::StringRef, 6> fields;
-    line.split(fields, ' ', /*MaxSplit=*/5, /*KeepEmpty=*/false);
-    auto bad = [&] {
+  uint64_t previousSeq = history.lastSeq(), binEnd = 0;
+  size_t loads = 0;
+  std::vector<llvm::StringRef> lines = completeLines(log);
+  // One change a line at most: grown once, not moved a million times.
+  history.changes.reserve(history.changes.size() + lines.size());
+  for (llvm::StringRef line : lines) {
+    uint64_t at = line.data() - log.data();
+    auto bad = [&](llvm::StringRef why) {
       return llvm::createStringError(
-          llvm::formatv("{0}/code.log: bad record '{1}' (record again with "
-                        "this build's recorder)",
-                        dir, line)
+          llvm::formatv("{0}/code.log: offset {1}: {2} in '{3}' (record "
+                        "again with this build's recorder)",
+                        dir, at, why, line.take_front(200))
               .str());
     };
+    llvm::SmallVector<llvm::StringRef, 6> fields;
+    line.split(fields, ' ', /*MaxSplit=*/5, /*KeepEmpty=*/false);
     uint64_t seq = 0, start = 0, end = 0, extra = 0;
     if (fields.size() < 4 || fields[1].getAsInteger(10, seq) ||
         !hexField(fields[2], start) || !hexField(fields[3], end))
-      return bad();
+      return bad("a record that does not parse");
     if (lastSeq && seq > lastSeq)
       break;
+    // The recorder numbers its records in order: anything else is a log
+    // that is not its own, and decoding it would be a guess.
+    if (seq <= previousSeq)
+      return bad("a seq that does not follow the previous record's");
+    previousSeq = seq;
     CodeChange change;
     change.seq = seq;
     change.address = start;
+    if (fields[0] == "L" || fields[0] == "U") {
+      if (end <= start)
+        return bad("an empty or reversed range");
+      if (std::string range = badCodeRange(start, end - start); !range.empty())
+        return bad(range);
+      change.size = end - start;
+    }
     if (fields[0] == "L") {
-      if (fields.size() < 6 || !hexField(fields[4], extra) || end <= start)
-        return bad();
+      if (fields.size() < 6 || !hexField(fields[4], extra))
+        return bad("a record that does not parse");
+      if (++loads > kMaxHistoryLoads)
+        return bad(
+            llvm::formatv("more than {0} file mappings", kMaxHistoryLoads)
+                .str());
       Module module = moduleOf(fields[5], start, end, extra);
       auto same = loaded.find({module.path, module.loadAddress});
       if (same != loaded.end())
         continue;
       change.kind = CodeChange::Kind::Load;
-      change.size = end - start;
       change.module = std::move(module);
       loaded[{change.module.path, change.module.loadAddress}] =
           history.changes.size();
     } else if (fields[0] == "U") {
-      if (end <= start)
-        return bad();
       change.kind = CodeChange::Kind::Unload;
-      change.size = end - start;
       // A file unmapped here and mapped again is a new load.
       for (auto it = loaded.begin(); it != loaded.end();)
         it = history.changes[it->second].overlaps(start, end) ? loaded.erase(it)
                                                               : std::next(it);
     } else if (fields[0] == "B") {
-      // B SEQ START SIZE OFFSET-IN-CODE.BIN
+      // B SEQ START SIZE OFFSET-IN-CODE.BIN. Checked without a sum that
+      // could wrap (issue 50: "B 6 0x4002a2e000 0x8000000000000000
+      // 0x8000000000000000" passed `extra + size > bytes.size()`). The
+      // recorder appends each page to code.bin once: a record that reuses
+      // bytes an earlier one named is not its.
       uint64_t size = end;
-      if (fields.size() < 5 || !hexField(fields[4], extra) ||
-          extra + size > bytes.size())
-        return bad();
+      if (fields.size() < 5 || !hexField(fields[4], extra))
+        return bad("a record that does not parse");
+      if (extra > bin.size() || size > bin.size() - extra)
+        return bad(llvm::formatv("bytes beyond the end of code.bin ({0} "
+                                 "bytes)",
+                                 bin.size())
+                       .str());
+      if (extra < binEnd)
+        return bad("bytes an earlier record of code.bin has");
+      if (std::string range = badCodeRange(start, size); !range.empty())
+        return bad(range);
+      binEnd = extra + size;
       change.kind = CodeChange::Kind::Bytes;
       change.size = size;
-      change.bytes.assign(bytes.begin() + extra, bytes.begin() + extra + size);
+      change.bytes.assign(bin.bytes_begin() + extra,
+                          bin.bytes_begin() + extra + size);
     } else {
-      return bad();
+      return bad("an unknown record kind");
     }
     history.changes.push_back(std::move(change));
   }
   return llvm::Error::success();
 }
 
+llvm::Error readQemuCodeLog(llvm::StringRef dir, uint64_t lastSeq,
+                            CodeHistory &history) {
+  // The recorder's directory is under TMPDIR: its files are trusted only as
+  // the user's own regular files, never waited on (a FIFO) or read without
+  // end (a link to /dev/zero).
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> log =
+      readInputFile(inDir(dir, "code.log"), InputPlace::Shared);
+  if (!log)
+    return log.takeError();
+  if (!*log)
+    return llvm::Error::success(); // The recorder logged no code.
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> bin = readInputFile(
+      inDir(dir, "code.bin"), InputPlace::Shared, kMaxHistoryCodeBytes);
+  if (!bin)
+    return bin.takeError();
+  llvm::StringRef bytes = *bin ? (*bin)->getBuffer() : llvm::StringRef();
+  // The parser's boundary: an allocation that fails is this file's error,
+  // not an exception in the debugger.
+  try {
+    return parseQemuCodeLog((*log)->getBuffer(), bytes, dir, lastSeq, history);
+  } catch (const std::length_error &) {
+  } catch (const std::bad_alloc &) {
+  }
+  return llvm::createStringError(
+      llvm::formatv("{0}/code.log: out of memory reading its {1} bytes "
+                    "(record a shorter run)",
+                    dir, (*log)->getBufferSize())
+          .str());
+}
+
 std::vector<ImageMark> readQemuMarks(llvm::StringRef dir, uint64_t tid,
                                      uint64_t firstOffset) {
   std::vector<ImageMark> marks;
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
-      llvm::MemoryBuffer::getFile(
-          inDir(dir, llvm::formatv("marks.{0}", tid).str()),
-          /*IsText=*/false,
-          /*RequiresNullTerminator=*/false);
-  if (!file)
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> file = readInputFile(
+      inDir(dir, llvm::formatv("marks.{0}", tid).str()), InputPlace::Shared);
+  if (!file) {
+    llvm::consumeError(file.takeError());
+    return marks;
+  }
+  if (!*file)
     return marks;
   for (llvm::StringRef line : completeLines((*file)->getBuffer())) {
     auto [at, seqText] = line.split(' ');

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "magic_trace/QemuRings.h"
+#include "magic_trace/InputFiles.h"
 
 #include "magic_trace/JitRecords.h"
 #include "magic_trace/PerfIntelPt.h"
@@ -127,9 +128,14 @@ void segmentsFromElf(Module &module) {
 
 /// Modules from DIR/maps (code outside files is in the code log).
 void readModules(llvm::StringRef dir, QemuRecording &recording) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> maps =
-      llvm::MemoryBuffer::getFile(joinPath(dir, "maps"));
-  if (!maps)
+  // Under TMPDIR: the user's own regular file only (InputFiles.h).
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> maps =
+      readInputFile(joinPath(dir, "maps"), InputPlace::Shared);
+  if (!maps) {
+    recording.snapshot.notes.push_back(llvm::toString(maps.takeError()));
+    return;
+  }
+  if (!*maps)
     return;
   std::vector<MapsEntry> entries = parseProcMaps((*maps)->getBuffer());
   recording.snapshot.modules = modulesFromMaps(entries);
@@ -259,10 +265,14 @@ std::string qemuTriggerSnapshotDir(llvm::StringRef dir, uint32_t number) {
 }
 
 uint64_t qemuTriggerSnapshotAddress(llvm::StringRef snapshotDir) {
-  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> text =
-      llvm::MemoryBuffer::getFile(joinPath(snapshotDir, "trigger"));
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> text =
+      readInputFile(joinPath(snapshotDir, "trigger"), InputPlace::Shared, 4096);
   uint64_t address = 0;
-  if (!text || (*text)->getBuffer().trim().getAsInteger(0, address))
+  if (!text) {
+    llvm::consumeError(text.takeError());
+    return 0;
+  }
+  if (!*text || (*text)->getBuffer().trim().getAsInteger(0, address))
     return 0;
   return address;
 }
@@ -412,8 +422,17 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
     return std::move(error);
   // Names for the JIT code the log has: the process's perf map and jitdump
   // (the recorder has the bytes).
-  addJitRecords(header.pid, jitRecordDirs(header.pid), /*withCode=*/false,
-                recording.snapshot.code);
+  JitRecordNotes jit =
+      addJitRecords(header.pid, jitRecordDirs(header.pid), /*withCode=*/false,
+                    recording.snapshot.code);
+  llvm::append_range(recording.snapshot.notes, jit.skipped);
+  // A mark past the log's last change names a change the reader dropped as
+  // a repeat of one it has (a second segment of a mapped library): the
+  // same code, so the last change's seq says the same.
+  uint64_t lastSeq = recording.snapshot.code.lastSeq();
+  for (ThreadTrace &thread : recording.snapshot.threads)
+    for (ImageMark &mark : thread.imageMarks)
+      mark.seq = std::min(mark.seq, lastSeq);
   // A recording without its ground truth is still a recording: keep it,
   // and say why the oracle is missing.
   if (withTruth)

@@ -1,0 +1,353 @@
+//===- OutputFiles.cpp - Outputs no other user can redirect ---------------===//
+#include "magic_trace/OutputFiles.h"
+#include "magic_trace/PrivateFiles.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace llvm;
+
+namespace magic_trace {
+namespace {
+
+std::string errnoText() { return std::strerror(errno); }
+
+/// 8 random hex digits for a temporary name (getrandom, so two processes
+/// that start together do not race for the same names).
+std::string randomSuffix() {
+  uint32_t value = 0;
+  if (getrandom(&value, sizeof(value), 0) != sizeof(value))
+    value = uint32_t(getpid()) * 2654435761u ^ uint32_t(time(nullptr));
+  return formatv("{0:x-8}", value).str();
+}
+
+/// The process's umask, read without changing it (umask(2) would, for
+/// every thread, for a moment).
+unsigned currentUmask() {
+  if (auto status = MemoryBuffer::getFileAsStream("/proc/self/status")) {
+    StringRef text = (*status)->getBuffer();
+    size_t at = text.find("\nUmask:");
+    unsigned mask = 0;
+    if (at != StringRef::npos &&
+        !text.substr(at + 7).trim(" \t").take_until(isSpace).getAsInteger(8,
+                                                                          mask))
+      return mask;
+  }
+  return 022;
+}
+
+const char *kindOf(mode_t mode) {
+  if (S_ISLNK(mode))
+    return "a symbolic link";
+  if (S_ISFIFO(mode))
+    return "a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode))
+    return "a device";
+  if (S_ISSOCK(mode))
+    return "a socket";
+  if (S_ISDIR(mode))
+    return "a directory";
+  return "not a regular file";
+}
+
+/// Why NAME in DIR may not be replaced by an output, or "" when it may:
+/// missing, or a regular file of this user's.
+std::string destinationProblem(int dir, const std::string &name) {
+  struct stat info;
+  if (fstatat(dir, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0)
+    return errno == ENOENT ? "" : errnoText();
+  if (!S_ISREG(info.st_mode))
+    return std::string("it is ") + kindOf(info.st_mode);
+  if (info.st_uid != geteuid())
+    return formatv("it belongs to user {0}", info.st_uid).str();
+  return "";
+}
+
+Error refused(StringRef path, StringRef problem) {
+  return createStringError(formatv("cannot write '{0}': {1} (remove it or "
+                                   "choose another path; nothing was written)",
+                                   path, problem)
+                               .str());
+}
+
+/// The directory PATH, for writing `shown` in it.
+Expected<std::shared_ptr<DirHandle>> openDirectory(StringRef path,
+                                                   StringRef shown) {
+  int fd = ::open(path.str().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return createStringError(formatv("cannot write '{0}': its directory {1}: "
+                                     "{2} (check the directory exists and is "
+                                     "writable)",
+                                     shown, path, errnoText())
+                                 .str());
+  return std::make_shared<DirHandle>(fd);
+}
+
+/// The directory NAME in DIR, opened without following a link, when it is
+/// ours and others cannot write it; `what` names it in messages.
+Expected<std::shared_ptr<DirHandle>> openOwnDirectory(int dir, StringRef name,
+                                                      StringRef what) {
+  int fd = ::openat(dir, name.str().c_str(),
+                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    struct stat info;
+    if (errno != ENOENT &&
+        fstatat(dir, name.str().c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
+        !S_ISDIR(info.st_mode))
+      return refused(what, std::string("it is ") + kindOf(info.st_mode));
+    return refused(what, errnoText());
+  }
+  auto handle = std::make_shared<DirHandle>(fd);
+  struct stat info;
+  if (fstat(fd, &info) != 0)
+    return refused(what, errnoText());
+  if (info.st_uid != geteuid())
+    return refused(what, formatv("it belongs to user {0}", info.st_uid).str());
+  if (info.st_mode & (S_IWGRP | S_IWOTH))
+    return refused(what, formatv("it is writable by other users (mode {0})",
+                                 format("%o", unsigned(info.st_mode & 07777)))
+                             .str());
+  return handle;
+}
+
+} // namespace
+
+DirHandle::~DirHandle() {
+  if (fd >= 0)
+    ::close(fd);
+}
+
+unsigned outputFileMode() {
+  return privateOutputs() ? 0600 : (0666 & ~currentUmask());
+}
+unsigned outputDirMode() {
+  return privateOutputs() ? 0700 : (0777 & ~currentUmask());
+}
+
+Expected<std::unique_ptr<OutputFile>> OutputFile::create(StringRef path) {
+  if (path.empty() || path.ends_with("/"))
+    return refused(path, "it names no file");
+  StringRef parent = sys::path::parent_path(path);
+  Expected<std::shared_ptr<DirHandle>> dir =
+      openDirectory(parent.empty() ? "." : parent, path);
+  if (!dir)
+    return dir.takeError();
+  return createAt(std::move(*dir), sys::path::filename(path), path);
+}
+
+Expected<std::unique_ptr<OutputFile>>
+OutputFile::createAt(std::shared_ptr<DirHandle> dir, StringRef name,
+                     StringRef shownPath) {
+  std::unique_ptr<OutputFile> file(new OutputFile());
+  file->dir = std::move(dir);
+  file->name = name.str();
+  file->shown = shownPath.str();
+  if (std::string problem = destinationProblem(file->dir->get(), file->name);
+      !problem.empty())
+    return refused(shownPath, problem);
+  // A new name nobody has: O_EXCL, and O_NOFOLLOW for a link planted
+  // between our choice of name and the open.
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    file->temporary =
+        "." + file->name.substr(0, 200) + ".tmp-" + randomSuffix();
+    fd = ::openat(file->dir->get(), file->temporary.c_str(),
+                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST)
+      break;
+  }
+  if (fd < 0)
+    return createStringError(formatv("cannot write '{0}': {1} (check the "
+                                     "directory exists and is writable)",
+                                     shownPath, errnoText())
+                                 .str());
+  file->fd = fd;
+  file->stream = std::make_unique<raw_fd_ostream>(fd, /*shouldClose=*/true);
+  return std::move(file);
+}
+
+OutputFile::~OutputFile() {
+  if (stream) {
+    stream->close();
+    stream->clear_error();
+  }
+  if (!committed && !temporary.empty())
+    ::unlinkat(dir->get(), temporary.c_str(), 0);
+}
+
+Error OutputFile::commit() {
+  if (committed)
+    return Error::success();
+  stream->flush();
+  bool failed = stream->has_error() || ::fchmod(fd, outputFileMode()) != 0;
+  std::string why = stream->has_error() ? stream->error().message()
+                                        : std::string(errnoText());
+  stream->close();
+  if (stream->has_error()) {
+    failed = true;
+    why = stream->error().message();
+  }
+  stream->clear_error();
+  if (failed)
+    return createStringError(
+        formatv("cannot write '{0}': {1} (check free disk space)", shown, why)
+            .str());
+  // Checked again: a plant made while we wrote is refused, not replaced.
+  if (std::string problem = destinationProblem(dir->get(), name);
+      !problem.empty())
+    return refused(shown, problem);
+  if (::renameat(dir->get(), temporary.c_str(), dir->get(), name.c_str()) != 0)
+    return createStringError(formatv("cannot write '{0}': {1} (check the "
+                                     "directory is writable)",
+                                     shown, errnoText())
+                                 .str());
+  committed = true;
+  return Error::success();
+}
+
+Error writeOutputFile(StringRef path, StringRef bytes) {
+  Expected<std::unique_ptr<OutputFile>> file = OutputFile::create(path);
+  if (!file)
+    return file.takeError();
+  (*file)->os() << bytes;
+  return (*file)->commit();
+}
+
+Expected<std::unique_ptr<OutputDir>> OutputDir::create(StringRef path) {
+  SmallString<256> trimmed(path);
+  while (trimmed.size() > 1 && trimmed.back() == '/')
+    trimmed.pop_back();
+  StringRef name = sys::path::filename(trimmed);
+  StringRef parentPath = sys::path::parent_path(trimmed);
+  if (name.empty() || name == "." || name == "..")
+    return refused(path, "give the bundle a directory name of its own");
+  if (!parentPath.empty())
+    if (std::error_code ec = createOutputDirectories(parentPath))
+      return createStringError(formatv("cannot create '{0}': {1} (check the "
+                                       "output directory)",
+                                       parentPath, ec.message())
+                                   .str());
+  Expected<std::shared_ptr<DirHandle>> parent =
+      openDirectory(parentPath.empty() ? "." : parentPath, path);
+  if (!parent)
+    return parent.takeError();
+  std::unique_ptr<OutputDir> dir(new OutputDir());
+  dir->name = name.str();
+  dir->shown = trimmed.str().str();
+  struct stat info;
+  if (fstatat((*parent)->get(), dir->name.c_str(), &info,
+              AT_SYMLINK_NOFOLLOW) == 0) {
+    Expected<std::shared_ptr<DirHandle>> own =
+        openOwnDirectory((*parent)->get(), dir->name, dir->shown);
+    if (!own)
+      return own.takeError();
+    dir->self = std::move(*own);
+    return std::move(dir);
+  }
+  // New: made private under a name nobody can have taken, then renamed.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    dir->temporary = "." + dir->name.substr(0, 200) + ".tmp-" + randomSuffix();
+    if (::mkdirat((*parent)->get(), dir->temporary.c_str(), 0700) == 0)
+      break;
+    if (errno != EEXIST)
+      return createStringError(formatv("cannot create '{0}': {1} (check the "
+                                       "output directory is writable)",
+                                       dir->shown, errnoText())
+                                   .str());
+    dir->temporary.clear();
+  }
+  if (dir->temporary.empty())
+    return refused(path, "no free temporary name beside it");
+  dir->parent = std::move(*parent);
+  dir->committed = false;
+  Expected<std::shared_ptr<DirHandle>> made =
+      openOwnDirectory(dir->parent->get(), dir->temporary, dir->shown);
+  if (!made)
+    return made.takeError();
+  dir->self = std::move(*made);
+  return std::move(dir);
+}
+
+OutputDir::~OutputDir() {
+  if (!committed && parent)
+    removeTreeAt(parent->get(), temporary);
+}
+
+Expected<std::unique_ptr<OutputDir>> OutputDir::subdirectory(StringRef sub) {
+  std::string shownSub = shown + "/" + sub.str();
+  if (::mkdirat(self->get(), sub.str().c_str(), 0700) != 0 && errno != EEXIST)
+    return createStringError(
+        formatv("cannot create '{0}': {1} (check permissions)", shownSub,
+                errnoText())
+            .str());
+  Expected<std::shared_ptr<DirHandle>> own =
+      openOwnDirectory(self->get(), sub, shownSub);
+  if (!own)
+    return own.takeError();
+  (void)::fchmod((*own)->get(), outputDirMode());
+  std::unique_ptr<OutputDir> dir(new OutputDir());
+  dir->self = std::move(*own);
+  dir->name = sub.str();
+  dir->shown = std::move(shownSub);
+  return std::move(dir);
+}
+
+Expected<std::unique_ptr<OutputFile>>
+OutputDir::createFile(StringRef relative) {
+  auto [first, rest] = relative.split('/');
+  if (rest.empty())
+    return OutputFile::createAt(self, first, shown + "/" + first.str());
+  Expected<std::unique_ptr<OutputDir>> sub = subdirectory(first);
+  if (!sub)
+    return sub.takeError();
+  return (*sub)->createFile(rest);
+}
+
+Error OutputDir::writeFile(StringRef relative, StringRef bytes) {
+  Expected<std::unique_ptr<OutputFile>> file = createFile(relative);
+  if (!file)
+    return file.takeError();
+  (*file)->os() << bytes;
+  return (*file)->commit();
+}
+
+Error OutputDir::removeFile(StringRef file) {
+  if (::unlinkat(self->get(), file.str().c_str(), 0) != 0 && errno != ENOENT)
+    return createStringError(formatv("cannot remove '{0}/{1}': {2} (check "
+                                     "permissions)",
+                                     shown, file, errnoText())
+                                 .str());
+  return Error::success();
+}
+
+Error OutputDir::commit() {
+  if (committed)
+    return Error::success();
+  (void)::fchmod(self->get(), outputDirMode());
+  // RENAME_NOREPLACE: a directory planted at the name meanwhile stays, and
+  // ours is not moved over it.
+  if (::renameat2(parent->get(), temporary.c_str(), parent->get(), name.c_str(),
+                  RENAME_NOREPLACE) != 0)
+    return createStringError(formatv("cannot write the bundle '{0}': {1} "
+                                     "(something took the name while it was "
+                                     "written; choose another path)",
+                                     shown, errnoText())
+                                 .str());
+  committed = true;
+  parent.reset();
+  return Error::success();
+}
+
+} // namespace magic_trace

@@ -1,0 +1,203 @@
+// Outputs no other user can redirect and inputs that are what they say
+// (issue 50): the output file checked again at commit, the bundle directory
+// renamed into place only when its name is still free, reads that refuse a
+// FIFO, a device, a link or another user's file in a shared place, removal
+// that never follows a link, and a cache directory whose parents are
+// checked.
+#include "magic_trace/OutputFiles.h"
+#include "magic_trace/InputFiles.h"
+#include "magic_trace/PrivateFiles.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace magic_trace;
+
+namespace {
+
+std::string errorText(llvm::Error error) {
+  return error ? llvm::toString(std::move(error)) : std::string();
+}
+
+class Scratch : public ::testing::Test {
+protected:
+  void SetUp() override {
+    llvm::SmallString<128> made;
+    ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("mt-outputs", made));
+    root = made.str().str();
+  }
+  void TearDown() override { llvm::sys::fs::remove_directories(root); }
+  void write(const std::string &path, const std::string &text) {
+    std::ofstream(path) << text;
+  }
+  std::string read(const std::string &path) {
+    auto buffer = llvm::MemoryBuffer::getFile(path);
+    return buffer ? (*buffer)->getBuffer().str() : "<none>";
+  }
+  /// Every name in `dir`, to see that no temporary file is left.
+  std::vector<std::string> names(const std::string &dir) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (llvm::sys::fs::directory_iterator it(dir, ec), end; !ec && it != end;
+         it.increment(ec))
+      found.push_back(llvm::sys::path::filename(it->path()).str());
+    llvm::sort(found);
+    return found;
+  }
+  std::string root;
+};
+
+TEST_F(Scratch, OutputIsWrittenOnlyAtCommitAndLeavesNoTemporary) {
+  std::string path = root + "/out.fxt";
+  write(path, "old");
+  {
+    auto file = OutputFile::create(path);
+    ASSERT_TRUE(bool(file)) << errorText(file.takeError());
+    (*file)->os() << "new";
+    EXPECT_EQ(read(path), "old"); // Not yet: a reader never sees half.
+    ASSERT_EQ(errorText((*file)->commit()), "");
+  }
+  EXPECT_EQ(read(path), "new");
+  {
+    auto dropped = OutputFile::create(root + "/dropped.fxt");
+    ASSERT_TRUE(bool(dropped));
+    (*dropped)->os() << "x";
+  }
+  EXPECT_EQ(names(root), std::vector<std::string>{"out.fxt"});
+}
+
+TEST_F(Scratch, LinkPlantedWhileWritingIsRefusedAtCommit) {
+  std::string canary = root + "/canary", path = root + "/out.fxt";
+  write(canary, "canary");
+  auto file = OutputFile::create(path);
+  ASSERT_TRUE(bool(file));
+  (*file)->os() << "trace";
+  ASSERT_EQ(symlink(canary.c_str(), path.c_str()), 0);
+  std::string error = errorText((*file)->commit());
+  EXPECT_NE(error.find("out.fxt': it is a symbolic link"), std::string::npos)
+      << error;
+  EXPECT_EQ(read(canary), "canary");
+}
+
+TEST_F(Scratch, NewBundleDirectoryAppearsWholeAndPrivate) {
+  std::string path = root + "/bundle";
+  {
+    auto dir = OutputDir::create(path);
+    ASSERT_TRUE(bool(dir)) << errorText(dir.takeError());
+    ASSERT_EQ(errorText((*dir)->writeFile("threads/1.intelpt_trace", "pt")),
+              "");
+    EXPECT_FALSE(llvm::sys::fs::exists(path)); // Under its temporary name.
+    ASSERT_EQ(errorText((*dir)->commit()), "");
+  }
+  struct stat info;
+  ASSERT_EQ(lstat(path.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 07777, 0700u);
+  EXPECT_EQ(read(path + "/threads/1.intelpt_trace"), "pt");
+  EXPECT_EQ(names(root), std::vector<std::string>{"bundle"});
+}
+
+TEST_F(Scratch, BundleNameTakenWhileWritingIsNotReplaced) {
+  std::string path = root + "/bundle";
+  auto dir = OutputDir::create(path);
+  ASSERT_TRUE(bool(dir));
+  ASSERT_EQ(mkdir(path.c_str(), 0777), 0);
+  write(path + "/theirs", "theirs");
+  std::string error = errorText((*dir)->commit());
+  EXPECT_NE(error.find("something took the name"), std::string::npos) << error;
+  dir->reset();
+  EXPECT_EQ(read(path + "/theirs"), "theirs");
+  EXPECT_EQ(names(root), std::vector<std::string>{"bundle"});
+}
+
+TEST_F(Scratch, InputsThatAreNotRegularFilesAreNotRead) {
+  std::string fifo = root + "/fifo", link = root + "/zero";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(symlink("/dev/zero", link.c_str()), 0);
+  // O_NONBLOCK: a FIFO nobody writes is refused at once, not waited on.
+  std::string error =
+      errorText(readInputFile(fifo, InputPlace::Named).takeError());
+  EXPECT_NE(error.find("it is a FIFO"), std::string::npos) << error;
+  error = errorText(readInputFile(link, InputPlace::Named).takeError());
+  EXPECT_NE(error.find("it is a device"), std::string::npos) << error;
+  error = errorText(readInputFile(link, InputPlace::Shared).takeError());
+  EXPECT_NE(error.find("it is a symbolic link"), std::string::npos) << error;
+  auto missing = readInputFile(root + "/none", InputPlace::Shared);
+  ASSERT_TRUE(bool(missing));
+  EXPECT_EQ(missing->get(), nullptr);
+  write(root + "/big", std::string(100, 'x'));
+  error = errorText(
+      readInputFile(root + "/big", InputPlace::Named, 99).takeError());
+  EXPECT_NE(error.find("100 bytes, more than the 99"), std::string::npos)
+      << error;
+}
+
+TEST_F(Scratch, AnotherUsersFileInASharedPlaceIsNotRead) {
+  if (geteuid() != 0)
+    GTEST_SKIP() << "needs root to give a file to another user";
+  std::string map = root + "/perf-1.map";
+  write(map, "1000 10 planted\n");
+  ASSERT_EQ(chown(map.c_str(), 65534, 65534), 0);
+  std::string error =
+      errorText(readInputFile(map, InputPlace::Shared).takeError());
+  EXPECT_NE(error.find("not owned by current user or root"), std::string::npos)
+      << error;
+  EXPECT_TRUE(bool(readInputFile(map, InputPlace::Named)));
+}
+
+TEST_F(Scratch, RemovalNeverFollowsALink) {
+  std::string outside = root + "/outside", tree = root + "/tree";
+  ASSERT_EQ(mkdir(outside.c_str(), 0700), 0);
+  write(outside + "/keep", "keep");
+  ASSERT_EQ(mkdir(tree.c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((tree + "/sub").c_str(), 0700), 0);
+  ASSERT_EQ(symlink(outside.c_str(), (tree + "/sub/link").c_str()), 0);
+  ASSERT_EQ(mkfifo((tree + "/fifo").c_str(), 0600), 0);
+  EXPECT_FALSE(removeTree(tree));
+  EXPECT_FALSE(llvm::sys::fs::exists(tree));
+  EXPECT_EQ(read(outside + "/keep"), "keep");
+}
+
+TEST_F(Scratch, CacheUnderAnotherUsersDirectoryIsRefused) {
+  if (geteuid() != 0)
+    GTEST_SKIP() << "needs root to give a directory to another user";
+  std::string theirs = root + "/theirs";
+  ASSERT_EQ(mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(chown(theirs.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(mkdir((theirs + "/cache").c_str(), 0700), 0);
+  setenv("XDG_CACHE_HOME", (theirs + "/cache").c_str(), 1);
+  llvm::Expected<std::string> cache = userCacheDir();
+  unsetenv("XDG_CACHE_HOME");
+  std::string error = errorText(cache.takeError());
+  EXPECT_NE(error.find("its parent " + theirs + ": it belongs to user 65534"),
+            std::string::npos)
+      << error;
+}
+
+TEST_F(Scratch, TempDirWritableByOthersWithoutStickyBitIsNotUsed) {
+  std::string open = root + "/open";
+  ASSERT_EQ(mkdir(open.c_str(), 0700), 0);
+  ASSERT_EQ(chmod(open.c_str(), 0777), 0);
+  EXPECT_NE(unsafeTempParent(open).find("no sticky bit (mode 777)"),
+            std::string::npos);
+  ASSERT_EQ(chmod(open.c_str(), 01777), 0);
+  EXPECT_EQ(unsafeTempParent(open), "");
+  ASSERT_EQ(chmod(open.c_str(), 0777), 0);
+  std::string saved = getenv("TMPDIR") ? getenv("TMPDIR") : "";
+  setenv("TMPDIR", open.c_str(), 1);
+  std::string chosen = tempRoot(), note = tempRootNote();
+  if (saved.empty())
+    unsetenv("TMPDIR");
+  else
+    setenv("TMPDIR", saved.c_str(), 1);
+  EXPECT_NE(chosen, open);
+  EXPECT_NE(note.find(open + " is not used"), std::string::npos) << note;
+}
+
+} // namespace
