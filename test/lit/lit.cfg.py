@@ -15,6 +15,11 @@ config.environment["PATH"] = os.pathsep.join(
     [config.llvm_tools_dir, config.mt_tools_dir, config.environment.get("PATH", "/usr/bin:/bin")])
 # Python scripts driving LLDB need its module and its server (Debian quirk).
 config.environment["PYTHONPATH"] = "/usr/lib/llvm-22/lib/python3.11/site-packages"
+# The user's cache directory (the symbolizer's ranges kept across runs,
+# GDB's target description) is the suite's own, not the user's; tests that
+# are about it set XDG_CACHE_HOME themselves.
+config.environment["XDG_CACHE_HOME"] = os.path.join(config.test_exec_root,
+                                                    "xdg-cache")
 config.environment["LLDB_DEBUGSERVER_PATH"] = "/usr/lib/llvm-22/bin/lldb-server"
 for var in ["HOME", "TMPDIR", "ASAN_OPTIONS", "UBSAN_OPTIONS", "LD_PRELOAD"]:
     if var in os.environ:

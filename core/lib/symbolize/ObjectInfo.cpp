@@ -295,8 +295,14 @@ const FileRange &ObjectInfo::rangeFor(uint64_t address,
   auto next = ranges.upper_bound(address);
   if (next != ranges.begin() &&
       address < std::prev(next)->second.interval.end) {
-    ++stats.hits;
-    return std::prev(next)->second;
+    FileRange &found = std::prev(next)->second;
+    if (found.fromCache) {
+      found.fromCache = false;
+      ++stats.distinctRanges;
+    } else {
+      ++stats.hits;
+    }
+    return found;
   }
   ++stats.distinctRanges;
   FileRange range = compute(address);

@@ -40,6 +40,10 @@ struct FileRange {
   /// DWARF has a line here but no function, nor has any symbol or FDE: the
   /// one frame keeps its file and line and is named as unknown code.
   bool noFunction = false;
+  /// Read from the cache across runs and not looked up yet: its first
+  /// lookup counts as the range a run without the cache would compute, so
+  /// that the statistics do not depend on what earlier runs left.
+  bool fromCache = false;
 };
 
 /// One object file (by build-id): the binary, its DWARF, its symbols, and the

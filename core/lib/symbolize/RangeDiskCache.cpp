@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "RangeDiskCache.h"
 
+#include "magic_trace/InputFiles.h"
 #include "magic_trace/PrivateFiles.h"
 
 #include "llvm/ADT/SmallVector.h"
@@ -61,6 +62,7 @@ bool parseRanges(StringRef text, StringTable &strings,
     range.functionEntry = entry;
     range.fromDebugInfo = fromDebug != 0;
     range.noFunction = noFunction != 0;
+    range.fromCache = true;
     for (uint64_t i = 0; i < count; ++i) {
       auto [frameLine, after] = text.split('\n');
       text = after;
@@ -114,21 +116,17 @@ std::string rangeCachePath(StringRef buildId, StringRef debugPath,
 
 size_t loadRangeCache(StringRef path, StringTable &strings,
                       std::map<uint64_t, FileRange> &ranges) {
-  if (path.empty() || !sys::fs::exists(path))
+  if (path.empty())
     return 0;
-  // Not the user's own, or writable by others: computed afresh (and
-  // written anew, privately).
-  if (Error error = checkPrivate(path, /*directory=*/false)) {
-    consumeError(std::move(error));
+  // The user's own regular file, or nothing (a cache directory is a place
+  // to check as a shared one: InputFiles.h).
+  Expected<std::unique_ptr<MemoryBuffer>> file =
+      readInputFile(path, InputPlace::Shared, MaxCacheBytes);
+  if (!file) {
+    consumeError(file.takeError());
     return 0;
   }
-  uint64_t size = 0;
-  if (sys::fs::file_size(path, size) || size > MaxCacheBytes)
-    return 0;
-  ErrorOr<std::unique_ptr<MemoryBuffer>> file =
-      MemoryBuffer::getFile(path, /*IsText=*/false,
-                            /*RequiresNullTerminator=*/false);
-  if (!file)
+  if (!*file)
     return 0;
   StringRef text = (*file)->getBuffer();
   if (!text.consume_front(Header) || !text.consume_front("\n") ||
