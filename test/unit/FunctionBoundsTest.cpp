@@ -292,6 +292,33 @@ struct ScopedEnv {
   }
 };
 
+TEST(FunctionBoundsTest, AStrippedCopyIsNotNamedFromItsOriginalsKeptRanges) {
+  // The stripped copy has its original's build-id: ranges kept for the
+  // original (RangeDiskCache.h) must not name it.
+  llvm::SmallString<128> cache;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("mt-ranges", cache));
+  ScopedEnv env("XDG_CACHE_HOME", cache.c_str());
+  ElfFacts twin = readElf(Calls);
+  {
+    StringTable strings;
+    Symbolizer original({atFileAddresses(Calls)}, strings);
+    for (const auto &[begin, size] : twin.functions)
+      (void)original.lookup(begin);
+    original.keepRanges();
+  }
+  llvm::SmallString<128> kept(cache);
+  llvm::sys::path::append(kept, "magic-trace", "ranges");
+  std::error_code error;
+  size_t files = 0;
+  for (llvm::sys::fs::directory_iterator it(kept, error), end;
+       !error && it != end; it.increment(error))
+    ++files;
+  EXPECT_EQ(files, 1u) << "the original's ranges were not kept in "
+                       << kept.c_str();
+  expectFunctionsFromFdes(CallsStripped, twin, 0);
+  llvm::sys::fs::remove_directories(cache);
+}
+
 TEST(FunctionBoundsTest, EmptyDebugFileDirsSymbolizesAsWithoutTheDebugPackage) {
   // MT_DEBUG_FILE_DIRS= (docs/symbolizer.md): libc6-dbg stays installed but
   // is not looked up, so a local function of libc (in the debug file's

@@ -259,8 +259,8 @@ ObjectInfo::ObjectInfo(const Module &module, const Symbolizer::Options &options,
   const object::ObjectFile *debugFile = debugOwner.getBinary();
   readSymbols(object, debugFile, debugPath);
   // Ranges earlier runs computed for this build-id, with this debug file.
-  cachePath =
-      rangeCachePath(lowerHex(object::getBuildID(&object)), debugPath, options);
+  cachePath = rangeCachePath(lowerHex(object::getBuildID(&object)),
+                             module.fileToRead(), debugPath, options);
   cachedRanges = loadRangeCache(cachePath, strings, ranges);
   // Function bounds for code no symbol covers; the debug file has no bytes
   // of .eh_frame, so they come from the file itself.

@@ -21,6 +21,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <cstdlib>
 
 using namespace llvm;
@@ -87,9 +88,30 @@ bool parseRanges(StringRef text, StringTable &strings,
 
 } // namespace
 
-std::string rangeCachePath(StringRef buildId, StringRef debugPath,
+/// "SIZE-INODE-TIME" of the file at `path` (the time in nanoseconds), or ""
+/// when it cannot be read: a file rewritten in place, or a copy made in the
+/// same second, gets another name.
+static std::string fileStamp(StringRef path) {
+  sys::fs::file_status status;
+  if (path.empty() || sys::fs::status(path, status))
+    return "";
+  uint64_t nanos =
+      uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   status.getLastModificationTime().time_since_epoch())
+                   .count());
+  return utohexstr(status.getSize()) + "-" +
+         utohexstr(status.getUniqueID().getFile()) + "-" + utohexstr(nanos);
+}
+
+std::string rangeCachePath(StringRef buildId, StringRef objectPath,
+                           StringRef debugPath,
                            const Symbolizer::Options &options) {
   if (buildId.empty() || std::getenv("MAGIC_TRACE_NO_SYMBOL_CACHE"))
+    return "";
+  // A stripped copy has its original's build-id but not its symbols: the
+  // object's own file is part of the name too.
+  std::string object = fileStamp(objectPath);
+  if (object.empty())
     return "";
   Expected<std::string> cache = userCacheDir();
   if (!cache) {
@@ -98,19 +120,17 @@ std::string rangeCachePath(StringRef buildId, StringRef debugPath,
   }
   std::string debug = "nodebug";
   if (!debugPath.empty()) {
-    sys::fs::file_status status;
-    if (sys::fs::status(debugPath, status))
+    debug = fileStamp(debugPath);
+    if (debug.empty())
       return "";
-    debug = utohexstr(status.getSize()) + "-" +
-            utohexstr(uint64_t(sys::toTimeT(status.getLastModificationTime())));
   }
   SmallString<256> path(*cache);
   sys::path::append(path, "ranges");
   if (createOutputDirectories(path))
     return "";
-  sys::path::append(path, buildId.lower() + "-" + debug + "-" +
+  sys::path::append(path, buildId.lower() + "-" + object + "-" + debug + "-" +
                               (options.demangle ? "d" : "m") +
-                              (options.useDebugInfo ? "g" : "s") + ".1");
+                              (options.useDebugInfo ? "g" : "s") + ".2");
   return std::string(path);
 }
 

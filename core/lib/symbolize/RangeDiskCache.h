@@ -27,13 +27,16 @@
 
 namespace magic_trace {
 
-/// The cache file for an object with build-id `buildId` (hex), symbolized
-/// with `debugPath` (its separate debug file, or "") and `options`; ""
-/// when there is none to use: no build-id, no usable cache directory, or
-/// MAGIC_TRACE_NO_SYMBOL_CACHE set. The name carries what the ranges
-/// depend on: the debug file's size and time (a -dbg package installed
-/// later gives other ranges), the options, and the format's version.
-std::string rangeCachePath(llvm::StringRef buildId, llvm::StringRef debugPath,
+/// The cache file for the object read from `objectPath` with build-id
+/// `buildId` (hex), symbolized with `debugPath` (its separate debug file, or
+/// "") and `options`; "" when there is none to use: no build-id, no file,
+/// no usable cache directory, or MAGIC_TRACE_NO_SYMBOL_CACHE set. The name
+/// carries what the ranges depend on: the object's and the debug file's
+/// sizes and times (a stripped copy keeps its build-id; a -dbg package
+/// installed later gives other ranges), the options, and the format's
+/// version.
+std::string rangeCachePath(llvm::StringRef buildId, llvm::StringRef objectPath,
+                           llvm::StringRef debugPath,
                            const Symbolizer::Options &options);
 
 /// Reads the ranges kept at `path` into `ranges` (empty before), their
