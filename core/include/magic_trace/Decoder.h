@@ -121,6 +121,11 @@ public:
   /// The PSBs of snapshot.threads[index] (a selected thread) and their
   /// times, found once when the decoder was made.
   const PsbTimes &psbTimes(size_t index) const { return times[index]; }
+  /// The code history's seq in force at PSB `psb` of snapshot.threads[index]
+  /// (a selected thread): what an InstructionWalker follows before the
+  /// items of a decode from that PSB, which begin with an Image item only
+  /// where the seq changed (0 without a history).
+  uint64_t seqAtPsb(size_t index, size_t psb) const;
 
   /// Decodes snapshot.threads[index] into `sink`, in batches, from its PSB
   /// `fromPsb` (an index into psbTimes(index); 0: the whole buffer) to the

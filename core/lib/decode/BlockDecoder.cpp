@@ -78,6 +78,14 @@ SnapshotDecoder::SnapshotDecoder(const Snapshot &snapshot,
 
 SnapshotDecoder::~SnapshotDecoder() = default;
 
+uint64_t SnapshotDecoder::seqAtPsb(size_t index, size_t psb) const {
+  const decode_detail::PsbTable &table = tables[index];
+  if (psb >= table.offsets.size())
+    return 0;
+  return timeline->seqAt(snapshot.threads[index], table.offsets[psb],
+                         table.tsc[psb]);
+}
+
 void SnapshotDecoder::findPsbTimes(size_t index) {
   ArrayRef<uint8_t> bytes = snapshot.threads[index].bytes;
   PsbTimes &found = times[index];
