@@ -1,10 +1,10 @@
-// Input for the views (report --annotate, --top, diff): rounds that
-// alternate a fast path and a slow path, each ending at round_done(), with
-// recursion (depth_sum, twice per level), a helper inlined at -O2 (mix) and a loop whose
-// branch depends on the data (classify). Round r takes the slow path when r
-// is odd: slow_path() calls slow_step() kSlowSteps times, fast_path() calls
-// nothing. So between the snapshot at round_done(0) and the one at
-// round_done(1) slow_step() gains exactly kSlowSteps calls.
+// Input for the views (report --annotate, --top, diff): rounds alternate a
+// fast path and a slow path, each ending at round_done(), with recursion
+// (depth_sum), an inlined helper (mix), a data-dependent branch (classify).
+// Round r takes the slow path when r is odd: slow_path() calls slow_step()
+// kSlowSteps times, fast_path() calls nothing. So between the snapshot at
+// round_done(0) and the one at round_done(1) slow_step() gains exactly
+// kSlowSteps calls.
 enum { kRounds = 4, kSlowSteps = 25, kValues = 48 };
 
 static int values[kValues];

@@ -107,6 +107,8 @@ InsnClassifier::create(ExecMode mode) {
                              "LLVM built with the X86 disassembler)");
   // Branch targets as addresses ("jmp 0x401136"), as objdump prints them.
   impl->printer->setPrintBranchImmAsAddress(true);
+  // Immediates and displacements in hex, as llvm-objdump prints them.
+  impl->printer->setPrintImmHex(true);
   return std::unique_ptr<InsnClassifier>(new InsnClassifier(std::move(impl)));
 }
 
