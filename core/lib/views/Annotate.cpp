@@ -375,8 +375,7 @@ std::string renderAnnotation(const Annotation &annotation, unsigned snapshot,
     os << "  ... " << withCommas(annotation.lines.size() - shown)
        << " more lines (--rows N shows more)\n";
   if (annotation.estimated)
-    os << "  ~: time estimated from instruction counts (no timing packet "
-          "there)\n";
+    os << views::kEstimatedNote;
   if (annotation.unwalked)
     os << "  note: " << withCommas(annotation.unwalked)
        << " instructions whose code could not be read again are counted on "

@@ -241,6 +241,11 @@ std::string renderDiff(const SnapshotDiff &diff, size_t rows) {
                signedTime(change.totalNs()), a.name});
   }
   os << table.render("  ");
+  bool estimated =
+      std::any_of(diff.functions.begin(), diff.functions.begin() + shown,
+                  [](const FunctionChange &change) {
+                    return change.first.estimated || change.second.estimated;
+                  });
   if (diff.functions.size() > shown)
     os << "  ... " << withCommas(diff.functions.size() - shown)
        << " more functions (--rows N shows more)\n";
@@ -262,6 +267,8 @@ std::string renderDiff(const SnapshotDiff &diff, size_t rows) {
   paths(diff.onlySecond, diff.second, diff.first);
   if (diff.onlyFirst.empty() && diff.onlySecond.empty())
     os << "every call path ran in both\n";
+  if (estimated)
+    os << views::kEstimatedNote;
   return out;
 }
 

@@ -224,8 +224,7 @@ std::string renderTop(FunctionTable table, unsigned snapshot,
       renderRows(os, thread.functions, order, rows);
     }
   if (estimated)
-    os << "  ~: time estimated from instruction counts (no timing packet "
-          "there)\n";
+    os << views::kEstimatedNote;
   if (table.unwalked)
     os << "  note: " << withCommas(table.unwalked)
        << " instructions whose code could not be read again are counted in "

@@ -63,7 +63,13 @@ llvm::Error notRunError(const Snapshot &snapshot, llvm::StringRef query,
 /// The first `most` names, comma-separated, and how many more.
 std::string joinNames(const std::set<std::string> &names, size_t most);
 
-/// "~" before a time the instruction clock made, else nothing.
+/// The line under a view whose times timeText marked.
+constexpr const char *kEstimatedNote =
+    "  ~: some of this time was estimated from instruction counts (no "
+    "timing packet there)\n";
+
+/// "~" before a time the instruction clock made (some of it), else
+/// nothing.
 std::string timeText(uint64_t ns, bool estimated);
 
 /// A table for the terminal: every column but the last right-aligned to
