@@ -96,9 +96,9 @@ llvm::Expected<Annotation> annotateFunction(const Snapshot &snapshot,
                                             const AnnotateOptions &options);
 
 /// The annotation for the terminal: a header line, then one row per line
-/// (instructions, entries, self time, FILE:LINE, the source text), at
-/// most `rows` of them and a count of the rest; with instructions, each
-/// one under its line.
+/// (instructions, entries, self time, FILE:LINE, the source text); with
+/// instructions, each one under its line; at most `rows` rows in all and
+/// a count of the rest.
 std::string renderAnnotation(const Annotation &annotation, unsigned snapshot,
                              size_t rows);
 

@@ -351,9 +351,10 @@ std::string renderAnnotation(const Annotation &annotation, unsigned snapshot,
      << '\n';
   views::TextTable table;
   table.add({"instructions", "entries", "self", "line"});
-  size_t shown = std::min(rows, annotation.lines.size());
-  for (size_t i = 0; i < shown; ++i) {
-    const AnnotatedLine &row = annotation.lines[i];
+  // `rows` bounds the table: lines and, with --insns, their instructions.
+  size_t printed = 0, shown = 0, hiddenInsns = 0;
+  for (; shown < annotation.lines.size() && printed < rows; ++shown) {
+    const AnnotatedLine &row = annotation.lines[shown];
     std::string place = placeOf(row);
     if (!row.inlined.empty())
       place += " [inlined " + row.inlined + "]";
@@ -364,16 +365,33 @@ std::string renderAnnotation(const Annotation &annotation, unsigned snapshot,
       place += "  " + row.insns.front().text;
     table.add({withCommas(row.instructions), withCommas(row.entries),
                views::timeText(row.selfNs, row.estimated), place});
+    ++printed;
     if (row.file.empty())
       continue;
-    for (const AnnotatedInstruction &insn : row.insns)
+    for (const AnnotatedInstruction &insn : row.insns) {
+      if (printed == rows) {
+        ++hiddenInsns;
+        continue;
+      }
       table.add({withCommas(insn.count), "", "",
                  formatv("    {0:x}  {1}", insn.address, insn.text).str()});
+      ++printed;
+    }
   }
   os << table.render("  ");
-  if (annotation.lines.size() > shown)
-    os << "  ... " << withCommas(annotation.lines.size() - shown)
-       << " more lines (--rows N shows more)\n";
+  size_t hiddenLines = annotation.lines.size() - shown;
+  if (hiddenLines || hiddenInsns) {
+    os << "  ... ";
+    if (hiddenLines)
+      os << withCommas(hiddenLines) << " more line"
+         << (hiddenLines == 1 ? "" : "s");
+    if (hiddenLines && hiddenInsns)
+      os << " and ";
+    if (hiddenInsns)
+      os << withCommas(hiddenInsns) << " more instruction"
+         << (hiddenInsns == 1 ? "" : "s");
+    os << " (--rows N shows more)\n";
+  }
   if (annotation.estimated)
     os << views::kEstimatedNote;
   if (annotation.unwalked)
