@@ -23,6 +23,8 @@ from magic_trace_gdb_target import (SOCKET_DEADLINE_S, connect, fail,  # noqa
                                     find_qemu, find_recorder, link_map,
                                     target_description, thread_stacks,
                                     wait_for_socket)
+# report --annotate, report --top and diff: their options to the core's views.
+import magic_trace_gdb_views as views  # noqa
 
 try:
     import magic_trace_gdb as core
@@ -580,27 +582,12 @@ magic-trace snapshot [-o FILE] [--window DURATION|all] [--max-slices N]
                       window=window_of(options))
 
 
-# report's views (the core's Views.h): --annotate, --top and their options.
-VIEW_VALUES = {"annotate", "by", "rows"}
-VIEW_FLAGS = {"insns", "top", "json"}
-
-
 class ReportCommand(gdb.Command):
     __doc__ = """Print a snapshot's call tree: total and self time per frame.
 
 magic-trace report [--last DURATION] [--thread TID] [--depth N] [--snapshot K]
                    [--window DURATION|all] [--max-slices N]
-magic-trace report --annotate FUNCTION [--insns] [--rows N] [--thread TID]
-                   [--snapshot K] [--json]
-magic-trace report --top [N] [--by self|total|calls|instructions]
-                   [--thread TID] [--snapshot K] [--json]
-
---annotate FUNCTION: per source line of FUNCTION, the instructions executed
-  there (exact), the times it was entered and its self time; --insns adds
-  each instruction with its count and disassembly.
---top [N]: the first N functions (default 20) by self time (or --by), with
-  their calls, instructions and total time, across threads and per thread.
-""" + WINDOW_HELP
+""" + views.REPORT_HELP + WINDOW_HELP
 
     def __init__(self):
         super().__init__("magic-trace report", gdb.COMMAND_DATA)
@@ -608,36 +595,20 @@ magic-trace report --top [N] [--by self|total|calls|instructions]
     def invoke(self, argument, from_tty):
         need_core()
         options = Options(argument, {"last", "thread", "depth", "snapshot"} |
-                          WINDOW_OPTIONS | VIEW_VALUES, VIEW_FLAGS, "report")
+                          WINDOW_OPTIONS | views.VIEW_VALUES, views.VIEW_FLAGS,
+                          "report")
         collect_triggered()
         if state.session is None:
             fail("no snapshot yet (take one with 'magic-trace snapshot' or "
                  "'magic-trace snapshot-on')")
-        view = options.flags or VIEW_VALUES & set(options.values)
-        top_rows = 20
-        if options.positional:
-            if "top" not in options.flags or len(options.positional) > 1:
-                fail("unexpected argument '%s' (see 'help magic-trace report')"
-                     % options.positional[-1])
-            try:
-                top_rows = int(options.positional[0], 0)
-            except ValueError:
-                top_rows = -1
-            if top_rows < 0:
-                fail("--top takes a count, got '%s'" % options.positional[0])
         try:
-            if view:
-                for option in ("last", "depth"):
-                    if option in options.values:
-                        fail("--%s shapes the call tree, not --annotate or "
-                             "--top (leave it out)" % option)
-                text = state.session.view(
-                    options.number("snapshot", 0), options.get("annotate", ""),
-                    "insns" in options.flags, "top" in options.flags,
-                    top_rows, options.get("by", ""),
-                    options.number("rows", 50), options.number("thread", 0),
-                    "json" in options.flags, *window_of(options))
+            if views.is_view(options):
+                text = views.report_view(state.session, options,
+                                         window_of(options))
             else:
+                if options.positional:
+                    fail("unexpected argument '%s' (see 'help magic-trace "
+                         "report')" % options.positional[0])
                 text = state.session.report(
                     options.number("snapshot", 0), options.get("last", ""),
                     options.number("depth", 0), options.number("thread", -1),
@@ -648,13 +619,7 @@ magic-trace report --top [N] [--by self|total|calls|instructions]
 
 
 class DiffCommand(gdb.Command):
-    """Compare two snapshots of one program.
-
-magic-trace diff K1 K2 [--rows N] [--json]
-
-Per function: calls, instructions, self and total time in each snapshot and
-the difference, the largest change first; then the call paths that ran in
-one snapshot only. --rows N: rows per list (default 50)."""
+    __doc__ = views.DIFF_HELP
 
     def __init__(self):
         super().__init__("magic-trace diff", gdb.COMMAND_DATA)
@@ -663,21 +628,11 @@ one snapshot only. --rows N: rows per list (default 50)."""
         need_core()
         options = Options(argument, {"rows"}, {"json"}, "diff")
         collect_triggered()
-        if len(options.positional) != 2:
-            fail("diff takes two snapshot numbers, e.g. 'magic-trace diff 1 2'")
-        numbers = []
-        for word in options.positional:
-            try:
-                numbers.append(int(word, 0))
-            except ValueError:
-                fail("bad snapshot number '%s'" % word)
         if state.session is None:
             fail("no snapshot yet (take one with 'magic-trace snapshot' or "
                  "'magic-trace snapshot-on')")
         try:
-            gdb.write(state.session.diff(numbers[0], numbers[1],
-                                         options.number("rows", 50),
-                                         "json" in options.flags))
+            gdb.write(views.diff_view(state.session, options))
         except RuntimeError as error:
             fail(str(error))
 

@@ -79,7 +79,8 @@ struct Annotation {
   /// The lines in source order: the function's own file first, then each
   /// file inlined into it; rows without a line last, by address.
   std::vector<AnnotatedLine> lines;
-  /// Instructions whose code could not be read again (0 normally).
+  /// Instructions whose code could not be read again (0 normally): they
+  /// count where reading it stopped.
   uint64_t unwalked = 0;
 };
 

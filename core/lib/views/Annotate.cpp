@@ -394,10 +394,7 @@ std::string renderAnnotation(const Annotation &annotation, unsigned snapshot,
   }
   if (annotation.estimated)
     os << views::kEstimatedNote;
-  if (annotation.unwalked)
-    os << "  note: " << withCommas(annotation.unwalked)
-       << " instructions whose code could not be read again are counted on "
-          "the line their block started on\n";
+  os << views::unwalkedNote(annotation.unwalked);
   return out;
 }
 

@@ -76,7 +76,7 @@ public:
                    RunVisitor &visitor);
 
   /// Instructions whose code could not be read to walk them (counted in
-  /// their block's first range); 0 in a sound snapshot.
+  /// the range where reading stopped); 0 in a sound snapshot.
   uint64_t unwalked() const { return unwalkedInstructions; }
 
 private:

@@ -269,6 +269,7 @@ std::string renderDiff(const SnapshotDiff &diff, size_t rows) {
     os << "every call path ran in both\n";
   if (estimated)
     os << views::kEstimatedNote;
+  os << views::unwalkedNote(diff.unwalked);
   return out;
 }
 

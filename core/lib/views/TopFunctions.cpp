@@ -225,10 +225,7 @@ std::string renderTop(FunctionTable table, unsigned snapshot,
     }
   if (estimated)
     os << views::kEstimatedNote;
-  if (table.unwalked)
-    os << "  note: " << withCommas(table.unwalked)
-       << " instructions whose code could not be read again are counted in "
-          "the function their block started in\n";
+  os << views::unwalkedNote(table.unwalked);
   return out;
 }
 

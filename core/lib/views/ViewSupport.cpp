@@ -166,6 +166,14 @@ std::string joinNames(const std::set<std::string> &names, size_t most) {
   return text;
 }
 
+std::string unwalkedNote(uint64_t count) {
+  if (count == 0)
+    return "";
+  return "  note: " + withCommas(count) +
+         " instructions whose code could not be read again are counted on "
+         "the line and function where reading it stopped\n";
+}
+
 std::string timeText(uint64_t ns, bool estimated) {
   return (estimated ? "~" : "") + formatDuration(ns);
 }

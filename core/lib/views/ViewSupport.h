@@ -68,6 +68,10 @@ constexpr const char *kEstimatedNote =
     "  ~: some of this time was estimated from instruction counts (no "
     "timing packet there)\n";
 
+/// The line under a view that counted `count` instructions it could not
+/// walk (ExecutedCode::unwalked); empty when 0.
+std::string unwalkedNote(uint64_t count);
+
 /// "~" before a time the instruction clock made (some of it), else
 /// nothing.
 std::string timeText(uint64_t ns, bool estimated);
