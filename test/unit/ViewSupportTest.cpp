@@ -3,11 +3,15 @@
 // The model's frames summed per function as report --top and diff count
 // them (calls are the call tree's frames, a recursive call's time is in its
 // caller's total already, a frame continued across a stitched gap is one
-// call), and how a user's FUNCTION names a function.
+// call), how a user's FUNCTION names a function, and what --annotate says
+// when it names none, or several.
 //
 //===----------------------------------------------------------------------===//
 #include "../../core/lib/views/ViewSupport.h"
 #include "../../core/lib/views/ExecutedCode.h"
+
+#include "magic_trace/Annotate.h"
+#include "magic_trace/Decoder.h"
 
 #include <gtest/gtest.h>
 
@@ -93,6 +97,48 @@ TEST(ViewSupport, ThreadsAreChecked) {
   EXPECT_EQ(llvm::toString(std::move(missing)),
             "the snapshot has no thread 9 in its window (see 'magic-trace "
             "report' for its threads)");
+}
+
+/// A snapshot with no trace and no module, and a model whose one thread
+/// ran f(int) and f(long): FUNCTION is resolved against the model before
+/// anything is decoded.
+TEST(ViewSupport, AnnotateNamesWhatRanOrSaysWhy) {
+  Snapshot snapshot;
+  snapshot.cpu.vendor = kNoErrataVendor;
+  TraceModel model;
+  ThreadModel &thread = model.threads.emplace_back();
+  thread.tid = 3;
+  Segment &segment = thread.segments.emplace_back();
+  for (const char *name : {"f(int)", "f(long)"}) {
+    FrameSite site;
+    site.name = model.strings.intern(name);
+    Frame frame;
+    frame.site = thread.sites.intern(site);
+    frame.parent = Frame::NoParent;
+    segment.frames.push_back(frame);
+  }
+  auto errorOf = [&](const char *function, uint64_t tid = 0) {
+    AnnotateOptions options;
+    options.function = function;
+    options.tid = tid;
+    llvm::Expected<Annotation> annotation =
+        annotateFunction(snapshot, model, nullptr, options);
+    EXPECT_FALSE(bool(annotation));
+    return annotation ? std::string() : llvm::toString(annotation.takeError());
+  };
+  EXPECT_EQ(errorOf("f"), "'f' names 2 functions that ran: f(int), f(long) "
+                          "(give one in full, in quotes)");
+  EXPECT_EQ(errorOf("g"), "no function 'g' in the snapshot's modules (check "
+                          "the name; 'magic-trace report --top' lists the "
+                          "functions that ran)");
+  EXPECT_EQ(errorOf("f(int)", 4),
+            "the snapshot has no thread 4 in its window (see 'magic-trace "
+            "report' for its threads)");
+  // Named in full, it is one function; it ran no instruction here.
+  EXPECT_EQ(errorOf("f(int)"),
+            "'f(int)' ran no instruction in the snapshot's window (its frame "
+            "there is where the snapshot stopped, at its entry; annotate it "
+            "in a later snapshot)");
 }
 
 } // namespace
