@@ -22,6 +22,7 @@
 #include "magic_trace/RecorderSnapshots.h"
 #include "magic_trace/SnapshotLog.h"
 #include "magic_trace/TraceWriters.h"
+#include "magic_trace/Views.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
@@ -280,6 +281,37 @@ public:
     return tree;
   }
 
+  /// report --annotate / --top (Views.h): the text (or JSON line) to print.
+  /// `by` is --top's order ("" for self time).
+  std::string view(unsigned number, const std::string &annotate, bool insns,
+                   bool top, unsigned topRows, const std::string &by,
+                   unsigned rows, uint64_t tid, bool json,
+                   const std::string &window, const std::string &maxSlices) {
+    ViewRequest request;
+    request.annotate = annotate;
+    request.instructions = insns;
+    request.top = top;
+    request.topRows = topRows;
+    if (!by.empty())
+      request.order = take(parseFunctionOrder(by));
+    request.rows = rows;
+    request.tid = tid;
+    request.json = json;
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> hold(lock);
+    std::optional<PipelineResult> storage;
+    SnapshotRecord &record = *take(log.findDecoded(number));
+    const TraceModel &model = viewed(record, window, maxSlices, storage)->model;
+    return take(renderReportView(record, model, symbols.get(), request));
+  }
+
+  /// diff K1 K2 (Views.h): the text (or JSON line) to print.
+  std::string diff(unsigned first, unsigned second, unsigned rows, bool json) {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> hold(lock);
+    return take(renderDiffView(log, first, second, symbols.get(), rows, json));
+  }
+
   /// Writes snapshot `number` again; returns the line to print.
   std::string save(unsigned number, const std::string &path,
                    const std::string &format, const std::string &window,
@@ -475,6 +507,14 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
       .def("report", &GdbSession::report, py::arg("number") = 0,
            py::arg("last") = "", py::arg("depth") = 0, py::arg("tid") = -1,
            py::arg("window") = "", py::arg("max_slices") = "")
+      .def("view", &GdbSession::view, py::arg("number") = 0,
+           py::arg("annotate") = "", py::arg("insns") = false,
+           py::arg("top") = false, py::arg("top_rows") = kDefaultTopRows,
+           py::arg("by") = "", py::arg("rows") = kDefaultViewRows,
+           py::arg("tid") = 0, py::arg("json") = false, py::arg("window") = "",
+           py::arg("max_slices") = "")
+      .def("diff", &GdbSession::diff, py::arg("first"), py::arg("second"),
+           py::arg("rows") = kDefaultViewRows, py::arg("json") = false)
       .def("save", &GdbSession::save, py::arg("number"), py::arg("path"),
            py::arg("format") = "", py::arg("window") = "",
            py::arg("max_slices") = "")

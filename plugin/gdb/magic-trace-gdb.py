@@ -23,6 +23,8 @@ from magic_trace_gdb_target import (SOCKET_DEADLINE_S, connect, fail,  # noqa
                                     find_qemu, find_recorder, link_map,
                                     target_description, thread_stacks,
                                     wait_for_socket)
+# report --annotate, report --top and diff: their options to the core's views.
+import magic_trace_gdb_views as views  # noqa
 
 try:
     import magic_trace_gdb as core
@@ -585,8 +587,7 @@ class ReportCommand(gdb.Command):
 
 magic-trace report [--last DURATION] [--thread TID] [--depth N] [--snapshot K]
                    [--window DURATION|all] [--max-slices N]
-
-""" + WINDOW_HELP
+""" + views.REPORT_HELP + WINDOW_HELP
 
     def __init__(self):
         super().__init__("magic-trace report", gdb.COMMAND_DATA)
@@ -594,19 +595,46 @@ magic-trace report [--last DURATION] [--thread TID] [--depth N] [--snapshot K]
     def invoke(self, argument, from_tty):
         need_core()
         options = Options(argument, {"last", "thread", "depth", "snapshot"} |
-                          WINDOW_OPTIONS, set(), "report")
+                          WINDOW_OPTIONS | views.VIEW_VALUES, views.VIEW_FLAGS,
+                          "report")
         collect_triggered()
         if state.session is None:
             fail("no snapshot yet (take one with 'magic-trace snapshot' or "
                  "'magic-trace snapshot-on')")
         try:
-            text = state.session.report(
-                options.number("snapshot", 0), options.get("last", ""),
-                options.number("depth", 0), options.number("thread", -1),
-                *window_of(options))
+            if views.is_view(options):
+                text = views.report_view(state.session, options,
+                                         window_of(options))
+            else:
+                if options.positional:
+                    fail("unexpected argument '%s' (see 'help magic-trace "
+                         "report')" % options.positional[0])
+                text = state.session.report(
+                    options.number("snapshot", 0), options.get("last", ""),
+                    options.number("depth", 0), options.number("thread", -1),
+                    *window_of(options))
         except RuntimeError as error:
             fail(str(error))
         gdb.write(text)
+
+
+class DiffCommand(gdb.Command):
+    __doc__ = views.DIFF_HELP
+
+    def __init__(self):
+        super().__init__("magic-trace diff", gdb.COMMAND_DATA)
+
+    def invoke(self, argument, from_tty):
+        need_core()
+        options = Options(argument, {"rows"}, {"json"}, "diff")
+        collect_triggered()
+        if state.session is None:
+            fail("no snapshot yet (take one with 'magic-trace snapshot' or "
+                 "'magic-trace snapshot-on')")
+        try:
+            gdb.write(views.diff_view(state.session, options))
+        except RuntimeError as error:
+            fail(str(error))
 
 
 class SaveCommand(gdb.Command):
@@ -720,6 +748,7 @@ SnapshotOnCommand()
 ContinueCommand()
 SnapshotCommand()
 ReportCommand()
+DiffCommand()
 SaveCommand()
 StatusCommand()
 DoctorCommand()

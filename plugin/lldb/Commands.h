@@ -16,7 +16,7 @@ void registerDoctorCommand(lldb::SBCommand &root);
 void registerRecordingCommands(lldb::SBCommand &root);
 /// snapshot, snapshot-on (SnapshotCommands.cpp).
 void registerSnapshotCommands(lldb::SBCommand &root);
-/// save, report (ViewCommands.cpp).
+/// save, report, diff (ViewCommands.cpp).
 void registerViewCommands(lldb::SBCommand &root);
 
 /// Reports `error` on `result` as LLDB's commands do: "error: <message>" and

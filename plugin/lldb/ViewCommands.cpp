@@ -1,7 +1,9 @@
-//===- ViewCommands.cpp - save, report ---------------------------------===//
+//===- ViewCommands.cpp - save, report, diff ---------------------------===//
 //
 // Views of finished snapshots: write one again in another format (save),
-// print its call tree in the terminal (report).
+// print its call tree, a function's lines or its functions in the terminal
+// (report, report --annotate, report --top), compare two (diff). The views
+// are the core's (Views.h); this parses and prints.
 //
 //===----------------------------------------------------------------------===//
 #include "CommandArgs.h"
@@ -10,6 +12,7 @@
 #include "Session.h"
 
 #include "magic_trace/TraceWriters.h"
+#include "magic_trace/Views.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
@@ -96,16 +99,81 @@ const OptionSpec reportOptions[] = {
     {'k', "snapshot", true, "K", "Which snapshot (default: the last)."},
     kWindowOption,
     kMaxSlicesOption,
+    {'a', "annotate", true, "FUNCTION",
+     "Per source line of FUNCTION: instructions executed (exact), times "
+     "entered, self time."},
+    {'i', "insns", false, nullptr,
+     "With --annotate: each instruction, its count and disassembly."},
+    {'T', "top", false, nullptr,
+     "Functions by self time, with calls and instructions (--top N: the "
+     "first N, default 20)."},
+    {'b', "by", true, "self|total|calls|instructions",
+     "With --top: the order (default self)."},
+    {'r', "rows", true, "N", "With --annotate: lines shown (default 50)."},
+    {'j', "json", false, nullptr, "With --annotate or --top: one JSON object."},
 };
+
+/// report's view options (Views.h). Errors: bad values, --top's N given
+/// without --top, options of the call tree with a view.
+llvm::Expected<ViewRequest> viewRequest(const ParsedArgs &args) {
+  ViewRequest request;
+  request.annotate = args.get("annotate", "");
+  request.instructions = args.has("insns");
+  request.top = args.has("top");
+  request.json = args.has("json");
+  if (args.positional.size() > (request.top ? 1 : 0))
+    return error("unexpected argument '%s' (see 'help magic-trace report')",
+                 args.positional.back().c_str());
+  if (request.top && !args.positional.empty()) {
+    llvm::Expected<unsigned> rows =
+        parseCount(args.positional.front(), "--top count");
+    if (!rows)
+      return rows.takeError();
+    request.topRows = *rows;
+  }
+  if (args.has("by")) {
+    llvm::Expected<FunctionOrder> order =
+        parseFunctionOrder(args.get("by", ""));
+    if (!order)
+      return order.takeError();
+    request.order = *order;
+  }
+  if (args.has("rows")) {
+    llvm::Expected<unsigned> rows = parseCount(args.get("rows", ""), "rows");
+    if (!rows)
+      return rows.takeError();
+    request.rows = *rows;
+  }
+  if (args.has("thread") &&
+      llvm::StringRef(args.get("thread", "")).getAsInteger(0, request.tid))
+    return error("bad thread id '%s'", args.get("thread", "").c_str());
+  if (!isView(request)) {
+    for (const char *option : {"by", "rows", "json"})
+      if (args.has(option))
+        return error("--%s goes with --annotate or --top (see 'help "
+                     "magic-trace report')",
+                     option);
+  } else {
+    for (const char *option : {"last", "depth"})
+      if (args.has(option))
+        return error("--%s shapes the call tree, not --annotate or --top "
+                     "(leave it out)",
+                     option);
+  }
+  return request;
+}
 
 class ReportCommand : public lldb::SBCommandPluginInterface {
 public:
   bool DoExecute(lldb::SBDebugger debugger, char **command,
                  lldb::SBCommandReturnObject &result) override {
     llvm::Expected<ParsedArgs> args =
-        parseOptionsOnly(command, reportOptions, "report");
+        parseArgs(command, reportOptions, "report");
     if (!args)
       return failCommand(result, args.takeError());
+    llvm::Expected<ViewRequest> request = viewRequest(*args);
+    if (!request)
+      return failCommand(result, request.takeError());
     unsigned number = 0;
     if (args->has("snapshot")) {
       llvm::Expected<unsigned> parsed =
@@ -122,6 +190,15 @@ public:
         viewedResult(session, *args, number, record, storage);
     if (!viewed)
       return failCommand(result, viewed.takeError());
+    if (isView(*request)) {
+      llvm::Expected<std::string> text = renderReportView(
+          *record, (*viewed)->model, session.symbols.get(), *request);
+      if (!text)
+        return failCommand(result, text.takeError());
+      result.Printf("%s", text->c_str());
+      result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+      return true;
+    }
     TreeOptions options;
     if (args->has("last")) {
       llvm::Expected<uint64_t> last = parseDuration(args->get("last", ""));
@@ -172,6 +249,53 @@ public:
   }
 };
 
+// --- diff ----------------------------------------------------------------
+
+const OptionSpec diffOptions[] = {
+    {'r', "rows", true, "N",
+     "Functions and call paths shown per list (default 50)."},
+    {'j', "json", false, nullptr, "Print one JSON object."},
+};
+
+class DiffCommand : public lldb::SBCommandPluginInterface {
+public:
+  bool DoExecute(lldb::SBDebugger debugger, char **command,
+                 lldb::SBCommandReturnObject &result) override {
+    llvm::Expected<ParsedArgs> args = parseArgs(command, diffOptions, "diff");
+    if (!args)
+      return failCommand(result, args.takeError());
+    if (args->positional.size() != 2)
+      return failCommand(result, error("diff takes two snapshot numbers, "
+                                       "e.g. 'magic-trace diff 1 2'"));
+    unsigned numbers[2];
+    for (size_t i = 0; i < 2; ++i) {
+      llvm::Expected<unsigned> number =
+          parseCount(args->positional[i], "snapshot number");
+      if (!number)
+        return failCommand(result, number.takeError());
+      numbers[i] = *number;
+    }
+    size_t rows = kDefaultViewRows;
+    if (args->has("rows")) {
+      llvm::Expected<unsigned> parsed =
+          parseCount(args->get("rows", ""), "rows");
+      if (!parsed)
+        return failCommand(result, parsed.takeError());
+      rows = *parsed;
+    }
+    Session &session = sessionFor(debugger);
+    std::lock_guard<std::mutex> hold(session.lock);
+    llvm::Expected<std::string> text =
+        renderDiffView(session.snapshots, numbers[0], numbers[1],
+                       session.symbols.get(), rows, args->has("json"));
+    if (!text)
+      return failCommand(result, text.takeError());
+    result.Printf("%s", text->c_str());
+    result.SetStatus(lldb::eReturnStatusSuccessFinishResult);
+    return true;
+  }
+};
+
 } // namespace
 
 void registerViewCommands(lldb::SBCommand &root) {
@@ -190,11 +314,25 @@ void registerViewCommands(lldb::SBCommand &root) {
   addCommand(
       root, "report", new ReportCommand(),
       "Print the call tree of a snapshot in the terminal, with total and "
-      "self times.\n\nExample:\n  (lldb) magic-trace report --last 20us "
-      "--depth 6\n" +
+      "self times; or, with --annotate FUNCTION, the exact instructions, "
+      "entries and self time of each source line of FUNCTION; or, with "
+      "--top, its functions by self time, calls and instructions.\n\n"
+      "Examples:\n  (lldb) magic-trace report --last 20us --depth 6\n"
+      "  (lldb) magic-trace report --annotate fib --insns\n"
+      "  (lldb) magic-trace report --top 10 --by calls\n" +
           describeOptions(reportOptions),
       "magic-trace report [--last DURATION] [--thread TID] [--depth N] "
-      "[--snapshot K] [--window DURATION|all] [--max-slices N]");
+      "[--snapshot K] [--window DURATION|all] [--max-slices N] "
+      "[--annotate FUNCTION [--insns] [--rows N] | --top [N] [--by ORDER]] "
+      "[--json]");
+  addCommand(
+      root, "diff", new DiffCommand(),
+      "Compare two snapshots of one program: per function, calls, "
+      "instructions, self and total time in each and the difference, the "
+      "largest change first; and the call paths that ran in one only.\n\n"
+      "Example:\n  (lldb) magic-trace diff 1 2\n" +
+          describeOptions(diffOptions),
+      "magic-trace diff K1 K2 [--rows N] [--json]");
 }
 
 } // namespace magic_trace::plugin

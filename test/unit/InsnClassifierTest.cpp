@@ -125,6 +125,30 @@ TEST_F(InsnClassifierTest, FarTransfers) {
   expectClass({0x0f, 0x0b}, BranchClass::FarTransfer, "ud2");
 }
 
+// The text report --annotate --insns prints. Expected: llvm-objdump-22 -d
+// --no-show-raw-insn of the same bytes at address 0 (b.bin: 8d 04 37 e8 2b
+// 01 00 00 f0 0f b1 0a 75 fa c3), which prints the lock prefix on a line
+// of its own.
+TEST_F(InsnClassifierTest, DisassemblesAsObjdump) {
+  auto text = [&](std::vector<uint8_t> bytes, uint64_t ip) {
+    auto result = classifier->disassemble(bytes, ip);
+    EXPECT_TRUE(bool(result)) << llvm::toString(result.takeError());
+    return result ? *result : std::string();
+  };
+  EXPECT_EQ(text({0x8d, 0x04, 0x37}, 0x0), "leal (%rdi,%rsi), %eax");
+  EXPECT_EQ(text({0xe8, 0x2b, 0x01, 0x00, 0x00}, 0x3), "callq 0x133");
+  EXPECT_EQ(text({0xf0, 0x0f, 0xb1, 0x0a}, 0x8), "lock cmpxchgl %ecx, (%rdx)");
+  EXPECT_EQ(text({0x75, 0xfa}, 0xc), "jne 0x8");
+  EXPECT_EQ(text({0xc3}, 0xe), "retq");
+  // c.bin: 83 e2 f8 48 8d 35 1c 0e 00 00 (objdump adds "# 0xe26" after the
+  // lea, a comment on where it points).
+  EXPECT_EQ(text({0x83, 0xe2, 0xf8}, 0x0), "andl $-0x8, %edx");
+  EXPECT_EQ(text({0x48, 0x8d, 0x35, 0x1c, 0x0e, 0x00, 0x00}, 0x3),
+            "leaq 0xe1c(%rip), %rsi");
+  EXPECT_FALSE(bool(classifier->disassemble({0x0f, 0xff}, 0x10)))
+      << "ud0 without its operand is cut short";
+}
+
 TEST_F(InsnClassifierTest, BadBytesNameTheAddress) {
   auto truncated = classifier->classify({0xe8, 0x00}, 0x7f0012345678);
   ASSERT_FALSE(bool(truncated));

@@ -30,9 +30,25 @@ public:
   void timesEstimated(uint64_t instructions) override {
     estimated = instructions;
   }
+  void estimatedRange(uint64_t first, uint64_t count) override {
+    // Told before the batch that holds them: none of them arrived yet.
+    uint64_t arrived = 0;
+    for (const TraceItem &item : items)
+      arrived += item.detail;
+    EXPECT_LE(arrived, first);
+    // A range may be told in pieces, one per batch: joined here.
+    if (!ranges.empty() && ranges.back().first + ranges.back().second == first)
+      ranges.back().second += count;
+    else
+      ranges.push_back({first, count});
+  }
   std::vector<TraceItem> items;
   uint64_t estimated = UINT64_MAX;
+  /// The estimated instructions, as [first, first + count).
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
 };
+
+using Ranges = std::vector<std::pair<uint64_t, uint64_t>>;
 
 TraceItem block(size_t k, uint64_t sample) {
   TraceItem item;
@@ -74,6 +90,9 @@ TEST(ItemStream, StretchesWithoutTimingRunOnTheMeasuredRate) {
     EXPECT_EQ(sink.items[k].timeNs, truthNs(k)) << "item " << k;
   // 10 items before, 10 after the last sample.
   EXPECT_EQ(sink.estimated, 20 * InsnsPerItem);
+  // Which ones: the first 10 items and the run of the last sample (items
+  // 30-39), whose instructions are 0-99 and 300-399.
+  EXPECT_EQ(sink.ranges, (Ranges{{0, 100}, {300, 100}}));
 }
 
 TEST(ItemStream, ATraceWithoutTimingCountsInstructionsFromZero) {
@@ -85,6 +104,7 @@ TEST(ItemStream, ATraceWithoutTimingCountsInstructionsFromZero) {
       EXPECT_EQ(sink.items[k].timeNs,
                 k * InsnsPerItem * ItemStream::DefaultNsPerInsn);
     EXPECT_EQ(sink.estimated, 25 * InsnsPerItem);
+    EXPECT_EQ(sink.ranges, (Ranges{{0, 25 * InsnsPerItem}}));
   }
 }
 
@@ -97,6 +117,8 @@ TEST(ItemStream, FullyTimedStretchesAreNotEstimated) {
   for (size_t k = 0; k < 21; ++k)
     EXPECT_EQ(sink.items[k].timeNs, truthNs(k)) << "item " << k;
   EXPECT_EQ(sink.estimated, InsnsPerItem);
+  // Item 20, the run no later sample closes: instructions 200-209.
+  EXPECT_EQ(sink.ranges, (Ranges{{200, 10}}));
 }
 
 } // namespace

@@ -121,6 +121,11 @@ public:
   /// The PSBs of snapshot.threads[index] (a selected thread) and their
   /// times, found once when the decoder was made.
   const PsbTimes &psbTimes(size_t index) const { return times[index]; }
+  /// The code history's seq in force at PSB `psb` of snapshot.threads[index]
+  /// (a selected thread): what an InstructionWalker follows before the
+  /// items of a decode from that PSB, which begin with an Image item only
+  /// where the seq changed (0 without a history).
+  uint64_t seqAtPsb(size_t index, size_t psb) const;
 
   /// Decodes snapshot.threads[index] into `sink`, in batches, from its PSB
   /// `fromPsb` (an index into psbTimes(index); 0: the whole buffer) to the
@@ -170,6 +175,37 @@ private:
 /// modules are data in the result.
 llvm::Expected<DecodeResult> decodeSnapshot(const Snapshot &snapshot,
                                             const DecodeOptions &options);
+
+/// The code a trace ran, instruction by instruction: the length and bytes
+/// of each instruction of a Block item, read through the snapshot's images
+/// with the code of the item's moment (the seq of the last Image item
+/// followed). expandInstructions and the views (report --annotate) walk
+/// blocks with it. Not thread-safe: one per thread of work.
+class InstructionWalker {
+public:
+  /// Builds the snapshot's images (as SnapshotDecoder::create does).
+  /// Errors: libipt cannot allocate an image.
+  static llvm::Expected<std::unique_ptr<InstructionWalker>>
+  create(const Snapshot &snapshot, const DecodeOptions &options);
+  ~InstructionWalker();
+
+  /// Follows `item` in its thread's stream: an Image item switches the
+  /// code read from then on; other items change nothing. Errors: libipt
+  /// cannot make the image of that moment.
+  llvm::Error follow(const TraceItem &item);
+  /// The length of the instruction at `ip`, code of `mode` (cached per
+  /// moment). Errors: no code is known at `ip`, or it is not a valid
+  /// instruction (InsnClassifier's).
+  llvm::Expected<uint8_t> sizeAt(uint64_t ip, ExecMode mode);
+  /// Up to `size` bytes of code at `ip` at the current moment; returns how
+  /// many were read (0: no code known there).
+  size_t read(uint64_t ip, uint8_t *buffer, size_t size);
+
+private:
+  struct Impl;
+  explicit InstructionWalker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
 
 /// Addresses of every instruction of `decode`'s blocks, in execution order,
 /// read through the same images (the code of each Image item's seq). Blocks

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace magic_trace {
 
@@ -49,6 +50,12 @@ public:
   /// fine when the instruction fits). Fails, naming `ip`, when the bytes are
   /// not a valid instruction of its mode or are cut short.
   llvm::Expected<ClassifiedInsn> classify(llvm::ArrayRef<uint8_t> bytes,
+                                          uint64_t ip) const;
+
+  /// The instruction at `ip` as text, in AT&T syntax with branch targets
+  /// as addresses ("callq 0x401130"), as LLDB's `disassemble` and objdump
+  /// print it. Fails as classify() does.
+  llvm::Expected<std::string> disassemble(llvm::ArrayRef<uint8_t> bytes,
                                           uint64_t ip) const;
 
   ~InsnClassifier();

@@ -146,6 +146,13 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
 WindowSummary cutToWindow(TraceModel &model, const WindowOptions &options,
                           bool ownClocks);
 
+/// The PSB of a thread (its psbTimes) to decode from so that everything
+/// from time `at` on is decoded as the whole buffer's decode has it: the
+/// window planner's rule (one timed PSB of margin); 0 when no timed PSB is
+/// at or before `at`. The views (report --annotate, --top) decode a kept
+/// window again with it.
+size_t windowDecodeStart(const PsbTimes &psbs, uint64_t at);
+
 /// The summary as JSON: {"threads": [{tid, spanNs, instructions, calls,
 /// errors, triggered}], "moduleProblems": [...]}.
 llvm::json::Value summaryJson(const PipelineResult &result);

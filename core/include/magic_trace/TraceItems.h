@@ -102,6 +102,14 @@ public:
   /// Once, before the last batch: how many of the thread's instructions got
   /// times from instruction counts rather than timing packets.
   virtual void timesEstimated(uint64_t instructions) { (void)instructions; }
+  /// Before the batch that holds them: instructions [first, first + count)
+  /// of the thread's (counted in stream order from 0) got their times from
+  /// instruction counts. Ranges come in order, never overlapping; the
+  /// views mark times so made (report --annotate).
+  virtual void estimatedRange(uint64_t first, uint64_t count) {
+    (void)first;
+    (void)count;
+  }
 };
 
 } // namespace magic_trace

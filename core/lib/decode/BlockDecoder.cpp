@@ -2,9 +2,9 @@
 //
 // What Decoder.h offers, over the parts beside it: SnapshotDecoder (its
 // image, the threads it decodes; PsbParallel.cpp decodes one), the
-// one-call decodeSnapshot, expandInstructions for ground-truth checks, and
-// rawBlockDecodeLoop, the benchmarks' baseline (PieceDecoder's loop with no
-// output).
+// one-call decodeSnapshot, and rawBlockDecodeLoop, the benchmarks' baseline
+// (PieceDecoder's loop with no output). expandInstructions is in
+// InstructionWalker.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "Image.h"
@@ -12,10 +12,6 @@
 #include "PieceDecoder.h"
 #include "PsbTable.h"
 #include "StartQuirk.h"
-
-#include "magic_trace/InsnClassifier.h"
-
-#include "llvm/ADT/DenseMap.h"
 
 using namespace llvm;
 
@@ -82,6 +78,14 @@ SnapshotDecoder::SnapshotDecoder(const Snapshot &snapshot,
 
 SnapshotDecoder::~SnapshotDecoder() = default;
 
+uint64_t SnapshotDecoder::seqAtPsb(size_t index, size_t psb) const {
+  const decode_detail::PsbTable &table = tables[index];
+  if (psb >= table.offsets.size())
+    return 0;
+  return timeline->seqAt(snapshot.threads[index], table.offsets[psb],
+                         table.tsc[psb]);
+}
+
 void SnapshotDecoder::findPsbTimes(size_t index) {
   ArrayRef<uint8_t> bytes = snapshot.threads[index].bytes;
   PsbTimes &found = times[index];
@@ -133,67 +137,6 @@ Expected<DecodeResult> decodeSnapshot(const Snapshot &snapshot,
     result.threads.push_back(std::move(out));
   }
   return result;
-}
-
-Expected<std::vector<uint64_t>>
-expandInstructions(const Snapshot &snapshot, const ThreadDecode &decode,
-                   const DecodeOptions &options) {
-  std::vector<ModuleImageStatus> ignored;
-  auto timeline = decode_detail::ImageTimeline::build(
-      snapshot, options.readMemory, ignored);
-  if (!timeline)
-    return timeline.takeError();
-  // The code of the items' seq (Image items), and one size cache per
-  // execution mode over the decoder's classifiers, cleared when the seq
-  // changes.
-  uint64_t seq = 0;
-  Expected<const PtImage *> image = (*timeline)->imageAt(seq);
-  if (!image)
-    return image.takeError();
-  ReadMemoryFn reader;
-  if ((*timeline)->versioned())
-    reader = [&](uint64_t address, uint8_t *buffer, size_t size) {
-      return (*timeline)->read(address, seq, buffer, size);
-    };
-  decode_detail::ModeClassifiers classifiers;
-  DenseMap<uint64_t, uint8_t> sizes[3];
-  std::vector<uint64_t> addresses;
-  addresses.reserve(decode.instructions);
-  for (const TraceItem &item : decode.items) {
-    if (item.kind == ItemKind::Image && item.ip != seq) {
-      seq = item.ip;
-      image = (*timeline)->imageAt(seq);
-      if (!image)
-        return image.takeError();
-      for (auto &cache : sizes)
-        cache.clear();
-    }
-    if (item.kind != ItemKind::Block)
-      continue;
-    size_t mode = size_t(item.mode);
-    uint64_t ip = item.ip;
-    for (uint32_t i = 0; i < item.detail; ++i) {
-      addresses.push_back(ip);
-      if (i + 1 == item.detail)
-        break;
-      auto &size = sizes[mode][ip];
-      if (!size) {
-        Expected<const InsnClassifier *> classifier =
-            classifiers.forMode(item.mode);
-        if (!classifier)
-          return classifier.takeError();
-        uint8_t bytes[16] = {};
-        size_t got =
-            (*image)->read(ip, 0, bytes, 15, reader ? &reader : nullptr);
-        auto insn = (*classifier)->classify(ArrayRef<uint8_t>(bytes, got), ip);
-        if (!insn)
-          return insn.takeError();
-        size = insn->size;
-      }
-      ip += size;
-    }
-  }
-  return addresses;
 }
 
 Expected<uint64_t> rawBlockDecodeLoop(const Snapshot &snapshot,

@@ -179,8 +179,10 @@ private:
     floor = latest;
     anchorNs = startNs;
     sinceAnchor = done;
-    if (!between)
+    if (!between) {
       estimated += done;
+      noteEstimated(instructions, done);
+    }
     instructions += done;
     emitAll(run);
     run.clear();
@@ -231,6 +233,7 @@ private:
     item.timeNs = floor;
     sinceAnchor += insnsOf(item);
     estimated += insnsOf(item);
+    noteEstimated(instructions, insnsOf(item));
     emit(item);
   }
 
@@ -251,6 +254,7 @@ private:
     uint64_t total = 0;
     for (const TraceItem &before : leading)
       total += insnsOf(before);
+    noteEstimated(instructions, total);
     uint64_t done = 0;
     for (TraceItem &before : leading) {
       before.timeNs = firstNs - std::min(firstNs, clock(total - done));
@@ -298,7 +302,29 @@ private:
     }
   }
 
+  /// Instructions [first, first + count) were timed by the instruction
+  /// clock: joined to the range pending, which the sink hears before the
+  /// batch that holds them.
+  void noteEstimated(uint64_t first, uint64_t count) {
+    if (count == 0)
+      return;
+    if (rangeCount && rangeFirst + rangeCount == first) {
+      rangeCount += count;
+      return;
+    }
+    flushEstimatedRange();
+    rangeFirst = first;
+    rangeCount = count;
+  }
+
+  void flushEstimatedRange() {
+    if (rangeCount)
+      sink.estimatedRange(rangeFirst, rangeCount);
+    rangeCount = 0;
+  }
+
   __attribute__((noinline)) void send() {
+    flushEstimatedRange();
     if (out.empty() && errors.empty())
       return;
     sink.consume(llvm::ArrayRef<TraceItem>(out.data(), out.size()), errors);
@@ -328,6 +354,8 @@ private:
   };
   std::deque<Interval> rateIntervals;
   uint64_t estimated = 0; ///< Instructions timed by the instruction clock.
+  /// The range of such instructions not yet told to the sink.
+  uint64_t rangeFirst = 0, rangeCount = 0;
   std::vector<TraceItem> leading; ///< Items before the first time.
   PodVector<TraceItem> out;       ///< The batch being filled.
   uint64_t instructions = 0;

@@ -2,6 +2,7 @@
 #include "WindowPlan.h"
 
 #include "magic_trace/ModelWindow.h"
+#include "magic_trace/Pipeline.h"
 
 #include <algorithm>
 
@@ -109,3 +110,11 @@ uint64_t exactFrom(const PsbTimes &psbs, size_t from) {
 }
 
 } // namespace magic_trace::pipeline
+
+namespace magic_trace {
+
+size_t windowDecodeStart(const PsbTimes &psbs, uint64_t at) {
+  return pipeline::decodeStart(psbs, at);
+}
+
+} // namespace magic_trace

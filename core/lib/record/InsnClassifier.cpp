@@ -6,6 +6,7 @@
 #include "llvm/MC/MCContext.h"
 #include "llvm/MC/MCDisassembler/MCDisassembler.h"
 #include "llvm/MC/MCInst.h"
+#include "llvm/MC/MCInstPrinter.h"
 #include "llvm/MC/MCInstrAnalysis.h"
 #include "llvm/MC/MCInstrInfo.h"
 #include "llvm/MC/MCRegisterInfo.h"
@@ -15,6 +16,7 @@
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/TargetParser/Triple.h"
 
+#include <algorithm>
 #include <mutex>
 
 // Only the X86 pieces of libLLVM are initialized: InitializeAllTargets would
@@ -37,6 +39,8 @@ struct InsnClassifier::Impl {
   std::unique_ptr<MCDisassembler> disassembler;
   std::unique_ptr<MCInstrInfo> instrInfo;
   std::unique_ptr<MCInstrAnalysis> analysis;
+  /// AT&T syntax, as LLDB's `disassemble` and objdump print by default.
+  std::unique_ptr<MCInstPrinter> printer;
   ExecMode mode = ExecMode::Bits64;
 };
 
@@ -95,9 +99,16 @@ InsnClassifier::create(ExecMode mode) {
   impl->disassembler.reset(
       target->createMCDisassembler(*impl->subtarget, *impl->context));
   impl->analysis.reset(target->createMCInstrAnalysis(impl->instrInfo.get()));
-  if (!impl->disassembler || !impl->analysis)
+  impl->printer.reset(
+      target->createMCInstPrinter(triple, /*SyntaxVariant=*/0, *impl->asmInfo,
+                                  *impl->instrInfo, *impl->registers));
+  if (!impl->disassembler || !impl->analysis || !impl->printer)
     return createStringError("cannot create LLVM's X86 disassembler (use an "
                              "LLVM built with the X86 disassembler)");
+  // Branch targets as addresses ("jmp 0x401136"), as objdump prints them.
+  impl->printer->setPrintBranchImmAsAddress(true);
+  // Immediates and displacements in hex, as llvm-objdump prints them.
+  impl->printer->setPrintImmHex(true);
   return std::unique_ptr<InsnClassifier>(new InsnClassifier(std::move(impl)));
 }
 
@@ -176,6 +187,41 @@ Expected<ClassifiedInsn> InsnClassifier::classify(ArrayRef<uint8_t> bytes,
                  result.branch == BranchClass::DirectCall))
     result.directTarget = target;
   return result;
+}
+
+Expected<std::string> InsnClassifier::disassemble(ArrayRef<uint8_t> bytes,
+                                                  uint64_t ip) const {
+  Expected<ClassifiedInsn> insn = classify(bytes, ip);
+  if (!insn)
+    return insn.takeError();
+  // classify() decoded it: the prefixes LLVM returns as instructions of
+  // their own are printed before the rest, as one instruction.
+  std::string text;
+  raw_string_ostream os(text);
+  uint64_t at = 0;
+  while (at < insn->size) {
+    MCInst inst;
+    uint64_t size = 0;
+    ArrayRef<uint8_t> rest = bytes.slice(at, insn->size - at);
+    if (impl->disassembler->getInstruction(
+            inst, size, rest, ip + at, nulls()) != MCDisassembler::Success ||
+        size == 0)
+      break;
+    std::string part;
+    raw_string_ostream partOs(part);
+    // X86's printer adds a relative branch's displacement to the address
+    // it is given: the next instruction's, as llvm-objdump passes it.
+    impl->printer->printInst(&inst, ip + at + size, "", *impl->subtarget,
+                             partOs);
+    // The printer starts with a tab and puts one between the mnemonic and
+    // the operands.
+    if (!text.empty())
+      os << ' ';
+    os << StringRef(part).trim();
+    at += size;
+  }
+  std::replace(text.begin(), text.end(), '\t', ' ');
+  return text;
 }
 
 } // namespace magic_trace
