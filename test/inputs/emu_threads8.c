@@ -1,9 +1,11 @@
 // Eight workers and main, each running calls, returns and loops for about
-// 1.2 million instructions, for per-CPU perf.data from our writer
+// 1.2 million instructions (argv[1] rounds of 5000 by default; 1000 is about
+// 240,000), for per-CPU perf.data from our writer
 // (magic-trace-perfdata --per-cpu): nine threads to lay onto a few virtual
 // CPUs. The workers start together and end before main stops at stop_here.
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 enum { kWorkers = 8 };
 
@@ -27,14 +29,18 @@ __attribute__((noinline)) uint64_t walk(uint64_t x, int depth) {
   return left;
 }
 
+static int rounds = 5000;
+
 static void *worker(void *arg) {
   uint64_t seed = (uint64_t)(uintptr_t)arg, total = 0;
-  for (int round = 0; round < 5000; round++)
+  for (int round = 0; round < rounds; round++)
     total += walk(seed + round, 6);
   return (void *)(uintptr_t)total;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1)
+    rounds = atoi(argv[1]);
   pthread_t threads[kWorkers];
   for (uintptr_t i = 0; i < kWorkers; i++)
     if (pthread_create(&threads[i], 0, worker, (void *)(i + 1)) != 0)
