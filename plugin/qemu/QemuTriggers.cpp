@@ -183,14 +183,45 @@ void answerSync(ThreadRecorder &thread) {
   thread.syncSeen.store(rec.syncEpoch.load(std::memory_order_acquire),
                         std::memory_order_release);
   // Held with the thread that hit the trigger, for at most as long as it
-  // waits (and a second to spare).
+  // waits (and a second to spare), looking every millisecond: many held
+  // threads must leave the decoder its cores.
   uint32_t waitMs =
       __atomic_load_n(&rec.header->triggerWaitMs, __ATOMIC_ACQUIRE) + 1000;
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
   while (rec.holders.load(std::memory_order_acquire) &&
          std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+/// The whole program waits while the host decodes snapshot `number`, as it
+/// would at a breakpoint, so that the decoder has the machine's cores rather
+/// than sharing them with the program's busy threads (8 of them on 2 cores:
+/// 1 worker and 3-5 s a snapshot, against 2 and under 2 s). At most
+/// triggerWaitMs (0, as without a host that decodes: no wait); the time is
+/// counted with the waits for room.
+static void holdWhileDecoded(uint32_t number) {
+  Recorder &rec = *recorder;
+  QemuRingHeader &header = *rec.header;
+  uint32_t waitMs = __atomic_load_n(&header.triggerWaitMs, __ATOMIC_ACQUIRE);
+  if (!waitMs)
+    return;
+  auto began = std::chrono::steady_clock::now();
+  auto deadline = began + std::chrono::milliseconds(waitMs);
+  rec.holders.fetch_add(1);
+  useSync(+1);
+  while (__atomic_load_n(&header.triggersCollected, __ATOMIC_ACQUIRE) <
+             number &&
+         std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
+  rec.holders.fetch_sub(1);
+  useSync(-1);
+  __atomic_add_fetch(
+      &header.triggerWaitNs,
+      uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::steady_clock::now() - began)
+                   .count()),
+      __ATOMIC_RELEASE);
 }
 
 void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
@@ -254,13 +285,17 @@ void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
     if (llvm::Error error = writeGroundTruth({thread.truth}, dir))
       setNote("a recorder trigger's ground truth was not written: " +
               llvm::toString(std::move(error)));
-  // Which trigger it was, for the host's output pattern.
-  std::error_code ec;
-  llvm::raw_fd_ostream which((dir + "/trigger").str(), ec);
-  if (!ec)
-    which << llvm::format_hex(block.start, 0) << "\n";
+  // Which trigger it was, for the host's output pattern: closed before the
+  // snapshot is published, so the host never reads it half written.
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream which((dir + "/trigger").str(), ec);
+    if (!ec)
+      which << llvm::format_hex(block.start, 0) << "\n";
+  }
   __atomic_add_fetch(&trigger->hits, 1u, __ATOMIC_RELEASE);
   __atomic_store_n(&rec.header->triggerSnapshots, number, __ATOMIC_RELEASE);
+  holdWhileDecoded(number);
 }
 
 } // namespace magic_trace::qemu_plugin
