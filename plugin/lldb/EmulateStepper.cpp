@@ -222,6 +222,21 @@ struct Stepper {
     return llvm::Error::success();
   }
 
+  /// Logs the code outside files the instruction at `pc` is in
+  /// (SteppedCode.h) and marks the thread's trace where its code changed.
+  llvm::Error logCode(uint64_t pc, uint8_t size, SteppedThread *recorder) {
+    auto read = [this](uint64_t address, uint8_t *buffer, size_t length) {
+      lldb::SBError error;
+      return process.ReadMemory(address, buffer, length, error);
+    };
+    SteppedCodeLog::Step step = session.emulate()->code().beforeStep(
+        process.GetProcessID(), pc, size, read,
+        recorder ? recorder->marks.seq : UINT64_MAX);
+    if (!step.markSeq || !recorder)
+      return llvm::Error::success();
+    return recorder->marks.mark(*recorder->writer, step.markSeq);
+  }
+
   llvm::Expected<Result> stepOne(lldb::SBThread &thread,
                                  SteppedThread *recorder, Turn &turn,
                                  bool otherThreads, StepOutcome &outcome);
@@ -258,6 +273,8 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
     insn = *classified;
     if (insn.branch == BranchClass::Syscall)
       number = registerValue(thread, "rax");
+    if (llvm::Error error = logCode(pc, insn.size, recorder))
+      return std::move(error);
   }
   bool exec = isExec(number);
   std::optional<uint64_t> clone = insn.branch == BranchClass::Syscall
@@ -349,6 +366,9 @@ llvm::Expected<Stepper::Result> Stepper::stepOne(lldb::SBThread &thread,
     noteFork(after, outcome);
   if (completed && number == SysFutex)
     unparkAll(); // It may have woken a parked thread.
+  // mmap, munmap, mprotect: where code outside files is may have changed.
+  if (completed && insn.branch == BranchClass::Syscall)
+    session.emulate()->code().mappingsChanged();
 
   lldb::StopReason reason = after.GetStopReason();
   // Someone else halted the process: Ctrl-C in the lldb driver while the
@@ -500,6 +520,12 @@ runTraced(lldb::SBDebugger &debugger, Session &session,
   debugger.SetAsync(false);
   CtrlCWatch ctrlC;
   Stepper stepper(debugger, session);
+  // The process ran unstepped since the last run: its modules and mappings
+  // may have changed.
+  {
+    lldb::SBTarget target = debugger.GetSelectedTarget();
+    session.emulate()->code().setModules(captureModules(target));
+  }
   StepOutcome outcome;
   Clock::time_point began = Clock::now();
   Clock::time_point lastProgress = began;

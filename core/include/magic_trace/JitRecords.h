@@ -84,6 +84,10 @@ struct JitRecordNotes {
   std::vector<std::string> skipped;
 };
 
+/// Where a process's jitdump may be: its working directory (node writes
+/// jit-PID.dump there), ours, /tmp.
+std::vector<std::string> jitRecordDirs(uint64_t pid);
+
 /// The files a process `pid` may have written, where they are found: its
 /// perf map in /tmp, its jitdump in `dirs` (the process's working
 /// directory first; node writes jit-PID.dump there). Names and loads are

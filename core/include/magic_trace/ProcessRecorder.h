@@ -24,6 +24,7 @@
 #include "magic_trace/Pipeline.h"
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/SnapshotLog.h"
+#include "magic_trace/SteppedCode.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -146,6 +147,8 @@ struct SteppedThread {
   bool tracing = false;
   /// Every instruction the stepper saw execute (--ground-truth).
   std::optional<ThreadTruth> truth;
+  /// Where its trace moved to newer versions of the code (SteppedCode.h).
+  SteppedMarks marks;
   bool gone = false; ///< The thread exited.
 };
 
@@ -161,6 +164,9 @@ public:
   llvm::Expected<SteppedThread *> thread(uint64_t tid);
   std::map<uint64_t, SteppedThread> &stepped() { return threadsByTid; }
   const PacketWriter::Options &options() const { return writerOptions; }
+  /// The code outside files the host's stepper ran (SteppedCode.h): a
+  /// snapshot's code history.
+  SteppedCodeLog &code() { return codeLog; }
 
   llvm::StringRef backend() const override { return "emulate"; }
   bool recordsWhileRunning() const override { return false; }
@@ -174,6 +180,7 @@ private:
   PacketWriter::Options writerOptions;
   bool keepTruth;
   std::map<uint64_t, SteppedThread> threadsByTid;
+  SteppedCodeLog codeLog;
 };
 
 } // namespace magic_trace

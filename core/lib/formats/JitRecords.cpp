@@ -301,6 +301,18 @@ size_t keepUsefulSymbols(CodeHistory &history, size_t from) {
 
 } // namespace
 
+std::vector<std::string> jitRecordDirs(uint64_t pid) {
+  std::vector<std::string> dirs;
+  llvm::SmallString<256> cwd;
+  std::string link = llvm::formatv("/proc/{0}/cwd", pid).str();
+  if (!llvm::sys::fs::real_path(link, cwd))
+    dirs.push_back(std::string(cwd));
+  if (!llvm::sys::fs::current_path(cwd))
+    dirs.push_back(std::string(cwd));
+  dirs.push_back("/tmp");
+  return dirs;
+}
+
 JitRecordNotes addJitRecords(uint64_t pid, const std::vector<std::string> &dirs,
                              bool withCode, CodeHistory &history) {
   JitRecordNotes notes;

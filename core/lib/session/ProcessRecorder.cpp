@@ -1,6 +1,7 @@
 //===- ProcessRecorder.cpp - One recording of a process, any backend ------===//
 #include "magic_trace/ProcessRecorder.h"
 
+#include "magic_trace/JitRecords.h"
 #include "magic_trace/MachineFacts.h"
 #include "magic_trace/QemuRings.h"
 #include "magic_trace/VirtualClock.h"
@@ -248,9 +249,21 @@ llvm::Error EmulateRecorder::snapshot(const RecorderStop &stop,
     trace.tid = tid;
     trace.bytes = thread.writer->buffer().snapshot();
     trace.wrapped = thread.writer->buffer().wrapped();
+    trace.imageMarks = thread.marks.inSnapshot(thread.writer->buffer());
     snapshot.threads.push_back(std::move(trace));
     if (thread.truth)
       truth.push_back(*thread.truth);
+  }
+  // The code outside files the stepper ran, each version of it, and its
+  // names from the process's perf map and jitdump.
+  snapshot.code = codeLog.history();
+  if (!codeLog.note().empty())
+    snapshot.notes.push_back(codeLog.note());
+  if (!snapshot.code.changes.empty() && snapshot.pid) {
+    JitRecordNotes jit =
+        addJitRecords(snapshot.pid, jitRecordDirs(snapshot.pid),
+                      /*withCode=*/false, snapshot.code);
+    llvm::append_range(snapshot.notes, jit.skipped);
   }
   return llvm::Error::success();
 }

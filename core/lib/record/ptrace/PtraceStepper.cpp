@@ -8,8 +8,10 @@
 #include "magic_trace/PtraceStepper.h"
 
 #include "magic_trace/InsnClassifier.h"
+#include "magic_trace/JitRecords.h"
 #include "magic_trace/ProcessModules.h"
 #include "magic_trace/StackUnwinder.h"
+#include "magic_trace/SteppedCode.h"
 #include "magic_trace/VirtualClock.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -79,6 +81,8 @@ struct TracedThread {
   pid_t tid = 0;
   std::unique_ptr<PacketWriter> writer; ///< Null until tracing starts.
   ThreadTruth truth;
+  /// Where its trace moved to newer versions of the code (SteppedCode.h).
+  SteppedMarks marks;
   bool stepping = false; ///< A PTRACE_SINGLESTEP is outstanding.
   bool enabled = false;  ///< The writer is enabled (not in a syscall).
   /// Back from a syscall: enable the writer before the next instruction
@@ -184,11 +188,14 @@ private:
   /// A vdso larger than this is not one (it is a few pages).
   static constexpr uint64_t MaxVdsoBytes = 1 << 20;
   Expected<ClassifiedInsn> classifyAt(pid_t tid, uint64_t ip);
+  Error logCode(TracedThread &thread);
   TracedThread &threadFor(pid_t tid);
 
   const EmulateOptions &options;
   std::unique_ptr<InsnClassifier> classifier;
   DenseMap<uint64_t, ClassifiedInsn> classified;
+  /// The code outside files the threads ran, each version of it.
+  SteppedCodeLog codeLog;
   std::map<std::string, std::string> buildIds;
   std::vector<std::unique_ptr<TracedThread>> threads;
   DenseMap<pid_t, TracedThread *> threadByTid;
@@ -336,6 +343,7 @@ Error Emulator::refreshModules() {
       buildIds[entry.path] = readBuildId(entry.path);
   result.snapshot.modules = modulesFromMaps(entries, buildIds);
   addVdso(entries);
+  codeLog.setModules(result.snapshot.modules);
   // Code may have been unmapped and replaced (dlclose + dlopen).
   classified.clear();
   return Error::success();
@@ -426,10 +434,8 @@ Error Emulator::stepThread(TracedThread &thread) {
     thread.enabled = true;
     thread.truth.addEvent(TruthEventKind::Enable, 0, thread.ip);
   }
-  Expected<ClassifiedInsn> insn = classifyAt(thread.tid, thread.ip);
-  if (!insn)
-    return insn.takeError();
-  thread.insn = *insn;
+  if (Error err = logCode(thread))
+    return err;
   if (ptrace(PTRACE_SINGLESTEP, thread.tid, nullptr, thread.signalToDeliver) !=
       0)
     return ptraceError("SINGLESTEP", thread.tid);
@@ -437,6 +443,35 @@ Error Emulator::stepThread(TracedThread &thread) {
   thread.stepping = true;
   ++result.singleSteps;
   return Error::success();
+}
+
+/// Classifies the instruction at the thread's IP into `thread.insn`, and
+/// logs the code outside files it is in: a new version of it is classified
+/// again (the classification cached for its address is of the old code),
+/// and the thread's trace marks where its code changed.
+Error Emulator::logCode(TracedThread &thread) {
+  auto read = [&](uint64_t address, uint8_t *buffer, size_t size) -> size_t {
+    iovec local{buffer, size};
+    iovec remote{reinterpret_cast<void *>(address), size};
+    ssize_t got = process_vm_readv(thread.tid, &local, 1, &remote, 1, 0);
+    return got > 0 ? size_t(got) : 0;
+  };
+  uint64_t markSeq = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    Expected<ClassifiedInsn> insn = classifyAt(thread.tid, thread.ip);
+    if (!insn)
+      return insn.takeError();
+    thread.insn = *insn;
+    SteppedCodeLog::Step step = codeLog.beforeStep(
+        uint64_t(pid), thread.ip, thread.insn.size, read, thread.marks.seq);
+    markSeq = std::max(markSeq, step.markSeq);
+    if (!step.newVersion)
+      break;
+    classified.erase(thread.ip);
+  }
+  if (!markSeq)
+    return Error::success();
+  return thread.marks.mark(*thread.writer, markSeq);
 }
 
 /// The stepped instruction ran and execution is now at `nextIp`.
@@ -763,10 +798,19 @@ Expected<EmulateResult> Emulator::run() {
     trace.tid = uint64_t(thread->tid);
     trace.bytes = thread->writer->buffer().snapshot();
     trace.wrapped = thread->writer->buffer().wrapped();
+    trace.imageMarks = thread->marks.inSnapshot(thread->writer->buffer());
     snapshot.threads.push_back(std::move(trace));
     thread->truth.lost = thread->writer->lostInstructions();
     result.truth.push_back(std::move(thread->truth));
   }
+  // The code outside files the threads ran, each version of it, and its
+  // names from the process's perf map and jitdump (the files outlive it).
+  snapshot.code = codeLog.history();
+  if (!codeLog.note().empty())
+    result.recorderNote = codeLog.note();
+  if (!snapshot.code.changes.empty())
+    addJitRecords(snapshot.pid, jitRecordDirs(snapshot.pid),
+                  /*withCode=*/false, snapshot.code);
   return std::move(result);
 }
 

@@ -143,20 +143,6 @@ void readModules(llvm::StringRef dir, QemuRecording &recording) {
     segmentsFromElf(module);
 }
 
-/// Where a process's jitdump may be: its working directory (node writes
-/// jit-PID.dump there), ours, /tmp.
-std::vector<std::string> jitRecordDirs(uint64_t pid) {
-  std::vector<std::string> dirs;
-  llvm::SmallString<256> cwd;
-  std::string link = llvm::formatv("/proc/{0}/cwd", pid).str();
-  if (!llvm::sys::fs::real_path(link, cwd))
-    dirs.push_back(std::string(cwd));
-  if (!llvm::sys::fs::current_path(cwd))
-    dirs.push_back(std::string(cwd));
-  dirs.push_back("/tmp");
-  return dirs;
-}
-
 /// DIR/header, mapped and checked.
 llvm::Expected<FileMapping> openHeader(llvm::StringRef dir) {
   llvm::Expected<FileMapping> headerMap =
