@@ -76,6 +76,15 @@ public:
   /// Reuses (and adds to) `cache`'s object files; strings are interned in
   /// cache.strings(). The cache must outlive the symbolizer.
   Symbolizer(std::vector<Module> modules, SymbolCache &cache);
+  /// A snapshot's code over its time, named as every writer, view and text
+  /// dump names it (one path, so that they agree): the modules of the whole
+  /// history (modulesOverTime, with `atStop`), the names of code outside
+  /// files (perf maps, jitdump: setJitSymbols) and where the history holds
+  /// such code (setJitCode).
+  Symbolizer(const std::vector<Module> &atStop, const CodeHistory &history,
+             StringTable &strings);
+  Symbolizer(const std::vector<Module> &atStop, const CodeHistory &history,
+             SymbolCache &cache);
   ~Symbolizer();
 
   /// Names for code outside modules (JIT code: perf maps, jitdump; later

@@ -319,13 +319,9 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
   StringTable &strings = cache ? cache->strings() : result.model.strings;
   std::optional<Symbolizer> symbolizer;
   if (cache)
-    symbolizer.emplace(modulesOverTime(snapshot.modules, snapshot.code),
-                       *cache);
+    symbolizer.emplace(snapshot.modules, snapshot.code, *cache);
   else
-    symbolizer.emplace(modulesOverTime(snapshot.modules, snapshot.code),
-                       strings);
-  symbolizer->setJitSymbols(snapshot.code.symbols);
-  symbolizer->setJitCode(snapshot.code);
+    symbolizer.emplace(snapshot.modules, snapshot.code, strings);
   size_t count = (*decoder)->selected().size();
   std::vector<ThreadModel> models(count);
   std::vector<ModelStats> stats(count);

@@ -375,6 +375,20 @@ Symbolizer::Symbolizer(std::vector<Module> modules, SymbolCache &cache)
     : impl(std::make_unique<Impl>(std::move(modules), cache.table,
                                   cache.options, &cache.objects->map)) {}
 
+Symbolizer::Symbolizer(const std::vector<Module> &atStop,
+                       const CodeHistory &history, StringTable &strings)
+    : Symbolizer(modulesOverTime(atStop, history), strings) {
+  setJitSymbols(history.symbols);
+  setJitCode(history);
+}
+
+Symbolizer::Symbolizer(const std::vector<Module> &atStop,
+                       const CodeHistory &history, SymbolCache &cache)
+    : Symbolizer(modulesOverTime(atStop, history), cache) {
+  setJitSymbols(history.symbols);
+  setJitCode(history);
+}
+
 SymbolCache::SymbolCache(Symbolizer::Options options)
     : options(options), objects(std::make_unique<Objects>()) {}
 

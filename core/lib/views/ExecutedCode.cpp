@@ -195,16 +195,12 @@ ExecutedCode::create(const Snapshot &snapshot, SymbolCache *cache) {
   if (!walker)
     return walker.takeError();
   code->walker = std::move(*walker);
-  std::vector<Module> modules =
-      modulesOverTime(snapshot.modules, snapshot.code);
   if (cache) {
     code->strings = &cache->strings();
-    code->symbolizer.emplace(std::move(modules), *cache);
+    code->symbolizer.emplace(snapshot.modules, snapshot.code, *cache);
   } else {
-    code->symbolizer.emplace(std::move(modules), code->ownStrings);
+    code->symbolizer.emplace(snapshot.modules, snapshot.code, code->ownStrings);
   }
-  code->symbolizer->setJitSymbols(snapshot.code.symbols);
-  code->symbolizer->setJitCode(snapshot.code);
   return std::move(code);
 }
 

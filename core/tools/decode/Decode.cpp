@@ -276,7 +276,10 @@ std::string hex(uint64_t value) { return "0x" + utohexstr(value, true); }
 /// Names and places addresses through the symbolizer.
 class Namer {
 public:
-  Namer(const Snapshot &snapshot) : symbolizer(snapshot.modules, strings) {}
+  /// The code's names as the writers give them (Symbolizer.h): JIT code by
+  /// the perf map and jitdump, code the history holds as "[jit 0x...]".
+  Namer(const Snapshot &snapshot)
+      : symbolizer(snapshot.modules, snapshot.code, strings) {}
 
   const SymbolRange &range(uint64_t address) {
     return symbolizer.lookup(address);

@@ -184,10 +184,7 @@ int main(int argc, char **argv) {
 
   TraceModel trace; ///< Owns the strings; validateModel checks the ids.
   StringTable &strings = trace.strings;
-  Symbolizer symbolizer(modulesOverTime(snapshot.modules, snapshot.code),
-                        strings);
-  symbolizer.setJitSymbols(snapshot.code.symbols);
-  symbolizer.setJitCode(snapshot.code);
+  Symbolizer symbolizer(snapshot.modules, snapshot.code, strings);
   auto lookup = [&](uint64_t address) -> const SymbolRange & {
     return symbolizer.lookup(address);
   };
