@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <stdexcept>
@@ -97,14 +98,17 @@ public:
 
   /// Takes a snapshot. `pcs` (tid, PC) are every stopped thread's, for the
   /// stop flush; `alive` false reads the rings as they are (the process
-  /// exited). Returns {number, line, tid, calls, errors, instructions,
-  /// notes}.
+  /// exited). `readMemory` (or None): `(address, size) -> bytes` of the
+  /// stopped process, GDB's Inferior.read_memory, for the code outside
+  /// files as at the stop (addCodeAtStop). Returns {number, line, tid,
+  /// calls, errors, instructions, notes}.
   py::dict snapshot(const std::vector<std::pair<uint64_t, uint64_t>> &pcs,
                     bool alive, const std::vector<LinkMapEntry> &linkMap,
                     const std::vector<StopFrames> &stops,
                     const std::string &reason, const std::string &path,
                     const std::string &processName, const std::string &window,
-                    const std::string &maxSlices) {
+                    const std::string &maxSlices,
+                    const py::object &readMemory) {
     WindowOptions windowOptions = windowOf(window, maxSlices);
     std::vector<std::string> notes;
     SnapshotRecord *added = nullptr;
@@ -121,6 +125,21 @@ public:
       request.processName = processName;
       request.stop.alive = alive;
       request.stop.pcs = pcs;
+      // Called with the GIL released: it takes it back to call GDB, on
+      // this (GDB's) thread. `readMemory` outlives the request.
+      if (alive && !readMemory.is_none())
+        request.readMemory = [&readMemory](uint64_t address, uint8_t *buffer,
+                                           size_t size) -> size_t {
+          py::gil_scoped_acquire gil;
+          try {
+            std::string bytes = py::bytes(readMemory(address, size));
+            size_t got = std::min(bytes.size(), size);
+            std::memcpy(buffer, bytes.data(), got);
+            return got;
+          } catch (const py::error_already_set &) {
+            return 0; // Unreadable: the code there stays a gap.
+          }
+        };
       request.pipeline = progressOptions();
       request.pipeline.window = windowOptions;
       // The recorder snapshots' worker uses the modules, symbols and log too.
@@ -503,7 +522,7 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
       .def("snapshot", &GdbSession::snapshot, py::arg("pcs"), py::arg("alive"),
            py::arg("link_map"), py::arg("stops"), py::arg("reason"),
            py::arg("path"), py::arg("process_name"), py::arg("window") = "",
-           py::arg("max_slices") = "")
+           py::arg("max_slices") = "", py::arg("read_memory") = py::none())
       .def("report", &GdbSession::report, py::arg("number") = 0,
            py::arg("last") = "", py::arg("depth") = 0, py::arg("tid") = -1,
            py::arg("window") = "", py::arg("max_slices") = "")

@@ -179,6 +179,15 @@ def cleanup():
 atexit.register(cleanup)
 
 
+def read_inferior_memory(address, size):
+    """The stopped process's bytes at [address, address + size), or none
+    when GDB cannot read them all (the code there stays a gap)."""
+    try:
+        return bytes(gdb.selected_inferior().read_memory(address, size))
+    except gdb.MemoryError:
+        return b""
+
+
 def take_snapshot(reason, path, triggered_tid=0, window=("", "")):
     need_core()
     if state.session is None:
@@ -189,7 +198,8 @@ def take_snapshot(reason, path, triggered_tid=0, window=("", "")):
     try:
         result = state.session.snapshot(
             pcs, alive, link_map(state.program) if alive else [], stops, reason, path,
-            os.path.basename(state.program or ""), window[0], window[1])
+            os.path.basename(state.program or ""), window[0], window[1],
+            read_inferior_memory if alive else None)
     except RuntimeError as error:
         fail(str(error))
     print(result["line"])

@@ -331,6 +331,13 @@ takeSnapshot(lldb::SBDebugger &debugger, Session &session,
     }
     request.stacks = captureStop(process, session, triggeredTid);
   }
+  // The code outside files as at the stop (addCodeAtStop).
+  if (alive)
+    request.readMemory = [process](uint64_t address, uint8_t *buffer,
+                                   size_t size) mutable {
+      lldb::SBError error;
+      return process.ReadMemory(address, buffer, size, error);
+    };
   request.stop.traces = [&session](uint64_t tid) {
     return session.traces(tid);
   };

@@ -28,6 +28,15 @@ struct MapsEntry {
   uint64_t fileOffset = 0;
   bool executable = false;
   std::string path; ///< Empty for anonymous mappings.
+
+  /// Code here is code outside files: the mapping is anonymous, or has a
+  /// kernel name other than the vdso's (a module) and vsyscall's and
+  /// vvar's (no code a debugger reads): [heap], [stack], [anon:NAME].
+  bool holdsNoFile() const {
+    llvm::StringRef name = path;
+    return name.empty() || (name.starts_with("[") && name != "[vdso]" &&
+                            name != "[vsyscall]" && name != "[vvar]");
+  }
 };
 
 /// Parses the text of /proc/PID/maps. Lines that do not parse are skipped.

@@ -111,6 +111,13 @@ struct SnapshotRequest {
   /// Every kept thread's stack at the stop (empty when the process is gone).
   std::vector<ThreadStop> stacks;
   PipelineOptions pipeline; ///< Progress and Ctrl-C.
+  /// Reads the stopped process's memory (the debugger's: SBProcess::
+  /// ReadMemory, GDB's Inferior.read_memory): `size` bytes at `address`
+  /// into `buffer`, how many it could. When set, the perf and emulate
+  /// backends' snapshots get the code outside files as at the stop
+  /// (addCodeAtStop).
+  std::function<size_t(uint64_t address, uint8_t *buffer, size_t size)>
+      readMemory;
   /// The error when no thread has trace (what to do differs by backend).
   std::string nothingRecorded =
       "nothing recorded yet (continue the process first)";
@@ -125,6 +132,23 @@ llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
                                                 SnapshotRequest request,
                                                 SnapshotLog &log,
                                                 SymbolCache *symbols);
+
+/// The most bytes of code addCodeAtStop reads.
+constexpr uint64_t kMaxCodeAtStop = uint64_t(64) << 20;
+
+/// Adds to `snapshot.code`, as Bytes changes after its last, the code
+/// outside files of process `pid` as at the stop: each executable mapping
+/// /proc/PID/maps shows with no file (MapsEntry::holdsNoFile) that no
+/// module of `snapshot.modules` covers, read with `read`. A recorder's own
+/// versions of that code (the steppers' code log) win wherever they are:
+/// the decoder takes the earliest change a thread's mark has not reached
+/// (codeChangeWins), and these come last. At most kMaxCodeAtStop bytes; a
+/// note says what was left out. Maps that cannot be read (the process is
+/// remote or gone) add nothing.
+void addCodeAtStop(
+    uint64_t pid,
+    const std::function<size_t(uint64_t, uint8_t *, size_t)> &read,
+    Snapshot &snapshot);
 
 /// The perf backend: startPerfRecording (PerfSession.h) as a recorder.
 llvm::Expected<std::unique_ptr<ProcessRecorder>>

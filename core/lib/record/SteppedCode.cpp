@@ -58,17 +58,6 @@ void SteppedCodeLog::mappingsChanged() {
   pageIsOutside.clear();
 }
 
-/// A mapping /proc/PID/maps shows with no file behind it: anonymous, or a
-/// kernel name other than the vdso's and vsyscall's (which are modules or
-/// not code a stepper reads).
-static bool holdsNoFile(const MapsEntry &entry) {
-  llvm::StringRef path = entry.path;
-  if (path.empty())
-    return true;
-  return path.starts_with("[") && path != "[vdso]" && path != "[vsyscall]" &&
-         path != "[vvar]";
-}
-
 bool SteppedCodeLog::outsideFiles(uint64_t pid, uint64_t page) {
   auto known = pageIsOutside.find(page);
   if (known != pageIsOutside.end())
@@ -91,7 +80,7 @@ bool SteppedCodeLog::outsideFiles(uint64_t pid, uint64_t page) {
     for (const MapsEntry &candidate : *maps)
       if (candidate.start <= page && page < candidate.end)
         entry = &candidate;
-    outside = entry && holdsNoFile(*entry);
+    outside = entry && entry->holdsNoFile();
   }
   pageIsOutside[page] = outside;
   return outside;

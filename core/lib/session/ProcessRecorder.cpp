@@ -174,6 +174,19 @@ llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
     return std::move(error);
   if (snapshot.threads.empty())
     return llvm::createStringError(request.nothingRecorded);
+  // The QEMU recorder logs all its code and names it; the others get the
+  // code outside files as at the stop, after what they logged, and its
+  // names from the process's perf map and jitdump.
+  if (recorder.backend() != "qemu" && snapshot.pid) {
+    if (request.readMemory && request.stop.alive)
+      addCodeAtStop(snapshot.pid, request.readMemory, snapshot);
+    if (!snapshot.code.changes.empty()) {
+      JitRecordNotes jit =
+          addJitRecords(snapshot.pid, jitRecordDirs(snapshot.pid),
+                        /*withCode=*/false, snapshot.code);
+      llvm::append_range(snapshot.notes, jit.skipped);
+    }
+  }
   snapshot.stop = std::move(request.stacks);
   auto began = std::chrono::steady_clock::now();
   llvm::Expected<PipelineResult> result =
@@ -254,17 +267,11 @@ llvm::Error EmulateRecorder::snapshot(const RecorderStop &stop,
     if (thread.truth)
       truth.push_back(*thread.truth);
   }
-  // The code outside files the stepper ran, each version of it, and its
-  // names from the process's perf map and jitdump.
+  // The code outside files the stepper ran, each version of it
+  // (recordSnapshot adds its names).
   snapshot.code = codeLog.history();
   if (!codeLog.note().empty())
     snapshot.notes.push_back(codeLog.note());
-  if (!snapshot.code.changes.empty() && snapshot.pid) {
-    JitRecordNotes jit =
-        addJitRecords(snapshot.pid, jitRecordDirs(snapshot.pid),
-                      /*withCode=*/false, snapshot.code);
-    llvm::append_range(snapshot.notes, jit.skipped);
-  }
   return llvm::Error::success();
 }
 
