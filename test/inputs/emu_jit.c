@@ -1,8 +1,9 @@
 // A minimal JIT, as V8 or PCRE2 make code: machine code copied into anonymous
 // memory (mmap RW, write, mprotect RX), named in /tmp/perf-PID.map the way
 // node --perf-basic-prof names its code ("START SIZE name", hex), and called
-// argv[2] times (default 1000: a single-stepper under a debugger wants a
-// few); one JIT function calls back into C. argv[1] is the mode:
+// EMU_JIT_ROUNDS times: 1000, or 3 in emu_jit_short (the same source, for
+// the single-steppers under a debugger); one JIT function calls back into
+// C. argv[1] is the mode:
 //   plain    the code runs where it was written;
 //   rewrite  then each slot is overwritten in place with another function
 //            (mprotect RW, write, mprotect RX) and the code runs again;
@@ -33,6 +34,10 @@ static const uint8_t kMul[] = {0x89, 0xf8, 0x0f, 0xaf, 0xc6, 0xc3};
 static const uint8_t kSub[] = {0x89, 0xf8, 0x29, 0xf0, 0xc3};
 
 enum { kSlot = 64, kSlots = 4 };
+
+#ifndef EMU_JIT_ROUNDS
+#define EMU_JIT_ROUNDS 1000
+#endif
 
 struct Code {
   const char *name;
@@ -93,7 +98,6 @@ static int run(uint8_t *region, int rounds, void (*after)(void)) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "plain";
-  int rounds = argc > 2 ? atoi(argv[2]) : 1000;
   char path[64];
   snprintf(path, sizeof path, "/tmp/perf-%d.map", (int)getpid());
   // EMU_JIT_NO_MAP: a JIT that writes no map, so that a file another user
@@ -110,7 +114,7 @@ int main(int argc, char **argv) {
                                {"jit_callback", kCallback, sizeof kCallback},
                                {"jit_mul", kMul, sizeof kMul}};
   place(region, first);
-  int sum = run(region, rounds, NULL);
+  int sum = run(region, EMU_JIT_ROUNDS, NULL);
   if (!strcmp(mode, "rewrite")) {
     // Each slot gets another function: the old bytes no longer exist.
     struct Code second[kSlots] = {
@@ -119,7 +123,7 @@ int main(int argc, char **argv) {
         {"jit_callback2", kCallback, sizeof kCallback},
         {"jit_add2", kAdd, sizeof kAdd}};
     place(region, second);
-    sum += run(region, rounds, rewritten);
+    sum += run(region, EMU_JIT_ROUNDS, rewritten);
   } else if (!strcmp(mode, "unmap")) {
     uint8_t *copy = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -127,7 +131,7 @@ int main(int argc, char **argv) {
       return 1;
     place(copy, first);
     munmap(region, 4096);
-    sum += run(copy, rounds, NULL);
+    sum += run(copy, EMU_JIT_ROUNDS, NULL);
   }
   fclose(perfMap);
   stop_here(sum);
