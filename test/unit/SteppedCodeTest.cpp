@@ -1,9 +1,11 @@
 // Unit tests for the steppers' code log (SteppedCode.h): which pages it logs,
 // once per version, which versions a thread must mark, and where the marks
-// are in a ring's snapshot. The pages are this process's own: an anonymous
+// are in a ring's snapshot; and the code outside files a host reads at a
+// stop (addCodeAtStop). The pages are this process's own: an anonymous
 // mapping is code outside files in /proc/self/maps, this test's own code is
 // in a file.
 #include "magic_trace/SteppedCode.h"
+#include "magic_trace/ProcessRecorder.h"
 
 #include <gtest/gtest.h>
 
@@ -131,6 +133,92 @@ TEST(SteppedCode, MarksAreOffsetsIntoTheSnapshot) {
   // A mark at the end (the PSB the next enable() writes) has no trace yet.
   marks.marks.push_back({6000, 4});
   EXPECT_EQ(marks.inSnapshot(*ring).size(), 2u);
+}
+
+/// An anonymous executable mapping of `size` bytes, unmapped at the end.
+struct ExecutableMapping {
+  explicit ExecutableMapping(size_t size) : size(size) {
+    void *mapped = mmap(nullptr, size, PROT_READ | PROT_EXEC,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memory = mapped == MAP_FAILED ? nullptr : static_cast<uint8_t *>(mapped);
+  }
+  ~ExecutableMapping() {
+    if (memory)
+      munmap(memory, size);
+  }
+  uint64_t address() const { return reinterpret_cast<uint64_t>(memory); }
+  size_t size;
+  uint8_t *memory;
+};
+
+std::vector<const CodeChange *> changesAt(const Snapshot &snapshot,
+                                          uint64_t address) {
+  std::vector<const CodeChange *> found;
+  for (const CodeChange &change : snapshot.code.changes)
+    if (change.address == address)
+      found.push_back(&change);
+  return found;
+}
+
+TEST(CodeAtStop, ReadsExecutableMappingsNoModuleCovers) {
+  ExecutableMapping code(2 * 4096);
+  ASSERT_NE(code.memory, nullptr);
+  auto read = [](uint64_t address, uint8_t *buffer, size_t size) {
+    return readOwn(address, buffer, size);
+  };
+  Snapshot snapshot;
+  // A change the recorder logged comes first; the stop's code after it.
+  snapshot.code.changes.push_back(
+      {CodeChange::Kind::Bytes, 1, 0, 0x1000, 1, {}, {0x90}});
+  addCodeAtStop(uint64_t(getpid()), read, snapshot);
+  std::vector<const CodeChange *> found = changesAt(snapshot, code.address());
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0]->kind, CodeChange::Kind::Bytes);
+  EXPECT_GT(found[0]->seq, 1u);
+  EXPECT_EQ(found[0]->size, 2u * 4096);
+  EXPECT_EQ(found[0]->bytes, std::vector<uint8_t>(2 * 4096, 0));
+  EXPECT_TRUE(snapshot.notes.empty());
+  // This test's own code is in a file: never read.
+  uint64_t ownCode = reinterpret_cast<uint64_t>(&readOwn);
+  for (const CodeChange &change : snapshot.code.changes)
+    EXPECT_FALSE(change.address <= ownCode && ownCode < change.end());
+
+  // A module of the list covers it: not read.
+  Snapshot covered;
+  Module module;
+  module.path = "/covered";
+  module.loadAddress = code.address();
+  module.segments.push_back({code.address(), 2 * 4096, 0, true});
+  covered.modules.push_back(module);
+  addCodeAtStop(uint64_t(getpid()), read, covered);
+  EXPECT_TRUE(changesAt(covered, code.address()).empty());
+
+  // Unreadable: nothing, and no error.
+  Snapshot unreadable;
+  addCodeAtStop(
+      uint64_t(getpid()),
+      [](uint64_t, uint8_t *, size_t) -> size_t { return 0; }, unreadable);
+  EXPECT_TRUE(unreadable.code.changes.empty());
+}
+
+TEST(CodeAtStop, SaysWhatItLeftOutPastItsLimit) {
+  // Never touched: its pages are the zero page until read.
+  ExecutableMapping huge(kMaxCodeAtStop + 4096);
+  ASSERT_NE(huge.memory, nullptr);
+  Snapshot snapshot;
+  addCodeAtStop(
+      uint64_t(getpid()),
+      [](uint64_t address, uint8_t *buffer, size_t size) {
+        return readOwn(address, buffer, size);
+      },
+      snapshot);
+  EXPECT_TRUE(changesAt(snapshot, huge.address()).empty());
+  ASSERT_EQ(snapshot.notes.size(), 1u);
+  EXPECT_NE(snapshot.notes[0].find("has 65 MiB of code outside files at the "
+                                   "stop, more than the 64 MiB read at a "
+                                   "snapshot: 0 MiB were read"),
+            std::string::npos)
+      << snapshot.notes[0];
 }
 
 } // namespace

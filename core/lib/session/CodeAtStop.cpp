@@ -57,10 +57,12 @@ void addCodeAtStop(
   }
   if (left)
     snapshot.notes.push_back(
-        "the process has " + std::to_string((taken + left) >> 20) +
-        " MiB of code outside files at the stop; " +
+        "the process has " +
+        std::to_string((taken + left + (uint64_t(1) << 20) - 1) >> 20) +
+        " MiB of code outside files at the stop, more than the " +
         std::to_string(kMaxCodeAtStop >> 20) +
-        " MiB of it were read, and code in the rest is a gap in the trace");
+        " MiB read at a snapshot: " + std::to_string(taken >> 20) +
+        " MiB were read, and code in the rest is a gap in the trace");
 }
 
 } // namespace magic_trace
