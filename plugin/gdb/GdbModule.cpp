@@ -138,6 +138,8 @@ public:
             return got;
           } catch (const py::error_already_set &) {
             return 0; // Unreadable: the code there stays a gap.
+          } catch (const std::exception &) {
+            return 0; // Not bytes (pybind11's cast_error): the same.
           }
         };
       request.pipeline = progressOptions();
