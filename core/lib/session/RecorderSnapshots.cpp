@@ -8,7 +8,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 
 namespace magic_trace {
 
@@ -91,6 +93,13 @@ bool RecorderSnapshots::decodeNext() {
     record->snapshot.modules = host.modules();
     record->snapshot.processName = host.processName();
     PipelineOptions options;
+    // The program waits while this decodes (the recorder's
+    // holdWhileDecoded, when waitMs allows it): its threads, running a
+    // moment ago, are not the competitors /proc/loadavg would count, and
+    // the decoder takes every core (8 busy threads had left it 1 worker).
+    if (waitMs)
+      options.decode.threads =
+          std::max(1u, std::thread::hardware_concurrency());
     if (host.window)
       options.window = host.window(address);
     record->window = options.window;
