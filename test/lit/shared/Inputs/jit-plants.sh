@@ -10,7 +10,23 @@ set -e
 KIND=$1 T=$2 INPUTS=$3 PLUGIN=$4
 shift 4
 mount --make-rprivate / 2>/dev/null || true
+# A build tree under /tmp (a clone made there) stays visible: the old /tmp is
+# bound aside first, and each path the test uses is bound back from it.
+keep=""
+for path in "$T" "$INPUTS" "$(dirname "$PLUGIN")"; do
+  case "$path" in /tmp/*) keep="$keep $path" ;; esac
+done
+aside=/dev/shm/magic-trace-lit-tmp-$$
+if [ -n "$keep" ]; then
+  mkdir -p "$aside"
+  trap 'umount -l "$aside"; rmdir "$aside"' EXIT
+  mount --bind /tmp "$aside"
+fi
 mount -t tmpfs -o mode=1777 magic-trace-lit-tmp /tmp
+for path in $keep; do
+  mkdir -p "$path"
+  mount --bind "$aside${path#/tmp}" "$path"
+done
 # lit's TMPDIR was in the /tmp this namespace no longer sees.
 if [ -n "${TMPDIR:-}" ]; then mkdir -m 0700 -p "$TMPDIR"; fi
 last=$(cat /proc/sys/kernel/ns_last_pid)
