@@ -194,25 +194,17 @@ void answerSync(ThreadRecorder &thread) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
-/// The whole program waits while the host decodes snapshot `number`, as it
-/// would at a breakpoint, so that the decoder has the machine's cores rather
-/// than sharing them with the program's busy threads (8 of them on 2 cores:
-/// 1 worker and 3-5 s a snapshot, against 2 and under 2 s). At most
-/// triggerWaitMs (0, as without a host that decodes: no wait); the time is
-/// counted with the waits for room.
-static void holdWhileDecoded(uint32_t number) {
+/// The whole program waits (every thread in answerSync) while `waiting()`
+/// holds, for at most triggerWaitMs; the time is added to triggerWaitNs.
+template <typename Waiting> static void holdProgramWhile(Waiting waiting) {
   Recorder &rec = *recorder;
   QemuRingHeader &header = *rec.header;
-  uint32_t waitMs = __atomic_load_n(&header.triggerWaitMs, __ATOMIC_ACQUIRE);
-  if (!waitMs)
-    return;
   auto began = std::chrono::steady_clock::now();
-  auto deadline = began + std::chrono::milliseconds(waitMs);
+  auto deadline = began + std::chrono::milliseconds(__atomic_load_n(
+                              &header.triggerWaitMs, __ATOMIC_ACQUIRE));
   rec.holders.fetch_add(1);
   useSync(+1);
-  while (__atomic_load_n(&header.triggersCollected, __ATOMIC_ACQUIRE) <
-             number &&
-         std::chrono::steady_clock::now() < deadline)
+  while (waiting() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   rec.holders.fetch_sub(1);
   useSync(-1);
@@ -222,6 +214,21 @@ static void holdWhileDecoded(uint32_t number) {
                    std::chrono::steady_clock::now() - began)
                    .count()),
       __ATOMIC_RELEASE);
+}
+
+/// The whole program waits while the host decodes snapshot `number`, as it
+/// would at a breakpoint, so that the decoder has the machine's cores rather
+/// than sharing them with the program's busy threads (8 of them on 2 cores
+/// had left it 1 worker). Not at all when triggerWaitMs is 0 (no host that
+/// decodes, or --trigger-wait 0).
+static void holdWhileDecoded(uint32_t number) {
+  QemuRingHeader &header = *recorder->header;
+  if (!__atomic_load_n(&header.triggerWaitMs, __ATOMIC_ACQUIRE))
+    return;
+  holdProgramWhile([&] {
+    return __atomic_load_n(&header.triggersCollected, __ATOMIC_ACQUIRE) <
+           number;
+  });
 }
 
 void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
@@ -236,22 +243,7 @@ void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
   // would make it fall further behind.
   if (trigger && tooManyWaiting(*rec.header)) {
     QemuRingHeader &header = *rec.header;
-    auto began = std::chrono::steady_clock::now();
-    auto deadline = began + std::chrono::milliseconds(__atomic_load_n(
-                                &header.triggerWaitMs, __ATOMIC_ACQUIRE));
-    rec.holders.fetch_add(1);
-    useSync(+1);
-    while (tooManyWaiting(header) &&
-           std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    rec.holders.fetch_sub(1);
-    useSync(-1);
-    __atomic_add_fetch(
-        &header.triggerWaitNs,
-        uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                     std::chrono::steady_clock::now() - began)
-                     .count()),
-        __ATOMIC_RELEASE);
+    holdProgramWhile([&] { return tooManyWaiting(header); });
     if (tooManyWaiting(header)) {
       __atomic_add_fetch(&header.triggersSkipped, 1u, __ATOMIC_RELEASE);
       return;
