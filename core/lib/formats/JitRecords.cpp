@@ -94,9 +94,12 @@ std::vector<JitSymbol> parsePerfMap(llvm::StringRef text) {
   return symbols;
 }
 
-llvm::Expected<std::vector<JitSymbol>> readPerfMap(llvm::StringRef path) {
-  // In /tmp: the user's or root's own regular file only, never a FIFO
-  // waited on (issue 50), and no larger than a JIT writes.
+/// A perf map or jitdump at `path`: in /tmp, so the user's or root's own
+/// regular file only, never a FIFO waited on (issue 50), and no larger than a
+/// JIT writes; parsed by `parse`, out of memory said in one line.
+template <typename Parse>
+static auto readSharedJitFile(llvm::StringRef path, Parse parse)
+    -> decltype(parse(llvm::StringRef())) {
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> file =
       readInputFile(path, InputPlace::Shared, kMaxJitFileBytes);
   if (!file)
@@ -105,7 +108,7 @@ llvm::Expected<std::vector<JitSymbol>> readPerfMap(llvm::StringRef path) {
     return llvm::createStringError(
         llvm::formatv("cannot read {0}: no such file", path).str());
   try {
-    return parsePerfMap((*file)->getBuffer());
+    return parse((*file)->getBuffer());
   } catch (const std::bad_alloc &) {
   } catch (const std::length_error &) {
   }
@@ -115,24 +118,16 @@ llvm::Expected<std::vector<JitSymbol>> readPerfMap(llvm::StringRef path) {
           .str());
 }
 
+llvm::Expected<std::vector<JitSymbol>> readPerfMap(llvm::StringRef path) {
+  return readSharedJitFile(path, [](llvm::StringRef text) {
+    return llvm::Expected<std::vector<JitSymbol>>(parsePerfMap(text));
+  });
+}
+
 llvm::Expected<JitDump> readJitDump(llvm::StringRef path) {
-  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> file =
-      readInputFile(path, InputPlace::Shared, kMaxJitFileBytes);
-  if (!file)
-    return file.takeError();
-  if (!*file)
-    return llvm::createStringError(
-        llvm::formatv("cannot read {0}: no such file", path).str());
-  try {
-    return parseJitDump(llvm::arrayRefFromStringRef((*file)->getBuffer()),
-                        path);
-  } catch (const std::bad_alloc &) {
-  } catch (const std::length_error &) {
-  }
-  return llvm::createStringError(
-      llvm::formatv("{0}: out of memory reading its {1} bytes (skipped)", path,
-                    (*file)->getBufferSize())
-          .str());
+  return readSharedJitFile(path, [path](llvm::StringRef bytes) {
+    return parseJitDump(llvm::arrayRefFromStringRef(bytes), path);
+  });
 }
 
 llvm::Expected<JitDump> parseJitDump(llvm::ArrayRef<uint8_t> bytes,
