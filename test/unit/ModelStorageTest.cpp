@@ -123,6 +123,43 @@ TEST(PodVector, LargeArraysKeepEveryElement) {
     ASSERT_EQ(values[i + 2], i * 7) << "element " << i;
 }
 
+TEST(PodVector, MappedBlocksGrowShrinkAndMoveWhole) {
+  // From 8 MiB a block is its own 2 MiB-aligned mapping. Two arrays grown
+  // in turn sit next to each other, so most growths cannot extend in place
+  // and move their pages to a new mapping; then shrinks cross back below
+  // 8 MiB, and copies and moves keep every element.
+  PodVector<uint64_t> odd, even;
+  const uint64_t count = 5u << 20; // 40 MiB each.
+  for (uint64_t i = 0; i < count; ++i) {
+    odd.push_back(2 * i + 1);
+    even.push_back(2 * i);
+    if (odd.capacity() * 8 >= (8u << 20)) {
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(odd.data()) % (2u << 20), 0u);
+    }
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    ASSERT_EQ(odd[i], 2 * i + 1) << "element " << i;
+    ASSERT_EQ(even[i], 2 * i) << "element " << i;
+  }
+  PodVector<uint64_t> copy = odd;
+  odd.resize(3u << 20); // Still mapped: the tail is unmapped.
+  odd.shrinkToFit();
+  EXPECT_EQ(odd.capacity(), 3u << 20);
+  odd.resize(1u << 10);
+  odd.shrinkToFit(); // Below 8 MiB: copied into a malloc'd block.
+  EXPECT_EQ(odd.capacity(), 1u << 10);
+  for (uint64_t i = 0; i < odd.size(); ++i)
+    ASSERT_EQ(odd[i], 2 * i + 1);
+  even = std::move(copy);
+  EXPECT_TRUE(copy.empty());
+  ASSERT_EQ(even.size(), count);
+  for (uint64_t i = 0; i < count; ++i)
+    ASSERT_EQ(even[i], 2 * i + 1) << "element " << i;
+  even.clear();
+  even.shrinkToFit();
+  EXPECT_EQ(even.capacity(), 0u);
+}
+
 TEST(SiteTable, OneIdPerDistinctSiteStableWhileGrowing) {
   SiteTable sites;
   ASSERT_EQ(sites.size(), 1u);
