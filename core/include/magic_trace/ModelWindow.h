@@ -35,10 +35,11 @@ uint64_t windowSlices(const ThreadModel &thread, uint64_t from);
 /// thread). Returns maxLengthNs (or UINT64_MAX without a limit) when
 /// everything fits. Two passes over the frames (a histogram of their
 /// distances from their thread's end, then the one bucket where the
-/// budget falls), so no frame is copied.
+/// budget falls), so no frame is copied; each pass takes a thread per
+/// worker, on up to `workers` threads.
 uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
                        llvm::ArrayRef<uint64_t> ends, uint64_t maxLengthNs,
-                       uint64_t maxSlices);
+                       uint64_t maxSlices, unsigned workers = 1);
 
 /// Cuts `thread` at `from`: segments and frames that ended before it go
 /// (one that ends exactly there goes unless it also begins there), and

@@ -7,9 +7,12 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/TraceModel.h"
 
+#include "magic_trace/Parallel.h"
+
 #include "llvm/Support/FormatVariadic.h"
 
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace magic_trace {
@@ -235,36 +238,54 @@ bool sitesValid(const ThreadModel &thread, size_t stringCount) {
   return true;
 }
 
+/// validateModel for one thread.
+llvm::Error validateThread(const ThreadModel &thread, size_t stringCount) {
+  std::vector<uint32_t> open;
+  bool sitesGood = sitesValid(thread, stringCount);
+  for (size_t s = 0; s < thread.segments.size(); ++s) {
+    const Segment &segment = thread.segments[s];
+    if (segment.begin > segment.end)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("invalid trace model: thread {0}, segment {1}: "
+                        "begin {2} after end {3} (this is a bug in the "
+                        "model builder)",
+                        thread.tid, s, segment.begin, segment.end));
+    if (s > 0 && thread.segments[s - 1].end > segment.begin)
+      return llvm::createStringError(
+          llvm::inconvertibleErrorCode(),
+          llvm::formatv("invalid trace model: thread {0}, segment {1}: "
+                        "begins at {2}, before segment {3} ends at {4} "
+                        "(this is a bug in the model builder)",
+                        thread.tid, s, segment.begin, s - 1,
+                        thread.segments[s - 1].end));
+    if (sitesGood && segmentValid(segment, thread.sites.size(), open))
+      continue;
+    if (llvm::Error err = validateSegment(thread, s, segment, stringCount))
+      return err;
+  }
+  return llvm::Error::success();
+}
+
 } // namespace
 
 llvm::Error validateModel(const TraceModel &model) {
-  std::vector<uint32_t> open;
-  for (const ThreadModel &thread : model.threads) {
-    bool sitesGood = sitesValid(thread, model.strings.size());
-    for (size_t s = 0; s < thread.segments.size(); ++s) {
-      const Segment &segment = thread.segments[s];
-      if (segment.begin > segment.end)
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            llvm::formatv("invalid trace model: thread {0}, segment {1}: "
-                          "begin {2} after end {3} (this is a bug in the "
-                          "model builder)",
-                          thread.tid, s, segment.begin, segment.end));
-      if (s > 0 && thread.segments[s - 1].end > segment.begin)
-        return llvm::createStringError(
-            llvm::inconvertibleErrorCode(),
-            llvm::formatv("invalid trace model: thread {0}, segment {1}: "
-                          "begins at {2}, before segment {3} ends at {4} "
-                          "(this is a bug in the model builder)",
-                          thread.tid, s, segment.begin, s - 1,
-                          thread.segments[s - 1].end));
-      if (sitesGood && segmentValid(segment, thread.sites.size(), open))
-        continue;
-      if (llvm::Error err =
-              validateSegment(thread, s, segment, model.strings.size()))
-        return err;
-    }
-  }
+  // A thread per worker when the model is big (the check walks every
+  // frame); the first thread's error in the model's order is the one said.
+  uint64_t frames = 0;
+  for (const ThreadModel &thread : model.threads)
+    for (const Segment &segment : thread.segments)
+      frames += segment.frames.size();
+  unsigned workers = frames >= (uint64_t(1) << 20) ? machineCores() : 1;
+  std::vector<std::optional<std::string>> failures(model.threads.size());
+  forEachParallel(model.threads.size(), workers, [&](size_t i) {
+    if (llvm::Error err =
+            validateThread(model.threads[i], model.strings.size()))
+      failures[i] = llvm::toString(std::move(err));
+  });
+  for (std::optional<std::string> &failure : failures)
+    if (failure)
+      return llvm::createStringError(llvm::inconvertibleErrorCode(), *failure);
   return llvm::Error::success();
 }
 

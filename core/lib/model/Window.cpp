@@ -1,7 +1,9 @@
 //===- Window.cpp - The stretch of a model before its end -----------------===//
 #include "magic_trace/ModelWindow.h"
+#include "magic_trace/Parallel.h"
 
 #include <algorithm>
+#include <mutex>
 #include <vector>
 
 namespace magic_trace {
@@ -55,41 +57,66 @@ uint64_t windowSlices(const ThreadModel &thread, uint64_t from) {
 
 uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
                        llvm::ArrayRef<uint64_t> ends, uint64_t maxLengthNs,
-                       uint64_t maxSlices) {
+                       uint64_t maxSlices, unsigned workers) {
   uint64_t limit = maxLengthNs ? maxLengthNs : UINT64_MAX;
   uint64_t reserved = kThreadInstants * threads.size();
   if (maxSlices <= reserved)
     return 0;
   uint64_t budget = maxSlices - reserved;
-  // Pass 1: the total and the largest distance.
-  uint64_t total = 0, farthest = 0;
+  // No distance is past a thread's first segment's begin (frames and later
+  // segments begin after it): the histogram's range, without a pass.
+  uint64_t farthest = 0;
   for (size_t t = 0; t < threads.size(); ++t)
-    forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
-      total += n;
-      farthest = std::max(farthest, distance);
-    });
-  if (total <= budget)
-    return limit;
-  // Pass 2: a histogram of the distances; the bucket where the running
-  // count passes the budget holds the answer.
+    if (!threads[t]->segments.empty() &&
+        threads[t]->segments.front().begin < ends[t])
+      farthest =
+          std::max(farthest, ends[t] - threads[t]->segments.front().begin);
+  // Pass 1: a histogram of the distances, a thread per worker; the bucket
+  // where the running count passes the budget holds the answer.
   constexpr uint64_t Buckets = 1 << 16;
   uint64_t width = farthest / Buckets + 1;
   std::vector<uint64_t> counts(Buckets + 1, 0);
-  for (size_t t = 0; t < threads.size(); ++t)
+  std::mutex lock;
+  forEachParallel(threads.size(), workers, [&](size_t t) {
+    size_t frames = 0;
+    for (const Segment &segment : threads[t]->segments)
+      frames += segment.frames.size();
+    if (frames < Buckets / 8) {
+      // A small thread: straight into the shared histogram.
+      std::lock_guard<std::mutex> hold(lock);
+      forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
+        counts[distance / width] += n;
+      });
+      return;
+    }
+    std::vector<uint64_t> own(Buckets + 1, 0);
     forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
-      counts[distance / width] += n;
+      own[distance / width] += n;
     });
+    std::lock_guard<std::mutex> hold(lock);
+    for (size_t b = 0; b <= Buckets; ++b)
+      counts[b] += own[b];
+  });
+  uint64_t total = 0;
+  for (uint64_t count : counts)
+    total += count;
+  if (total <= budget)
+    return limit;
   uint64_t before = 0;
   size_t bucket = 0;
   while (before + counts[bucket] <= budget)
     before += counts[bucket++];
-  // Pass 3: the distances in that bucket, in order.
+  // Pass 2: the distances in that bucket, in order.
   std::vector<std::pair<uint64_t, uint64_t>> inBucket;
-  for (size_t t = 0; t < threads.size(); ++t)
+  forEachParallel(threads.size(), workers, [&](size_t t) {
+    std::vector<std::pair<uint64_t, uint64_t>> own;
     forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
       if (distance / width == bucket)
-        inBucket.emplace_back(distance, n);
+        own.emplace_back(distance, n);
     });
+    std::lock_guard<std::mutex> hold(lock);
+    inBucket.insert(inBucket.end(), own.begin(), own.end());
+  });
   std::sort(inBucket.begin(), inBucket.end());
   for (size_t i = 0; i < inBucket.size();) {
     uint64_t distance = inBucket[i].first;

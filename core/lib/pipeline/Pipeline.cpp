@@ -330,9 +330,11 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
                        options.decode.threads, options.model, jobs, models,
                        stats, progress ? &*progress : nullptr);
   };
+  unsigned workers =
+      options.decode.threads ? options.decode.threads : defaultWorkers();
   llvm::Expected<WindowSummary> window =
       buildWindowed(snapshot, **decoder, options.window, models, stats,
-                    onEmulatorClock(snapshot), build);
+                    onEmulatorClock(snapshot), workers, build);
   if (!window)
     return window.takeError();
   if (cancel)
@@ -360,7 +362,8 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
 
 WindowSummary cutToWindow(TraceModel &model, const WindowOptions &options,
                           bool ownClocks) {
-  WindowSummary window = cutModels(model.threads, options, ownClocks);
+  WindowSummary window =
+      cutModels(model.threads, options, ownClocks, defaultWorkers());
   if (!window.whole)
     model.windowNote = windowNote(window, options);
   return window;

@@ -4,6 +4,7 @@
 #include "WindowPlan.h"
 
 #include "magic_trace/ModelWindow.h"
+#include "magic_trace/Parallel.h"
 #include "magic_trace/TraceWriters.h"
 
 #include "llvm/Support/FormatVariadic.h"
@@ -75,17 +76,19 @@ std::vector<uint64_t> cutTimes(const std::vector<ThreadModel> &models,
 void cutToLongestWindow(std::vector<ThreadModel> &models,
                         const std::vector<uint64_t> &ends,
                         const WindowOptions &options, uint64_t covered,
-                        bool perThread, WindowSummary &window) {
+                        bool perThread, unsigned workers,
+                        WindowSummary &window) {
   std::vector<const ThreadModel *> threads;
   for (const ThreadModel &model : models)
     threads.push_back(&model);
-  uint64_t budget =
-      longestWindow(threads, ends, options.maxLengthNs, options.maxSlices);
+  uint64_t budget = longestWindow(threads, ends, options.maxLengthNs,
+                                  options.maxSlices, workers);
   uint64_t length = std::min(budget, covered);
   std::vector<uint64_t> starts = cutTimes(models, ends, length, perThread);
-  for (size_t slot = 0; slot < models.size(); ++slot)
+  forEachParallel(models.size(), workers, [&](size_t slot) {
     if (starts[slot])
       cutThreadModel(models[slot], starts[slot]);
+  });
   window.whole = true;
   for (size_t slot = 0; slot < models.size(); ++slot) {
     uint64_t start = models[slot].windowStart;
@@ -121,10 +124,12 @@ class WindowedBuild {
 public:
   WindowedBuild(const Snapshot &snapshot, const SnapshotDecoder &decoder,
                 const WindowOptions &options, std::vector<ThreadModel> &models,
-                const std::vector<ModelStats> &stats, BuildFn build)
+                const std::vector<ModelStats> &stats, unsigned workers,
+                BuildFn build)
       : snapshot(snapshot), decoder(decoder), options(options), models(models),
-        stats(&stats), build(std::move(build)), from(models.size(), 0),
-        ends(models.size(), 0), firsts(models.size(), 0) {}
+        stats(&stats), workers(workers), build(std::move(build)),
+        from(models.size(), 0), ends(models.size(), 0),
+        firsts(models.size(), 0) {}
 
   /// `ownClocks`: each thread keeps its own clock (onEmulatorClock), so each
   /// window ends at its own thread's end; else at the latest end of all.
@@ -305,7 +310,8 @@ private:
     std::vector<const ThreadModel *> threads;
     for (const ThreadModel &model : models)
       threads.push_back(&model);
-    return longestWindow(threads, ends, options.maxLengthNs, options.maxSlices);
+    return longestWindow(threads, ends, options.maxLengthNs, options.maxSlices,
+                         workers);
   }
 
   /// Threads decoded from a later PSB whose outermost frames the stop's
@@ -336,7 +342,7 @@ private:
     noteMissingRoots();
     summarizeTrace();
     cutToLongestWindow(models, ends, options, coveredWindow(), perThread,
-                       window);
+                       workers, window);
     countSlices(models, window);
   }
 
@@ -389,6 +395,7 @@ private:
   const WindowOptions &options;
   std::vector<ThreadModel> &models;
   const std::vector<ModelStats> *stats; ///< Per slot, of its model.
+  unsigned workers;
   BuildFn build;
   bool perThread = false;
   bool decoded = false;
@@ -402,7 +409,8 @@ private:
 } // namespace
 
 WindowSummary cutModels(std::vector<ThreadModel> &models,
-                        const WindowOptions &options, bool ownClocks) {
+                        const WindowOptions &options, bool ownClocks,
+                        unsigned workers) {
   WindowSummary window;
   std::vector<uint64_t> ends(models.size(), 0);
   uint64_t latest = 0, earliest = UINT64_MAX, span = 0;
@@ -421,7 +429,8 @@ WindowSummary cutModels(std::vector<ThreadModel> &models,
   window.traceNs = ownClocks || latest < earliest ? span : latest - earliest;
   window.lengthNs = window.traceNs;
   if (!options.all)
-    cutToLongestWindow(models, ends, options, UINT64_MAX, ownClocks, window);
+    cutToLongestWindow(models, ends, options, UINT64_MAX, ownClocks, workers,
+                       window);
   countSlices(models, window);
   return window;
 }
@@ -430,8 +439,8 @@ llvm::Expected<WindowSummary>
 buildWindowed(const Snapshot &snapshot, const SnapshotDecoder &decoder,
               const WindowOptions &options, std::vector<ThreadModel> &models,
               const std::vector<ModelStats> &stats, bool ownClocks,
-              BuildFn build) {
-  WindowedBuild windowed(snapshot, decoder, options, models, stats,
+              unsigned workers, BuildFn build) {
+  WindowedBuild windowed(snapshot, decoder, options, models, stats, workers,
                          std::move(build));
   if (llvm::Error error = windowed.run(ownClocks))
     return std::move(error);

@@ -40,17 +40,20 @@ using BuildFn = std::function<llvm::Error(llvm::ArrayRef<Job>)>;
 /// filled by `build`) in the window `options` asks for, and returns what
 /// the window holds. `ownClocks`: each thread keeps its own clock
 /// (onEmulatorClock), so each window ends at its own thread's end; else at
-/// the latest end of all. Errors: `build`'s, or a whole trace (`all`) whose
-/// model would not fit in memory (with the estimate).
+/// the latest end of all. The window's search and cut take a thread per
+/// worker, on up to `workers` threads. Errors: `build`'s, or a whole trace
+/// (`all`) whose model would not fit in memory (with the estimate).
 llvm::Expected<WindowSummary>
 buildWindowed(const Snapshot &snapshot, const SnapshotDecoder &decoder,
               const WindowOptions &options, std::vector<ThreadModel> &models,
               const std::vector<ModelStats> &stats, bool ownClocks,
-              BuildFn build);
+              unsigned workers, BuildFn build);
 
-/// Cuts finished `models` to the window `options` asks for (cutToWindow).
+/// Cuts finished `models` to the window `options` asks for (cutToWindow),
+/// on up to `workers` threads.
 WindowSummary cutModels(std::vector<ThreadModel> &models,
-                        const WindowOptions &options, bool ownClocks);
+                        const WindowOptions &options, bool ownClocks,
+                        unsigned workers);
 
 /// The note the writers put where a cut thread starts.
 std::string windowNote(const WindowSummary &window,

@@ -1,0 +1,140 @@
+//===- ModelWindowTest.cpp - The window's search against its definition ---===//
+//
+// longestWindow finds, in two passes and on several workers, the longest
+// window whose slices fit a budget. Checked against the definition written
+// out plainly (every candidate length tried, each counting every frame and
+// segment at its distance from its thread's end), on random models: a
+// deep-nested random tree per segment, several segments and threads, and
+// losses (two slices each).
+//
+//===----------------------------------------------------------------------===//
+
+#include "magic_trace/ModelWindow.h"
+#include "magic_trace/TraceModel.h"
+
+#include "gtest/gtest.h"
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <vector>
+
+using namespace magic_trace;
+
+namespace {
+
+/// A random thread: segments one after another, each a random pre-order
+/// tree whose children lie inside their parents.
+ThreadModel randomThread(std::mt19937_64 &random, uint64_t tid) {
+  ThreadModel thread;
+  thread.tid = tid;
+  FrameSite plain, loss;
+  plain.name = 1;
+  loss.name = 2;
+  loss.kind = FrameKind::DecodeError;
+  SiteId plainId = thread.sites.intern(plain);
+  SiteId lossId = thread.sites.intern(loss);
+  uint64_t at = 1000 + random() % 5000;
+  unsigned segments = 1 + random() % 3;
+  for (unsigned s = 0; s < segments; ++s) {
+    Segment segment;
+    segment.begin = at;
+    // A stack of open frames, each with the time its parent ends.
+    std::vector<std::pair<uint32_t, uint64_t>> open;
+    uint64_t end = at + 2000 + random() % 20000;
+    unsigned frames = 50 + random() % 400;
+    for (unsigned f = 0; f < frames && at < end; ++f) {
+      while (!open.empty() && at >= open.back().second)
+        open.pop_back();
+      uint64_t limit = open.empty() ? end : open.back().second;
+      Frame frame;
+      frame.begin = at;
+      frame.end = std::min(limit, at + random() % 300);
+      frame.site = random() % 10 == 0 ? lossId : plainId;
+      frame.parent = open.empty() ? Frame::NoParent : open.back().first;
+      segment.frames.push_back(frame);
+      if (random() % 2)
+        open.push_back({uint32_t(segment.frames.size() - 1), frame.end});
+      else
+        at = frame.end;
+      at += random() % 4;
+    }
+    segment.end = std::max(at, segment.begin);
+    thread.segments.push_back(std::move(segment));
+    at = thread.segments.back().end + 1 + random() % 3000;
+  }
+  return thread;
+}
+
+/// The definition: the longest W (at most `limit`) such that every thread's
+/// frames ending within W of its end (and segments beginning within it)
+/// come to at most the budget, beside kThreadInstants a thread.
+uint64_t plainLongest(const std::vector<ThreadModel> &threads,
+                      const std::vector<uint64_t> &ends, uint64_t limit,
+                      uint64_t maxSlices) {
+  auto distance = [](uint64_t end, uint64_t at) {
+    return at < end ? end - at : 0;
+  };
+  auto slicesWithin = [&](uint64_t length) {
+    uint64_t slices = kThreadInstants * threads.size();
+    for (size_t t = 0; t < threads.size(); ++t)
+      for (const Segment &segment : threads[t].segments) {
+        slices += distance(ends[t], segment.begin) <= length;
+        for (const Frame &frame : segment.frames)
+          if (distance(ends[t], frame.end) <= length)
+            slices +=
+                threads[t].sites[frame.site].kind == FrameKind::DecodeError ? 2
+                                                                            : 1;
+      }
+    return slices;
+  };
+  if (slicesWithin(UINT64_MAX) <= maxSlices)
+    return limit;
+  // The count only grows at a distance some slice has: the answer is one
+  // short of the first such distance that does not fit.
+  std::set<uint64_t> distances;
+  for (size_t t = 0; t < threads.size(); ++t)
+    for (const Segment &segment : threads[t].segments) {
+      distances.insert(distance(ends[t], segment.begin));
+      for (const Frame &frame : segment.frames)
+        distances.insert(distance(ends[t], frame.end));
+    }
+  for (uint64_t length : distances)
+    if (slicesWithin(length) > maxSlices)
+      return std::min(limit, length ? length - 1 : 0);
+  return limit;
+}
+
+TEST(ModelWindow, LongestWindowIsTheDefinitionsOnAnyWorkers) {
+  std::mt19937_64 random(49);
+  for (int round = 0; round < 40; ++round) {
+    std::vector<ThreadModel> threads;
+    unsigned count = 1 + random() % 6;
+    for (unsigned t = 0; t < count; ++t)
+      threads.push_back(randomThread(random, 100 + t));
+    std::vector<uint64_t> ends;
+    uint64_t latest = 0;
+    for (const ThreadModel &thread : threads)
+      latest = std::max(latest, thread.segments.back().end);
+    bool common = random() % 2;
+    for (const ThreadModel &thread : threads)
+      ends.push_back(common ? latest : thread.segments.back().end);
+    std::vector<const ThreadModel *> pointers;
+    uint64_t all = 0;
+    for (const ThreadModel &thread : threads) {
+      pointers.push_back(&thread);
+      all += windowSlices(thread, 0);
+    }
+    uint64_t maxSlices = 1 + random() % (all + 20);
+    uint64_t maxLength = random() % 3 == 0 ? 1 + random() % 30000 : 0;
+    uint64_t expected = plainLongest(
+        threads, ends, maxLength ? maxLength : UINT64_MAX, maxSlices);
+    for (unsigned workers : {1u, 2u, 7u})
+      EXPECT_EQ(longestWindow(pointers, ends, maxLength, maxSlices, workers),
+                expected)
+          << "round " << round << ", " << workers << " workers, budget "
+          << maxSlices << " of " << all;
+  }
+}
+
+} // namespace
