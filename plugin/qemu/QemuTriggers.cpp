@@ -183,15 +183,18 @@ void answerSync(ThreadRecorder &thread) {
   thread.syncSeen.store(rec.syncEpoch.load(std::memory_order_acquire),
                         std::memory_order_release);
   // Held with the thread that hit the trigger, for at most as long as it
-  // waits (and a second to spare), looking every millisecond: many held
+  // waits (and a second to spare), asleep until the hold ends: many held
   // threads must leave the decoder its cores.
+  if (!rec.holders.load(std::memory_order_acquire))
+    return;
   uint32_t waitMs =
       __atomic_load_n(&rec.header->triggerWaitMs, __ATOMIC_ACQUIRE) + 1000;
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(waitMs);
-  while (rec.holders.load(std::memory_order_acquire) &&
-         std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::unique_lock<std::mutex> lock(rec.syncMutex);
+  rec.holdEnded.wait_until(lock, deadline, [&] {
+    return !rec.holders.load(std::memory_order_acquire);
+  });
 }
 
 /// The whole program waits (every thread in answerSync) while `waiting()`
@@ -204,9 +207,14 @@ template <typename Waiting> static void holdProgramWhile(Waiting waiting) {
                               &header.triggerWaitMs, __ATOMIC_ACQUIRE));
   rec.holders.fetch_add(1);
   useSync(+1);
+  // The host's progress is in shared memory: looked at every millisecond.
   while (waiting() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  rec.holders.fetch_sub(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  {
+    std::lock_guard<std::mutex> lock(rec.syncMutex);
+    rec.holders.fetch_sub(1);
+  }
+  rec.holdEnded.notify_all();
   useSync(-1);
   __atomic_add_fetch(
       &header.triggerWaitNs,

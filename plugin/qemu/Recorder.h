@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -243,6 +244,10 @@ struct Recorder {
   std::atomic<uint32_t> holders{0};
   std::mutex syncMutex;
   uint32_t syncUsers = 0; ///< With syncMutex: why SlowSync is set.
+  /// Signalled (with syncMutex) when a hold ends: the held threads sleep
+  /// on it rather than waking every millisecond, which on 2 cores took
+  /// the decoder's time.
+  std::condition_variable holdEnded;
 
   /// Blocks come from chunks of this many, never freed: the ones a loop
   /// runs lie next to each other (fewer cache lines and pages to walk
