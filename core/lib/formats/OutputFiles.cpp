@@ -13,9 +13,13 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <mutex>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <system_error>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 using namespace llvm;
 
@@ -136,6 +140,72 @@ unsigned outputDirMode() {
   return privateOutputs() ? 0700 : (0777 & ~currentUmask());
 }
 
+namespace {
+
+/// Big outputs written lately, by a descriptor of their own. The page
+/// cache keeps a written file's pages; a session that writes a 320 MB
+/// trace a second took fresh memory for each, which on a VM costs a
+/// fault in the host per page (the write took 0.65-0.95 s instead of
+/// 0.25-0.35 s). So a big output's pages are let go once written back:
+/// writeback starts at its commit, and the pages go at the next output's
+/// start, when they are clean (POSIX_FADV_DONTNEED leaves dirty ones).
+/// Only a cache hint: the files stay as they are, and readers (Perfetto)
+/// read them from disk.
+class WrittenBack {
+public:
+  static WrittenBack &get() {
+    static WrittenBack instance;
+    return instance;
+  }
+
+  void add(int fd) {
+    // Writeback starts on a thread of its own (submitting 320 MB of writes
+    // takes 0.1 s), with a descriptor of its own.
+    int writing = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (writing >= 0) {
+      try {
+        std::thread([writing] {
+          ::posix_fadvise(writing, 0, 0, POSIX_FADV_DONTNEED);
+          ::close(writing);
+        }).detach();
+      } catch (const std::system_error &) {
+        ::posix_fadvise(writing, 0, 0, POSIX_FADV_DONTNEED);
+        ::close(writing);
+      }
+    }
+    int kept = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (kept < 0)
+      return;
+    std::lock_guard<std::mutex> hold(lock);
+    if (fds.size() >= 8) {
+      ::close(fds.front());
+      fds.erase(fds.begin());
+    }
+    fds.push_back(kept);
+  }
+
+  void release() {
+    std::vector<int> done;
+    {
+      std::lock_guard<std::mutex> hold(lock);
+      done.swap(fds);
+    }
+    for (int fd : done) {
+      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+      ::close(fd);
+    }
+  }
+
+private:
+  std::mutex lock;
+  std::vector<int> fds;
+};
+
+/// Outputs from this size on are let go of the page cache (WrittenBack).
+constexpr uint64_t kBigOutputBytes = uint64_t(64) << 20;
+
+} // namespace
+
 Expected<std::unique_ptr<OutputFile>> OutputFile::create(StringRef path) {
   if (path.empty() || path.ends_with("/"))
     return refused(path, "it names no file");
@@ -150,6 +220,7 @@ Expected<std::unique_ptr<OutputFile>> OutputFile::create(StringRef path) {
 Expected<std::unique_ptr<OutputFile>>
 OutputFile::createAt(std::shared_ptr<DirHandle> dir, StringRef name,
                      StringRef shownPath) {
+  WrittenBack::get().release();
   std::unique_ptr<OutputFile> file(new OutputFile());
   file->dir = std::move(dir);
   file->name = name.str();
@@ -194,6 +265,8 @@ Error OutputFile::commit() {
   bool failed = stream->has_error() || ::fchmod(fd, outputFileMode()) != 0;
   std::string why = stream->has_error() ? stream->error().message()
                                         : std::string(errnoText());
+  if (!failed && stream->tell() >= kBigOutputBytes)
+    WrittenBack::get().add(fd);
   stream->close();
   if (stream->has_error()) {
     failed = true;
