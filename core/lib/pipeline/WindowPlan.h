@@ -26,10 +26,11 @@ namespace magic_trace::pipeline {
 /// beside a window's trace (a 10 M-slice window holds megabytes).
 constexpr uint64_t kSampleBytes = 16 * 1024;
 
-/// Trace before a window that a thread without a usable stack at the stop
-/// is decoded from its start for at any rate (WindowedBuild.cpp): a
-/// recording the size of a test program's, or of a ground-truth one
-/// (20 M instructions at most), has its outermost frames exact.
+/// Trace before a window that the threads without a usable stack at the
+/// stop are decoded from their start for, in all, at any rate (beyond it,
+/// at most a quarter of the window's bytes; WindowedBuild.cpp): a recording
+/// the size of a test program's, or of a ground-truth one (20 M
+/// instructions at most), has its outermost frames exact.
 constexpr uint64_t kCheapPrefixBytes = 1 << 20;
 
 /// What the planner knows of one thread after its sample.

@@ -249,6 +249,9 @@ private:
     uint64_t limit = options.maxLengthNs ? options.maxLengthNs : UINT64_MAX;
     uint64_t length = plannedWindow(plans, limit, options.maxSlices);
     std::vector<size_t> wanted = from;
+    // Threads that may be decoded from their start: (prefix, slot).
+    std::vector<std::pair<uint64_t, size_t>> starts;
+    uint64_t windowTotal = 0;
     for (size_t slot = 0; slot < models.size(); ++slot) {
       const PsbTimes &psbs = times(slot);
       if (!hasTimes(psbs)) {
@@ -266,13 +269,24 @@ private:
       // the debugger's stack at the stop (anchoring); without one, from
       // their calls. A ring that did not wrap holds the thread's whole
       // life, so those calls are in it: decoded from its start when that
-      // costs little beside the window (at most twice its bytes, or
-      // kCheapPrefixBytes; otherwise the note says what may be missing).
+      // costs little, the cheapest starts first, while they come to at
+      // most kCheapPrefixBytes or a quarter of the window's bytes of every
+      // thread (a thread's start more than twice its window never);
+      // otherwise the note says what may be missing.
       uint64_t prefix = psbs.offsets.empty() ? 0 : psbs.offsets[wanted[slot]];
       uint64_t windowBytes = psbs.bytes - prefix;
+      windowTotal += windowBytes;
       if (needsItsStart(slot) &&
-          (prefix <= kCheapPrefixBytes || prefix <= 2 * windowBytes))
-        wanted[slot] = 0;
+          prefix <= std::max(kCheapPrefixBytes, 2 * windowBytes))
+        starts.push_back({prefix, slot});
+    }
+    std::sort(starts.begin(), starts.end());
+    uint64_t spent = 0;
+    for (const auto &[prefix, slot] : starts) {
+      if (spent + prefix > std::max(kCheapPrefixBytes, windowTotal / 4))
+        break;
+      spent += prefix;
+      wanted[slot] = 0;
     }
     return wanted;
   }
