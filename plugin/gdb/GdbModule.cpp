@@ -20,6 +20,7 @@
 #include "magic_trace/ProcessRecorder.h"
 #include "magic_trace/QemuRings.h"
 #include "magic_trace/RecorderSnapshots.h"
+#include "magic_trace/SizeOptions.h"
 #include "magic_trace/SnapshotLog.h"
 #include "magic_trace/TraceWriters.h"
 #include "magic_trace/Views.h"
@@ -475,6 +476,16 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
         windowOf(window, maxSlices);
       },
       "Raises the one-line error of a bad --window or --max-slices.");
+  m.def(
+      "parse_snapshot_size",
+      [](const std::string &text) { return take(parseSnapshotSize(text)); },
+      "A --snapshot-size in bytes, read as LLDB's commands read it; raises "
+      "its one-line error.");
+  m.def(
+      "parse_memory_size",
+      [](const std::string &text) { return take(parseMemorySize(text)); },
+      "A --keep-memory in bytes, read as LLDB's commands read it; raises its "
+      "one-line error.");
   m.def(
       "machine_facts", [] { return renderFactsText(probeMachine()); },
       "What magic-trace doctor says of this machine, as the LLDB host "

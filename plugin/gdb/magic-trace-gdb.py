@@ -34,7 +34,6 @@ except ImportError as error:  # doctor says why; every command fails in one line
     core = None
     IMPORT_ERROR = str(error)
 
-SIZES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 TIMERS = ("low", "normal", "high")
 SHORT_OPTIONS = {"o": "output", "c": "count", "k": "snapshot", "F": "format",
                  "d": "depth", "t": "thread", "l": "last", "w": "window",
@@ -67,36 +66,21 @@ def window_of(options):
 
 
 def parse_memory(text):
-    """A --keep-memory value in bytes: a number, or K, M, G."""
-    value = text.strip().lower().rstrip("ib")
-    scale = 1
-    if value and value[-1] in SIZES:
-        scale = SIZES[value[-1]]
-        value = value[:-1]
+    """A --keep-memory value in bytes (the core reads it as LLDB does)."""
+    need_core()
     try:
-        size = int(value, 0) * scale
-    except ValueError:
-        size = 0
-    if size <= 0:
-        fail("bad --keep-memory '%s' (give bytes or K, M, G: e.g. 512M)"
-             % text)
-    return size
+        return core.parse_memory_size(text)
+    except RuntimeError as error:
+        fail(str(error))
 
 
 def parse_size(text):
-    value = text.strip().lower().rstrip("ib")
-    scale = 1
-    if value and value[-1] in SIZES:
-        scale = SIZES[value[-1]]
-        value = value[:-1]
+    """A --snapshot-size value in bytes (the core reads it as LLDB does)."""
+    need_core()
     try:
-        size = int(value, 0) * scale
-    except ValueError:
-        fail("bad size '%s' (e.g. 4M, 65536)" % text)
-    if size < 4096 or size & (size - 1):
-        fail("--snapshot-size must be a power of two of at least 4096, "
-             "got %s" % text)
-    return size
+        return core.parse_snapshot_size(text)
+    except RuntimeError as error:
+        fail(str(error))
 
 
 class Options:

@@ -26,57 +26,12 @@ std::string jsonText(const llvm::json::Value &value) {
   return text;
 }
 
-llvm::Expected<uint64_t> parseSize(llvm::StringRef text) {
-  llvm::StringRef digits = text.take_while(llvm::isDigit);
-  uint64_t value = 0;
-  if (digits.empty() || digits.getAsInteger(10, value))
-    return error("bad size '%s' (use bytes or K, M, G: e.g. 4M)",
-                 text.str().c_str());
-  uint64_t scale = 1;
-  std::string lower = text.drop_front(digits.size()).lower();
-  llvm::StringRef u(lower);
-  u.consume_back("ib");
-  u.consume_back("b");
-  if (u == "k")
-    scale = 1 << 10;
-  else if (u == "m")
-    scale = 1 << 20;
-  else if (u == "g")
-    scale = 1 << 30;
-  else if (!u.empty())
-    return error("bad size unit in '%s' (use K, M or G: e.g. 4M)",
-                 text.str().c_str());
-  uint64_t bytes = value * scale;
-  if (bytes < 4096 || (bytes & (bytes - 1)))
-    return error("snapshot size %s is not a power of two of at least 4K "
-                 "(e.g. 64K, 4M)",
-                 text.str().c_str());
-  return bytes;
-}
-
 llvm::Expected<WindowOptions> parseWindowArgs(const ParsedArgs &args) {
   WindowOptions options;
   if (llvm::Error failed = parseWindowOptions(
           args.get("window", ""), args.get("max-slices", ""), options))
     return std::move(failed);
   return options;
-}
-
-llvm::Expected<uint64_t> parseMemorySize(llvm::StringRef text) {
-  llvm::StringRef digits = text.take_while(llvm::isDigit);
-  uint64_t value = 0;
-  if (digits.empty() || digits.getAsInteger(10, value) || value == 0)
-    return error("bad --keep-memory '%s' (give bytes or K, M, G: e.g. 512M)",
-                 text.str().c_str());
-  std::string lower = text.drop_front(digits.size()).lower();
-  llvm::StringRef unit(lower);
-  unit.consume_back("ib");
-  unit.consume_back("b");
-  unsigned shift = unit == "k" ? 10 : unit == "m" ? 20 : unit == "g" ? 30 : 0;
-  if ((shift == 0 && !unit.empty()) || value > (UINT64_MAX >> shift))
-    return error("bad --keep-memory '%s' (give bytes or K, M, G: e.g. 512M)",
-                 text.str().c_str());
-  return value << shift;
 }
 
 llvm::Expected<TimerResolution> parseTimer(llvm::StringRef text) {

@@ -11,6 +11,7 @@
 
 #include "magic_trace/PacketWriter.h"
 #include "magic_trace/Pipeline.h"
+#include "magic_trace/SizeOptions.h"
 
 #include "lldb/API/SBCommandInterpreter.h"
 #include "lldb/API/SBCommandReturnObject.h"
@@ -37,9 +38,6 @@ bool succeed(lldb::SBCommandReturnObject &result, llvm::StringRef text);
 
 std::string jsonText(const llvm::json::Value &value);
 
-/// "4M", "64KiB", "1G", "65536" -> bytes (a power of two, at least 4K).
-llvm::Expected<uint64_t> parseSize(llvm::StringRef text);
-
 /// A --timer-resolution value: low, normal or high.
 llvm::Expected<TimerResolution> parseTimer(llvm::StringRef text);
 /// --window and --max-slices (WindowOptions in Pipeline.h), as every
@@ -54,9 +52,6 @@ inline constexpr OptionSpec kMaxSlicesOption{
     'm', "max-slices", true, "N",
     "The output's budget in slices (default 10000000, what Perfetto's UI "
     "opens; 2M = 2000000)."};
-
-/// A --keep-memory value: bytes, or K, M, G (e.g. 512M).
-llvm::Expected<uint64_t> parseMemorySize(llvm::StringRef text);
 
 /// A count option's value; `what` names it in the error.
 llvm::Expected<unsigned> parseCount(llvm::StringRef text, llvm::StringRef what);

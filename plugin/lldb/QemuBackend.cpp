@@ -397,7 +397,7 @@ public:
     uint64_t size = 4 << 20;
     if (args->has("snapshot-size")) {
       llvm::Expected<uint64_t> parsed =
-          parseSize(args->get("snapshot-size", ""));
+          parseSnapshotSize(args->get("snapshot-size", ""));
       if (!parsed)
         return failCommand(result, parsed.takeError());
       size = *parsed;

@@ -183,7 +183,8 @@ public:
           defaultTimer = value;
     }
     if (args->has("snapshot-size")) {
-      llvm::Expected<uint64_t> size = parseSize(args->get("snapshot-size", ""));
+      llvm::Expected<uint64_t> size =
+          parseSnapshotSize(args->get("snapshot-size", ""));
       if (!size)
         return failCommand(result, size.takeError());
       writerOptions.bufferSize = *size;

@@ -1,0 +1,73 @@
+//===- SizeOptionsTest.cpp - --snapshot-size and --keep-memory ------------===//
+//
+// Both debugger hosts read sizes through these (LLDB took decimal only and
+// GDB hexadecimal too, and GDB's unit stripping read "0xab" as 0xa).
+//
+//===----------------------------------------------------------------------===//
+
+#include "magic_trace/SizeOptions.h"
+
+#include "gtest/gtest.h"
+
+using namespace magic_trace;
+
+namespace {
+
+uint64_t sizeOf(llvm::StringRef text) {
+  llvm::Expected<uint64_t> bytes = parseSnapshotSize(text);
+  if (!bytes) {
+    ADD_FAILURE() << text.str() << ": " << llvm::toString(bytes.takeError());
+    return 0;
+  }
+  return *bytes;
+}
+
+std::string errorOf(llvm::Expected<uint64_t> bytes) {
+  if (bytes)
+    return "no error: " + std::to_string(*bytes);
+  return llvm::toString(bytes.takeError());
+}
+
+TEST(SizeOptions, SnapshotSizesInEveryWrittenForm) {
+  EXPECT_EQ(sizeOf("4M"), 4u << 20);
+  EXPECT_EQ(sizeOf("4m"), 4u << 20);
+  EXPECT_EQ(sizeOf("4MiB"), 4u << 20);
+  EXPECT_EQ(sizeOf("4mb"), 4u << 20);
+  EXPECT_EQ(sizeOf("64K"), 64u << 10);
+  EXPECT_EQ(sizeOf("1G"), 1u << 30);
+  EXPECT_EQ(sizeOf("65536"), 65536u);
+  EXPECT_EQ(sizeOf("4096b"), 4096u);
+  EXPECT_EQ(sizeOf("0x10000"), 65536u);
+  EXPECT_EQ(sizeOf("0X10000"), 65536u);
+  EXPECT_EQ(sizeOf("0x10K"), 16u << 10);
+  EXPECT_EQ(sizeOf(" 4M "), 4u << 20);
+}
+
+TEST(SizeOptions, BadSnapshotSizesSayWhatToGive) {
+  EXPECT_EQ(errorOf(parseSnapshotSize("3000")),
+            "snapshot size 3000 is not a power of two of at least 4K (e.g. "
+            "64K, 4M)");
+  EXPECT_EQ(errorOf(parseSnapshotSize("2K")),
+            "snapshot size 2K is not a power of two of at least 4K (e.g. "
+            "64K, 4M)");
+  for (llvm::StringRef bad : {"", "M", "4Q", "4 M M", "-4M", "0x", "0xG",
+                              "4.5M", "99999999999999999999", "17179869184G"})
+    EXPECT_EQ(errorOf(parseSnapshotSize(bad)),
+              "bad size '" + bad.str() + "' (give bytes or K, M, G: e.g. 4M)")
+        << bad.str();
+}
+
+TEST(SizeOptions, MemorySizesAreAnyPositiveCount) {
+  EXPECT_EQ(*parseMemorySize("512M"), 512u << 20);
+  EXPECT_EQ(*parseMemorySize("3000"), 3000u);
+  // A hexadecimal number's last digit is not a unit.
+  EXPECT_EQ(*parseMemorySize("0xab"), 0xabu);
+  EXPECT_EQ(*parseMemorySize("0x1b"), 0x1bu);
+  EXPECT_EQ(*parseMemorySize("0x1bk"), 0x1bu << 10);
+  EXPECT_EQ(errorOf(parseMemorySize("0")),
+            "bad --keep-memory '0' (give bytes or K, M, G: e.g. 512M)");
+  EXPECT_EQ(errorOf(parseMemorySize("lots")),
+            "bad --keep-memory 'lots' (give bytes or K, M, G: e.g. 512M)");
+}
+
+} // namespace
