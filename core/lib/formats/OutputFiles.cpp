@@ -164,13 +164,9 @@ public:
     int writing = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (writing >= 0) {
       try {
-        std::thread([writing] {
-          ::posix_fadvise(writing, 0, 0, POSIX_FADV_DONTNEED);
-          ::close(writing);
-        }).detach();
+        std::thread([writing] { letGo(writing); }).detach();
       } catch (const std::system_error &) {
-        ::posix_fadvise(writing, 0, 0, POSIX_FADV_DONTNEED);
-        ::close(writing);
+        letGo(writing);
       }
     }
     int kept = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -190,13 +186,18 @@ public:
       std::lock_guard<std::mutex> hold(lock);
       done.swap(fds);
     }
-    for (int fd : done) {
-      ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-      ::close(fd);
-    }
+    for (int fd : done)
+      letGo(fd);
   }
 
 private:
+  /// Drops `fd`'s clean cached pages, starts writeback of its dirty ones,
+  /// and closes it.
+  static void letGo(int fd) {
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+
   std::mutex lock;
   std::vector<int> fds;
 };

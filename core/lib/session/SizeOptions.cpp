@@ -46,31 +46,29 @@ std::optional<uint64_t> parseBytes(llvm::StringRef text) {
   return value << shift;
 }
 
+/// The one-line error `format` makes of `text`.
+llvm::Error refused(const char *format, llvm::StringRef text) {
+  return llvm::createStringError(llvm::formatv(format, text).str());
+}
+
 } // namespace
 
 llvm::Expected<uint64_t> parseSnapshotSize(llvm::StringRef text) {
   std::optional<uint64_t> bytes = parseBytes(text);
   if (!bytes)
-    return llvm::createStringError(
-        llvm::formatv("bad size '{0}' (give bytes or K, M, G: e.g. 4M)", text)
-            .str());
+    return refused("bad size '{0}' (give bytes or K, M, G: e.g. 4M)", text);
   if (*bytes < 4096 || (*bytes & (*bytes - 1)))
-    return llvm::createStringError(
-        llvm::formatv("snapshot size {0} is not a power of two of at least "
-                      "4K (e.g. 64K, 4M)",
-                      text)
-            .str());
+    return refused("snapshot size {0} is not a power of two of at least 4K "
+                   "(e.g. 64K, 4M)",
+                   text);
   return *bytes;
 }
 
 llvm::Expected<uint64_t> parseMemorySize(llvm::StringRef text) {
   std::optional<uint64_t> bytes = parseBytes(text);
   if (!bytes || *bytes == 0)
-    return llvm::createStringError(
-        llvm::formatv("bad --keep-memory '{0}' (give bytes or K, M, G: e.g. "
-                      "512M)",
-                      text)
-            .str());
+    return refused("bad --keep-memory '{0}' (give bytes or K, M, G: e.g. 512M)",
+                   text);
   return *bytes;
 }
 
