@@ -97,9 +97,9 @@ bool openLog(CodeLog &log) {
   if (log.failed)
     return false;
   const std::string &dir = recorder->options.dir;
-  log.logFd = ::open(joinPath(dir, "code.log").c_str(),
+  log.logFd = ::open(qemu_dir::codeLog(dir).c_str(),
                      O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-  log.binFd = ::open(joinPath(dir, "code.bin").c_str(),
+  log.binFd = ::open(qemu_dir::codeBin(dir).c_str(),
                      O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
   if (log.logFd < 0 || log.binFd < 0) {
     log.failed = true;
@@ -161,9 +161,8 @@ uint32_t noteFileMapping(CodeLog &log, uint64_t address, bool &isFileCode) {
     FileMapping mapping{entry.end, entry.path, entry.fileOffset};
     bool replaces = replacesCode(log, entry.start, entry.end, mapping);
     ++log.seq;
-    if (!logRecord(log, llvm::formatv("L {0} {1:x} {2:x} {3:x} {4}\n", log.seq,
-                                      entry.start, entry.end, entry.fileOffset,
-                                      entry.path)))
+    if (!logRecord(log, formatLoadRecord(log.seq, entry.start, entry.end,
+                                         entry.fileOffset, entry.path)))
       return 0;
     mapping.markSeq = replaces ? uint32_t(log.seq) : 0;
     log.files[entry.start] = mapping;
@@ -203,8 +202,7 @@ uint32_t notePage(CodeLog &log, uint64_t page, uint64_t from, uint64_t to) {
   log.binSize += kPage;
   ++log.seq;
   known->second.markSeq = replaces ? uint32_t(log.seq) : 0;
-  if (!logRecord(log, llvm::formatv("B {0} {1:x} {2:x} {3:x}\n", log.seq, page,
-                                    kPage, at)))
+  if (!logRecord(log, formatBytesRecord(log.seq, page, kPage, at)))
     return 0;
   return known->second.markSeq;
 }
@@ -254,7 +252,7 @@ void noteUnmap(uint64_t address, uint64_t length) {
   if (!held)
     return;
   ++log.seq;
-  logRecord(log, llvm::formatv("U {0} {1:x} {2:x}\n", log.seq, address, end));
+  logRecord(log, formatUnmapRecord(log.seq, address, end));
 }
 
 void markCodeChange(ThreadRecorder &thread, const BlockInfo &block) {
@@ -270,11 +268,10 @@ void markCodeChange(ThreadRecorder &thread, const BlockInfo &block) {
     thread.marks.push_back({*at, block.seq});
   }
   if (thread.marksFd < 0)
-    thread.marksFd = ::open(
-        joinPath(recorder->options.dir, llvm::formatv("marks.{0}", thread.tid))
-            .c_str(),
-        O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-  std::string line = llvm::formatv("{0:x} {1}\n", *at, block.seq).str();
+    thread.marksFd =
+        ::open(qemu_dir::marks(recorder->options.dir, thread.tid).c_str(),
+               O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
+  std::string line = formatMark(*at, block.seq);
   if (thread.marksFd < 0 || !writeAll(thread.marksFd, line.data(), line.size()))
     warn(llvm::formatv("cannot write the image marks of thread {0}: its "
                        "trace may decode with code of the wrong moment",
@@ -285,17 +282,7 @@ void markCodeChange(ThreadRecorder &thread, const BlockInfo &block) {
 std::vector<ImageMark> marksFor(const ThreadRecorder &thread,
                                 uint64_t bytesCopied) {
   uint64_t written = thread.writer->buffer().written();
-  uint64_t first = written - std::min(written, bytesCopied);
-  std::vector<ImageMark> marks;
-  for (const ImageMark &mark : thread.marks) {
-    // A mark before the copy's first byte says what the copy starts with.
-    uint64_t offset = mark.offset < first ? 0 : mark.offset - first;
-    if (!marks.empty() && marks.back().offset == offset)
-      marks.back() = {offset, mark.seq};
-    else
-      marks.push_back({offset, mark.seq});
-  }
-  return marks;
+  return marksOfCopy(thread.marks, written - std::min(written, bytesCopied));
 }
 
 uint64_t lastCodeSeq() { return codeLog().seq; }

@@ -439,7 +439,7 @@ llvm::Error install(int argc, char **argv) {
   if (std::error_code ec = llvm::sys::fs::create_directories(options.dir))
     return llvm::createStringError("cannot create " + options.dir + ": " +
                                    ec.message() + " (choose a writable dir=)");
-  std::string headerPath = joinPath(options.dir, "header");
+  std::string headerPath = qemu_dir::header(options.dir);
   rec->header = static_cast<QemuRingHeader *>(
       mapSharedFile(headerPath, sizeof(QemuRingHeader)));
   if (!rec->header)

@@ -63,12 +63,6 @@ void warn(const std::string &text) {
   setNote(text);
 }
 
-std::string joinPath(llvm::StringRef dir, const llvm::Twine &name) {
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, name);
-  return std::string(path);
-}
-
 /// A shared file of `size` bytes, mapped read-write; nullptr on failure.
 void *mapSharedFile(const std::string &path, uint64_t size) {
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -159,8 +153,7 @@ ThreadRecorder *registerThread() {
   auto thread = std::make_unique<ThreadRecorder>();
   thread->tid = static_cast<uint64_t>(syscall(SYS_gettid));
   thread->truth.tid = thread->tid;
-  std::string path =
-      joinPath(rec.options.dir, llvm::formatv("ring.{0}", thread->tid));
+  std::string path = qemu_dir::ring(rec.options.dir, thread->tid);
   auto *memory = static_cast<uint8_t *>(
       mapSharedFile(path, kQemuRingPage + rec.options.ringSize));
   if (!memory) {
@@ -395,7 +388,7 @@ void writeMaps() {
       text[perms + 3] = 'x';
     kept += text + "\n";
   }
-  std::string path = joinPath(rec.options.dir, "maps");
+  std::string path = qemu_dir::maps(rec.options.dir);
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0 || ::write(fd, kept.data(), kept.size()) != ssize_t(kept.size()))
     warn("cannot write " + path + ": modules are unknown");

@@ -272,8 +272,7 @@ void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
   Snapshot snapshot = copyRings(thread);
   uint32_t number =
       __atomic_load_n(&rec.header->triggerSnapshots, __ATOMIC_ACQUIRE) + 1;
-  llvm::SmallString<256> dir(rec.options.dir);
-  llvm::sys::path::append(dir, "snap-" + std::to_string(number));
+  std::string dir = qemu_dir::snapshot(rec.options.dir, number);
   if (llvm::Error error = writeBundle(snapshot, dir)) {
     setNote("a recorder trigger's snapshot was not written: " +
             llvm::toString(std::move(error)));
@@ -289,7 +288,7 @@ void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
   // snapshot is published, so the host never reads it half written.
   {
     std::error_code ec;
-    llvm::raw_fd_ostream which((dir + "/trigger").str(), ec);
+    llvm::raw_fd_ostream which(qemu_dir::trigger(dir), ec);
     if (!ec)
       which << llvm::format_hex(block.start, 0) << "\n";
   }

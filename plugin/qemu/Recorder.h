@@ -357,7 +357,6 @@ void setNote(const std::string &text);
 /// reason is recorded already: the first stop reached is the one.
 void noteStopReason(QemuStopReason reason);
 void warn(const std::string &text);
-std::string joinPath(llvm::StringRef dir, const llvm::Twine &name);
 void *mapSharedFile(const std::string &path, uint64_t size);
 void writeTruth(ThreadRecorder &thread);
 void finishThread(ThreadRecorder &thread, uint64_t next);

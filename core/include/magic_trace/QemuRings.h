@@ -3,7 +3,8 @@
 // The QEMU TCG plugin (plugin/qemu/) writes each guest thread's Intel PT into
 // its own ring in a directory of shared-memory files; a reader (the
 // magic-trace-emulate CLI after the run, the LLDB plugin while the target is
-// stopped) maps them and copies the bytes out. docs/qemu.md has the layout:
+// stopped) maps them and copies the bytes out. The directory's files and
+// the code log are defined in QemuCodeLog.h; the rings are these:
 //
 //   DIR/header      QemuRingHeader: CPU identity, clock, the thread table,
 //                   and the `paused` word a reader sets to stop writers
@@ -12,24 +13,13 @@
 //                   aux_size bytes of PT: the head only grows, a wrapped
 //                   ring has overwritten its oldest bytes (perf's AUX area
 //                   in overwrite mode, read by the perf backend's reader)
-//   DIR/maps        the /proc/self/maps lines of every mapping the guest ran
-//                   code in (written when recording ends)
-//   DIR/code.log    the code log (CodeHistory.h), one record a line, each
-//                   with the next seq, appended as code first runs:
-//                     L SEQ START END FILE-OFFSET PATH  a file mapping
-//                     B SEQ PAGE SIZE BIN-OFFSET        a page of code
-//                       outside files, as it is now: SIZE bytes of code.bin
-//                     U SEQ START END                   a range unmapped
-//   DIR/code.bin    the pages `B` records name
-//   DIR/marks.<tid> where the thread's code changed: RING-OFFSET SEQ a line
-//                   (a PSB+ starts at that offset of the ring's bytes)
-//   DIR/groundtruth/    optional, as the ptrace recorder writes it
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_QEMURINGS_H
 #define MAGIC_TRACE_QEMURINGS_H
 
 #include "magic_trace/GroundTruth.h"
+#include "magic_trace/QemuCodeLog.h"
 #include "magic_trace/Snapshot.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -163,28 +153,6 @@ struct QemuRecording {
 /// size, a ring file that is missing or shorter than its header says.
 llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
                                             bool withTruth);
-
-/// DIR/code.log's records up to seq `lastSeq` (0: all) as changes of
-/// `history` (a file mapping becomes a Load of its module, its segments
-/// placed from the ELF headers). Errors: those of parseQemuCodeLog, and a
-/// log or code.bin that is not the user's own regular file or is too large
-/// (one line, naming it). A missing log is an empty history.
-llvm::Error readQemuCodeLog(llvm::StringRef dir, uint64_t lastSeq,
-                            CodeHistory &history);
-
-/// readQemuCodeLog's parser, on the log's and code.bin's bytes (`dir`
-/// names them in messages): what the fuzz target drives. Errors: a record
-/// that does not parse, a seq that does not ascend, a range that wraps or
-/// is larger than a process can map, bytes beyond code.bin or reused, more
-/// file mappings than kMaxHistoryLoads (one line, with the record's offset).
-llvm::Error parseQemuCodeLog(llvm::StringRef log, llvm::StringRef bin,
-                             llvm::StringRef dir, uint64_t lastSeq,
-                             CodeHistory &history);
-
-/// DIR/marks.<tid> as marks of a copy of the thread's ring whose first byte
-/// is at ring offset `firstOffset` (a mark before it is the copy's first).
-std::vector<ImageMark> readQemuMarks(llvm::StringRef dir, uint64_t tid,
-                                     uint64_t firstOffset);
 
 /// The facts a header gives every snapshot of its recording: pid, CPU,
 /// clock and timing.

@@ -2,7 +2,7 @@
 #include "BundleHistory.h"
 
 #include "magic_trace/InputFiles.h"
-#include "magic_trace/QemuRings.h"
+#include "magic_trace/QemuCodeLog.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"

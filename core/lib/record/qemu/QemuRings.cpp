@@ -86,12 +86,6 @@ private:
   uint64_t length = 0;
 };
 
-std::string joinPath(llvm::StringRef dir, const llvm::Twine &name) {
-  llvm::SmallString<256> path(dir);
-  llvm::sys::path::append(path, name);
-  return std::string(path);
-}
-
 /// Sets `paused` and waits until no writer is inside its ring, for at most
 /// a second. Returns false when a writer stayed busy (the copy may then hold
 /// a torn packet at its end, which the decoder reports), with why in `note`.
@@ -130,7 +124,7 @@ void segmentsFromElf(Module &module) {
 void readModules(llvm::StringRef dir, QemuRecording &recording) {
   // Under TMPDIR: the user's own regular file only (InputFiles.h).
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> maps =
-      readInputFile(joinPath(dir, "maps"), InputPlace::Shared);
+      readInputFile(qemu_dir::maps(dir), InputPlace::Shared);
   if (!maps) {
     recording.snapshot.notes.push_back(llvm::toString(maps.takeError()));
     return;
@@ -146,7 +140,7 @@ void readModules(llvm::StringRef dir, QemuRecording &recording) {
 /// DIR/header, mapped and checked.
 llvm::Expected<FileMapping> openHeader(llvm::StringRef dir) {
   llvm::Expected<FileMapping> headerMap =
-      FileMapping::open(joinPath(dir, "header"), sizeof(QemuRingHeader));
+      FileMapping::open(qemu_dir::header(dir), sizeof(QemuRingHeader));
   if (!headerMap)
     return headerMap.takeError();
   const QemuRingHeader &header = headerMap->header();
@@ -247,12 +241,12 @@ llvm::Error setQemuTriggersCollected(llvm::StringRef dir, uint32_t collected,
 }
 
 std::string qemuTriggerSnapshotDir(llvm::StringRef dir, uint32_t number) {
-  return joinPath(dir, "snap-" + std::to_string(number));
+  return qemu_dir::snapshot(dir, number);
 }
 
 uint64_t qemuTriggerSnapshotAddress(llvm::StringRef snapshotDir) {
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> text =
-      readInputFile(joinPath(snapshotDir, "trigger"), InputPlace::Shared, 4096);
+      readInputFile(qemu_dir::trigger(snapshotDir), InputPlace::Shared, 4096);
   uint64_t address = 0;
   if (!text) {
     llvm::consumeError(text.takeError());
@@ -365,7 +359,7 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
   llvm::Error failure = llvm::Error::success();
   for (uint32_t i = 0; i < count && !failure; ++i) {
     const QemuThreadSlot &slot = header.threads[i];
-    std::string path = joinPath(dir, llvm::formatv("ring.{0}", slot.tid));
+    std::string path = qemu_dir::ring(dir, slot.tid);
     llvm::Expected<FileMapping> ring =
         FileMapping::open(path, kQemuRingPage + header.ringSize);
     if (!ring) {

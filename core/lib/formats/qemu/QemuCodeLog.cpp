@@ -1,14 +1,15 @@
-//===- QemuCodeLog.cpp - Reading the QEMU recorder's code log -------------===//
+//===- QemuCodeLog.cpp - The QEMU recorder's directory and code log -------===//
 //
-// The reader side of the recorder's code log (QemuRings.h, "the code log";
-// plugin/qemu/QemuCode.cpp writes it): DIR/code.log and DIR/code.bin become
-// a CodeHistory, DIR/marks.<tid> a thread's image marks. Records are whole
-// lines; a line the recorder is still writing (no newline yet) is not read.
+// Both sides of the recorder's code log (QemuCodeLog.h): the records as
+// plugin/qemu/QemuCode.cpp appends them, and DIR/code.log and DIR/code.bin
+// read back as a CodeHistory, DIR/marks.<tid> as a thread's image marks.
+// Records are whole lines; a line the recorder is still writing (no newline
+// yet) is not read.
 //
 //===----------------------------------------------------------------------===//
+#include "magic_trace/QemuCodeLog.h"
 #include "magic_trace/InputFiles.h"
 #include "magic_trace/ProcessModules.h"
-#include "magic_trace/QemuRings.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -20,13 +21,56 @@
 #include <stdexcept>
 
 namespace magic_trace {
-namespace {
 
-std::string inDir(llvm::StringRef dir, llvm::StringRef name) {
+std::string joinPath(llvm::StringRef dir, const llvm::Twine &name) {
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, name);
   return std::string(path);
 }
+
+namespace qemu_dir {
+std::string header(llvm::StringRef dir) { return joinPath(dir, "header"); }
+std::string ring(llvm::StringRef dir, uint64_t tid) {
+  return joinPath(dir, "ring." + llvm::Twine(tid));
+}
+std::string maps(llvm::StringRef dir) { return joinPath(dir, "maps"); }
+std::string codeLog(llvm::StringRef dir) { return joinPath(dir, "code.log"); }
+std::string codeBin(llvm::StringRef dir) { return joinPath(dir, "code.bin"); }
+std::string marks(llvm::StringRef dir, uint64_t tid) {
+  return joinPath(dir, "marks." + llvm::Twine(tid));
+}
+std::string snapshot(llvm::StringRef dir, uint32_t number) {
+  return joinPath(dir, "snap-" + llvm::Twine(number));
+}
+std::string trigger(llvm::StringRef snapshotDir) {
+  return joinPath(snapshotDir, "trigger");
+}
+} // namespace qemu_dir
+
+// The records' kinds, as letters at the start of their lines.
+constexpr char kLoadRecord = 'L', kBytesRecord = 'B', kUnmapRecord = 'U';
+
+std::string formatLoadRecord(uint64_t seq, uint64_t start, uint64_t end,
+                             uint64_t fileOffset, llvm::StringRef path) {
+  return llvm::formatv("{0} {1} {2:x} {3:x} {4:x} {5}\n", kLoadRecord, seq,
+                       start, end, fileOffset, path);
+}
+
+std::string formatBytesRecord(uint64_t seq, uint64_t page, uint64_t size,
+                              uint64_t binOffset) {
+  return llvm::formatv("{0} {1} {2:x} {3:x} {4:x}\n", kBytesRecord, seq, page,
+                       size, binOffset);
+}
+
+std::string formatUnmapRecord(uint64_t seq, uint64_t start, uint64_t end) {
+  return llvm::formatv("{0} {1} {2:x} {3:x}\n", kUnmapRecord, seq, start, end);
+}
+
+std::string formatMark(uint64_t ringOffset, uint64_t seq) {
+  return llvm::formatv("{0:x} {1}\n", ringOffset, seq);
+}
+
+namespace {
 
 /// The complete lines of a file the recorder appends to; empty when it is
 /// missing.
@@ -105,14 +149,15 @@ llvm::Error parseQemuCodeLog(llvm::StringRef log, llvm::StringRef bin,
     CodeChange change;
     change.seq = seq;
     change.address = start;
-    if (fields[0] == "L" || fields[0] == "U") {
+    char kind = fields[0].size() == 1 ? fields[0][0] : 0;
+    if (kind == kLoadRecord || kind == kUnmapRecord) {
       if (end <= start)
         return bad("an empty or reversed range");
       if (std::string range = badCodeRange(start, end - start); !range.empty())
         return bad(range);
       change.size = end - start;
     }
-    if (fields[0] == "L") {
+    if (kind == kLoadRecord) {
       if (fields.size() < 6 || !hexField(fields[4], extra))
         return bad("a record that does not parse");
       if (++loads > kMaxHistoryLoads)
@@ -127,13 +172,13 @@ llvm::Error parseQemuCodeLog(llvm::StringRef log, llvm::StringRef bin,
       change.module = std::move(module);
       loaded[{change.module.path, change.module.loadAddress}] =
           history.changes.size();
-    } else if (fields[0] == "U") {
+    } else if (kind == kUnmapRecord) {
       change.kind = CodeChange::Kind::Unload;
       // A file unmapped here and mapped again is a new load.
       for (auto it = loaded.begin(); it != loaded.end();)
         it = history.changes[it->second].overlaps(start, end) ? loaded.erase(it)
                                                               : std::next(it);
-    } else if (fields[0] == "B") {
+    } else if (kind == kBytesRecord) {
       // B SEQ START SIZE OFFSET-IN-CODE.BIN. Checked without a sum that
       // could wrap (issue 50: "B 6 0x4002a2e000 0x8000000000000000
       // 0x8000000000000000" passed `extra + size > bytes.size()`). The
@@ -170,13 +215,13 @@ llvm::Error readQemuCodeLog(llvm::StringRef dir, uint64_t lastSeq,
   // the user's own regular files, never waited on (a FIFO) or read without
   // end (a link to /dev/zero).
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> log =
-      readInputFile(inDir(dir, "code.log"), InputPlace::Shared);
+      readInputFile(qemu_dir::codeLog(dir), InputPlace::Shared);
   if (!log)
     return log.takeError();
   if (!*log)
     return llvm::Error::success(); // The recorder logged no code.
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> bin = readInputFile(
-      inDir(dir, "code.bin"), InputPlace::Shared, kMaxHistoryCodeBytes);
+      qemu_dir::codeBin(dir), InputPlace::Shared, kMaxHistoryCodeBytes);
   if (!bin)
     return bin.takeError();
   llvm::StringRef bytes = *bin ? (*bin)->getBuffer() : llvm::StringRef();
@@ -194,30 +239,38 @@ llvm::Error readQemuCodeLog(llvm::StringRef dir, uint64_t lastSeq,
           .str());
 }
 
+std::vector<ImageMark> marksOfCopy(const std::vector<ImageMark> &ringMarks,
+                                   uint64_t firstOffset) {
+  std::vector<ImageMark> marks;
+  for (const ImageMark &mark : ringMarks) {
+    uint64_t offset = mark.offset < firstOffset ? 0 : mark.offset - firstOffset;
+    if (!marks.empty() && marks.back().offset == offset)
+      marks.back().seq = mark.seq;
+    else
+      marks.push_back({offset, mark.seq});
+  }
+  return marks;
+}
+
 std::vector<ImageMark> readQemuMarks(llvm::StringRef dir, uint64_t tid,
                                      uint64_t firstOffset) {
-  std::vector<ImageMark> marks;
-  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> file = readInputFile(
-      inDir(dir, llvm::formatv("marks.{0}", tid).str()), InputPlace::Shared);
+  std::vector<ImageMark> ringMarks;
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> file =
+      readInputFile(qemu_dir::marks(dir, tid), InputPlace::Shared);
   if (!file) {
     llvm::consumeError(file.takeError());
-    return marks;
+    return ringMarks;
   }
   if (!*file)
-    return marks;
+    return ringMarks;
   for (llvm::StringRef line : completeLines((*file)->getBuffer())) {
     auto [at, seqText] = line.split(' ');
     uint64_t offset = 0, seq = 0;
     if (!hexField(at, offset) || seqText.trim().getAsInteger(10, seq))
       continue;
-    // A mark before the copy's first byte says what the copy starts with.
-    offset = offset < firstOffset ? 0 : offset - firstOffset;
-    if (!marks.empty() && marks.back().offset == offset)
-      marks.back().seq = seq;
-    else
-      marks.push_back({offset, seq});
+    ringMarks.push_back({offset, seq});
   }
-  return marks;
+  return marksOfCopy(ringMarks, firstOffset);
 }
 
 } // namespace magic_trace
