@@ -195,8 +195,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   Symbols &shared = symbols();
   TraceModel &model = shared.model;
   model.threads.clear();
-  buildTraceModel(model, snapshot, serial->threads, shared.symbolizer,
-                  ModelOptions());
+  buildTraceModel(
+      model, snapshot, serial->threads,
+      [&](uint64_t address) -> const SymbolRange & {
+        return shared.symbolizer.lookup(address);
+      },
+      ModelOptions());
   if (llvm::Error invalid = validateModel(model))
     fail("model from decoded PT is invalid: " +
          llvm::toString(std::move(invalid)));

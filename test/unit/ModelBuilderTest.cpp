@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "magic_trace/ModelBuilder.h"
+#include "magic_trace/Symbolizer.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -1004,7 +1005,12 @@ TEST(BuildTraceModelTest, EveryThreadWithItsOwnStop) {
   TraceModel model;
   Symbolizer symbolizer({}, model.strings);
   ModelStats stats;
-  buildTraceModel(model, snapshot, threads, symbolizer, ModelOptions{}, &stats);
+  buildTraceModel(
+      model, snapshot, threads,
+      [&](uint64_t address) -> const SymbolRange & {
+        return symbolizer.lookup(address);
+      },
+      ModelOptions{}, &stats);
   EXPECT_EQ(model.pid, 42u);
   EXPECT_EQ(model.processName, "demo");
   ASSERT_EQ(model.threads.size(), 2u);

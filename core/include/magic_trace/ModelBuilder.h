@@ -15,7 +15,7 @@
 
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/StringTable.h"
-#include "magic_trace/Symbolizer.h"
+#include "magic_trace/SymbolRange.h"
 #include "magic_trace/TraceItems.h"
 #include "magic_trace/TraceModel.h"
 
@@ -100,10 +100,11 @@ size_t threadModelBytes(const ThreadModel &model);
 
 /// Builds every decoded thread into `model`: pid and process name from
 /// `snapshot`, each thread anchored to its ThreadStop (matched by tid).
-/// `symbolizer` must intern into `model.strings` (construct it with them).
+/// `lookup` (Symbolizer::lookup) must intern into `model.strings`
+/// (construct the symbolizer with them).
 void buildTraceModel(TraceModel &model, const Snapshot &snapshot,
                      const std::vector<ThreadDecode> &threads,
-                     Symbolizer &symbolizer, const ModelOptions &options,
+                     SymbolLookup lookup, const ModelOptions &options,
                      ModelStats *stats = nullptr);
 
 } // namespace magic_trace

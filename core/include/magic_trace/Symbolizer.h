@@ -15,6 +15,7 @@
 
 #include "magic_trace/Snapshot.h"
 #include "magic_trace/StringTable.h"
+#include "magic_trace/SymbolRange.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -25,33 +26,6 @@
 #include <vector>
 
 namespace magic_trace {
-
-/// One frame of a chain. Strings are ids in the symbolizer's StringTable.
-struct SymbolFrame {
-  StringId function = 0; ///< Demangled name.
-  StringId file = 0;     ///< Source file, or the empty string id.
-  uint32_t line = 0;     ///< 0 when unknown.
-  bool inlined = false;  ///< False for the outermost (physical) frame.
-};
-
-/// A range of runtime addresses [begin, end) that all share one chain.
-struct SymbolRange {
-  uint64_t begin = 0;
-  uint64_t end = 0;
-  /// The physical function's entry address (runtime), 0 if unknown. Used to
-  /// tell a jump into another function's entry (tail call) from a local jump.
-  uint64_t functionEntry = 0;
-  StringId module = 0; ///< Module path.
-  /// Runtime address minus the module's file address here (the file's own
-  /// addresses: what llvm-symbolizer --obj and objdump take); for a module
-  /// whose file cannot be read, its load address. Names unknown code.
-  uint64_t fileBias = 0;
-  std::vector<SymbolFrame> frames; ///< Outermost (physical) first.
-  bool fromDebugInfo = false;      ///< False: symbol table or unknown.
-  /// No symbol, DWARF or FDE covers the range: its one frame is
-  /// "[unknown @ ...]".
-  bool unknown = false;
-};
 
 struct SymbolizerStats {
   uint64_t lookups = 0;        ///< Calls to lookup().

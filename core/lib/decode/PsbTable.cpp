@@ -1,7 +1,7 @@
 //===- PsbTable.cpp - A buffer's PSBs and libipt's configuration ----------===//
 #include "PsbTable.h"
 
-#include "PacketIp.h"
+#include "../base/PacketIp.h"
 
 #include <memory>
 #include <utility>

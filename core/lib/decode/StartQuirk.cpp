@@ -1,7 +1,7 @@
 //===- StartQuirk.cpp - A PGE/PGD pair in which nothing ran ---------------===//
 #include "StartQuirk.h"
 
-#include "PacketIp.h"
+#include "../base/PacketIp.h"
 
 #include <intel-pt.h>
 

@@ -36,14 +36,11 @@ magic_trace::buildThreadModel(const ThreadDecode &decode, SymbolLookup lookup,
 
 void magic_trace::buildTraceModel(TraceModel &model, const Snapshot &snapshot,
                                   const std::vector<ThreadDecode> &threads,
-                                  Symbolizer &symbolizer,
+                                  SymbolLookup lookup,
                                   const ModelOptions &options,
                                   ModelStats *stats) {
   model.pid = snapshot.pid;
   model.processName = snapshot.processName;
-  auto lookup = [&symbolizer](uint64_t address) -> const SymbolRange & {
-    return symbolizer.lookup(address);
-  };
   for (const ThreadDecode &decode : threads) {
     const ThreadStop *stop = nullptr;
     for (const ThreadStop &candidate : snapshot.stop)

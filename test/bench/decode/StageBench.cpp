@@ -132,7 +132,11 @@ int main(int argc, char **argv) {
       error = best("symbolize+model", [&]() -> Error {
         model = TraceModel();
         Symbolizer symbolizer(snapshot->modules, model.strings);
-        buildTraceModel(model, *snapshot, decoded->threads, symbolizer, {});
+        buildTraceModel(model, *snapshot, decoded->threads,
+                        [&](uint64_t address) -> const SymbolRange & {
+                          return symbolizer.lookup(address);
+                        },
+                        {});
         return Error::success();
       });
     if (!error)

@@ -1,7 +1,7 @@
 //===- LldbView.cpp - What LLDB's trace load reads of a snapshot ----------===//
 #include "LldbView.h"
 
-#include "../../decode/PacketIp.h"
+#include "../../base/PacketIp.h"
 #include "../CodeElf.h"
 #include "BundleFields.h"
 #include "magic_trace/PrivateFiles.h"

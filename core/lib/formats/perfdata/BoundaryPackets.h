@@ -12,7 +12,7 @@
 
 // libipt's types through the decoder's private header, as
 // PerCpuLayout.cpp takes them (test/lit/layering.test).
-#include "../../decode/PacketIp.h"
+#include "../../base/PacketIp.h"
 
 #include "llvm/ADT/ArrayRef.h"
 

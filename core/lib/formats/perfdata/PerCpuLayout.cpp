@@ -10,7 +10,7 @@
 
 #include "BoundaryPackets.h"
 
-#include "../../decode/PacketIp.h"
+#include "../../base/PacketIp.h"
 
 #include "llvm/Support/FormatVariadic.h"
 

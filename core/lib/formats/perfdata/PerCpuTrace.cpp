@@ -3,6 +3,8 @@
 
 #include "BoundaryPackets.h"
 
+#include "../../base/PtBytes.h"
+
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
@@ -13,14 +15,23 @@ using namespace llvm;
 namespace magic_trace::perfdata {
 namespace {
 
+/// Appends the bytes of `packets`, in order.
+template <size_t... Sizes>
+void appendPackets(std::vector<uint8_t> &bytes,
+                   const uint8_t (&...packets)[Sizes]) {
+  (bytes.insert(bytes.end(), std::begin(packets), std::end(packets)), ...);
+}
+
 /// PSB then PSBEND (Intel SDM vol. 3C, "Packet Stream Boundary"): a sync
 /// point that resets the decoder's last IP and tracing state; PT without a
 /// FUP in it is disabled until the next TIP.PGE.
-constexpr uint8_t kSyncPoint[18] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                                    0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                                    0x02, 0x82, 0x02, 0x82, 0x02, 0x23};
+void appendSyncPoint(std::vector<uint8_t> &bytes) {
+  appendPackets(bytes, pt_bytes::kPsb, pt_bytes::kPsbEnd);
+}
 /// OVF: the CPU lost trace here.
-constexpr uint8_t kOverflow[2] = {0x02, 0xf3};
+void appendOverflow(std::vector<uint8_t> &bytes) {
+  appendPackets(bytes, pt_bytes::kOvf);
+}
 /// The sync point after an OVF: a MODE.Exec (64-bit) in its PSB+. libipt
 /// binds an OVF that a PSB follows to tracing off (pt_qry_find_ovf_fup);
 /// after it, a PSB+ without FUP gave the decoder no status update to resync
@@ -29,9 +40,10 @@ constexpr uint8_t kOverflow[2] = {0x02, 0xf3};
 /// PerfFakeKernel.TruncatedAuxRecordShowsAsMarkedGap). libipt reports the
 /// MODE.Exec: the decoder resyncs at this PSB, and the next piece's own PSB+
 /// sets the mode before any instruction runs.
-constexpr uint8_t kResyncPoint[20] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02,
-                                      0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                                      0x02, 0x82, 0x99, 0x01, 0x02, 0x23};
+void appendResyncPoint(std::vector<uint8_t> &bytes) {
+  appendPackets(bytes, pt_bytes::kPsb, pt_bytes::kModeExec64,
+                pt_bytes::kPsbEnd);
+}
 
 struct ThreadPieces {
   std::vector<uint8_t> bytes;
@@ -88,8 +100,7 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
     thread.tid = tid;
     thread.wrapped = snapshotMode;
     if (!thread.bytes.empty())
-      thread.bytes.insert(thread.bytes.end(), std::begin(kSyncPoint),
-                          std::end(kSyncPoint));
+      appendSyncPoint(thread.bytes);
     thread.bytes.insert(thread.bytes.end(), stream.bytes.begin(),
                         stream.bytes.end());
   }
@@ -121,8 +132,7 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
     if (!inFile) {
       ++counts.lostPieces;
       if (thread.started) {
-        thread.bytes.insert(thread.bytes.end(), std::begin(kOverflow),
-                            std::end(kOverflow));
+        appendOverflow(thread.bytes);
         thread.afterOverflow = true;
       }
       thread.started = true;
@@ -133,8 +143,7 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
         ArrayRef<uint8_t>(stream.bytes)
             .slice(piece.offset - stream.base, piece.size);
     if (thread.started && !continues && thread.afterOverflow) {
-      thread.bytes.insert(thread.bytes.end(), std::begin(kResyncPoint),
-                          std::end(kResyncPoint));
+      appendResyncPoint(thread.bytes);
       // A piece whose own PSB+ has tracing on (a FUP) is entered as a
       // switch-in is (TIP.PGE to that IP): a decoder that resyncs at the
       // resync point (LLDB's, after the overflow's error) finds tracing
@@ -143,8 +152,7 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
       if (std::optional<uint64_t> ip = psbFupIp(bytes))
         encodeIpPacket(ppt_tip_pge, *ip, thread.bytes);
     } else if (thread.started && !continues)
-      thread.bytes.insert(thread.bytes.end(), std::begin(kSyncPoint),
-                          std::end(kSyncPoint));
+      appendSyncPoint(thread.bytes);
     thread.afterOverflow = false;
     thread.bytes.insert(thread.bytes.end(), bytes.begin(), bytes.end());
     ++counts.pieces;
@@ -154,8 +162,7 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
     // The kernel cut this piece short: what followed it is lost.
     if (piece.flags & (kAuxFlagTruncated | kAuxFlagCollision)) {
       ++counts.lostPieces;
-      thread.bytes.insert(thread.bytes.end(), std::begin(kOverflow),
-                          std::end(kOverflow));
+      appendOverflow(thread.bytes);
       thread.afterOverflow = true;
       thread.lastEnd = UINT64_MAX;
     }
@@ -168,8 +175,7 @@ splitPerCpu(std::map<uint32_t, CpuStream> &cpus, std::vector<AuxPiece> pieces,
     trace.bytes = std::move(threads[tid].bytes);
     auto extra = whole.find(tid);
     if (extra != whole.end()) {
-      trace.bytes.insert(trace.bytes.end(), std::begin(kSyncPoint),
-                         std::end(kSyncPoint));
+      appendSyncPoint(trace.bytes);
       trace.bytes.insert(trace.bytes.end(), extra->second.bytes.begin(),
                          extra->second.bytes.end());
       whole.erase(extra);

@@ -24,6 +24,8 @@
 #include "PerCpuLayout.h"
 #include "PerfDataFormat.h"
 
+#include "../../base/PtBytes.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -398,13 +400,12 @@ std::vector<uint8_t> buildPerfData(const Snapshot &snapshot,
     // A snapshot ends where the ring's head was, after a whole packet: here
     // before the first PSB at or after `length` bytes; the next starts
     // `overlap` bytes earlier, anywhere (a wrapped ring's oldest byte).
-    static const uint8_t psb[2] = {0x02, 0x82};
     for (uint64_t begin = 0;;) {
       uint64_t end = bytes.size();
       if (pieces > 1 && begin + length < bytes.size()) {
         const uint8_t *at =
             std::search(bytes.begin() + begin + length, bytes.end(),
-                        std::begin(psb), std::end(psb));
+                        std::begin(pt_bytes::kPsb), std::end(pt_bytes::kPsb));
         end = at - bytes.begin();
       }
       index.push_back(writeAuxtrace(out, uint32_t(thread.tid), kNoCpu,

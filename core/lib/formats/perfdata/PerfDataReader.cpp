@@ -15,6 +15,8 @@
 #include "PerCpuTrace.h"
 #include "PerfDataFormat.h"
 
+#include "../../base/PtBytes.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Endian.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -228,11 +230,8 @@ Error readAuxtraceInfo(Cursor &record, uint64_t at, Contents &contents) {
   return Error::success();
 }
 
-/// The 16 bytes of a PSB packet.
-constexpr uint8_t kPsb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                              0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82};
-/// An OVF packet: what a CPU writes when it lost trace.
-constexpr uint8_t kOvf[2] = {0x02, 0xf3};
+using pt_bytes::kOvf;
+using pt_bytes::kPsb;
 
 /// Appends snapshot-mode buffer `next` to a thread's trace `trace`. Each is a
 /// copy of the ring at one snapshot, so `next` may begin with bytes `trace`

@@ -5,6 +5,7 @@
 
 #include "Sideband.h"
 
+#include "../../base/PtBytes.h"
 #include "../../formats/perfdata/PerCpuTrace.h"
 #include "../../formats/perfdata/PerfDataFormat.h"
 
@@ -29,9 +30,7 @@ constexpr uint64_t kAuxLossFlags = perfdata::kAuxFlagTruncated |
                                    perfdata::kAuxFlagPartial |
                                    perfdata::kAuxFlagCollision;
 
-/// The 16 bytes of a PSB packet (Intel SDM vol. 3C).
-constexpr uint8_t kPsb[16] = {0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82,
-                              0x02, 0x82, 0x02, 0x82, 0x02, 0x82, 0x02, 0x82};
+using pt_bytes::kPsb;
 
 bool isPowerOfTwo(uint64_t value) { return value && !(value & (value - 1)); }
 
