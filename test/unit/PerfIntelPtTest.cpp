@@ -57,6 +57,18 @@ TEST(PerfIntelPtTest, SplitFieldFillsRangesInOrder) {
   llvm::Error tooWide = setFormatField(attr, *split, 0x100, "split");
   EXPECT_TRUE(bool(tooWide));
   llvm::consumeError(std::move(tooWide));
+  // Read back from the same bits, whatever the others hold.
+  EXPECT_EQ(split->read(0xA0Bu), 0xABu);
+  EXPECT_EQ(split->read(0xFFFF50F7u), 0x07u | (0x0u << 4));
+  EXPECT_EQ(split->write(0xF0F0u, 0x5C), 0xF5FCu);
+  // A whole 64-bit word, and a range at its top.
+  llvm::Expected<PmuFormatField> whole = parseFormatField("config1:0-63");
+  ASSERT_TRUE(bool(whole));
+  EXPECT_EQ(whole->read(0x8000000000000001u), 0x8000000000000001u);
+  EXPECT_EQ(whole->write(0, ~uint64_t(0)), ~uint64_t(0));
+  llvm::Expected<PmuFormatField> top = parseFormatField("config:60-63");
+  ASSERT_TRUE(bool(top));
+  EXPECT_EQ(top->read(0xB000000000000000u), 0xBu);
 }
 
 TEST(PerfIntelPtTest, LoadsSkylakePmu) {

@@ -38,6 +38,11 @@ struct PmuFormatField {
 
   /// Total width in bits.
   unsigned width() const;
+  /// The term's value in `config` (its word of perf_event_attr): the bits
+  /// of each range in order, lowest first, as perf fills them.
+  uint64_t read(uint64_t config) const;
+  /// `config` with the term set to `value`'s low width() bits.
+  uint64_t write(uint64_t config, uint64_t value) const;
 };
 
 /// Parses the text of a format/<name> file.

@@ -101,6 +101,33 @@ unsigned PmuFormatField::width() const {
   return bits;
 }
 
+/// The low `bits` bits set (1 to 64).
+static uint64_t lowMask(unsigned bits) {
+  return bits >= 64 ? ~uint64_t(0) : (uint64_t(1) << bits) - 1;
+}
+
+uint64_t PmuFormatField::read(uint64_t config) const {
+  uint64_t value = 0;
+  unsigned shift = 0;
+  for (auto [low, high] : bitRanges) {
+    unsigned bits = high - low + 1;
+    if (shift < 64)
+      value |= ((config >> low) & lowMask(bits)) << shift;
+    shift += bits;
+  }
+  return value;
+}
+
+uint64_t PmuFormatField::write(uint64_t config, uint64_t value) const {
+  for (auto [low, high] : bitRanges) {
+    unsigned bits = high - low + 1;
+    uint64_t mask = lowMask(bits);
+    config = (config & ~(mask << low)) | ((value & mask) << low);
+    value = bits >= 64 ? 0 : value >> bits;
+  }
+  return config;
+}
+
 llvm::Expected<PmuFormatField> parseFormatField(llvm::StringRef text) {
   auto [wordName, ranges] = text.trim().split(':');
   PmuFormatField field;
@@ -190,13 +217,7 @@ llvm::Error setFormatField(perf_event_attr &attr, const PmuFormatField &field,
                                    (unsigned long long)value, width,
                                    name.str().c_str());
   uint64_t *word = configWord(attr, field.word);
-  // Bits of the value fill the ranges in order, lowest first (as perf does).
-  for (auto [low, high] : field.bitRanges) {
-    unsigned bits = high - low + 1;
-    uint64_t mask = bits == 64 ? ~uint64_t(0) : ((uint64_t(1) << bits) - 1);
-    *word = (*word & ~(mask << low)) | ((value & mask) << low);
-    value = bits == 64 ? 0 : value >> bits;
-  }
+  *word = field.write(*word, value);
   return llvm::Error::success();
 }
 
@@ -288,17 +309,8 @@ PtTimingConfig hardwareTiming(const IntelPtPmuDescription &pmu,
   }
   // The MTC period actually configured: read back the mtc_period term.
   auto field = pmu.format.find("mtc_period");
-  if (field != pmu.format.end() && !field->second.bitRanges.empty()) {
-    uint64_t config = attr.config;
-    unsigned shift = 0;
-    uint64_t value = 0;
-    for (auto [low, high] : field->second.bitRanges) {
-      unsigned bits = high - low + 1;
-      value |= ((config >> low) & ((uint64_t(1) << bits) - 1)) << shift;
-      shift += bits;
-    }
-    timing.mtcFreq = static_cast<uint8_t>(value);
-  }
+  if (field != pmu.format.end() && !field->second.bitRanges.empty())
+    timing.mtcFreq = static_cast<uint8_t>(field->second.read(attr.config));
   return timing;
 }
 

@@ -50,13 +50,7 @@ uint64_t psbPeriodBytes(const IntelPtPmuDescription &pmu,
   auto field = pmu.format.find("psb_period");
   if (field == pmu.format.end())
     return 2048;
-  uint64_t value = 0;
-  unsigned shift = 0;
-  for (auto [low, high] : field->second.bitRanges) {
-    unsigned bits = high - low + 1;
-    value |= ((attr.config >> low) & ((uint64_t(1) << bits) - 1)) << shift;
-    shift += bits;
-  }
+  uint64_t value = field->second.read(attr.config);
   // RTIT_CTL.PSBFreq: a PSB every 2^(n + 11) bytes (Intel SDM vol. 3C).
   return uint64_t(1) << (value + 11);
 }
@@ -222,13 +216,7 @@ std::string describeConfig(const IntelPtPmuDescription &pmu, uint64_t config) {
   for (const auto &[name, field] : pmu.format) {
     if (field.word != 0 || field.bitRanges.empty())
       continue;
-    uint64_t value = 0;
-    unsigned shift = 0;
-    for (auto [low, high] : field.bitRanges) {
-      unsigned bits = high - low + 1;
-      value |= ((config >> low) & ((uint64_t(1) << bits) - 1)) << shift;
-      shift += bits;
-    }
+    uint64_t value = field.read(config);
     bool flag = field.width() == 1;
     // Multi-bit terms are shown even at 0 (mtc_period=0 is a choice).
     if (flag && !value)
