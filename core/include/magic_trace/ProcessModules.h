@@ -19,6 +19,10 @@
 #include <string>
 #include <vector>
 
+namespace llvm::object {
+class ObjectFile;
+} // namespace llvm::object
+
 namespace magic_trace {
 
 /// One line of /proc/PID/maps.
@@ -54,8 +58,13 @@ modulesFromMaps(const std::vector<MapsEntry> &maps,
 /// Fails when the file cannot be read (process gone).
 llvm::Expected<std::vector<MapsEntry>> readProcMaps(int pid);
 
-/// Lower-case hex GNU build-id of the ELF file at `path`; empty if it has
-/// none or cannot be read.
+/// Lower-case hex GNU build-id of an object file (its NT_GNU_BUILD_ID note,
+/// as LLVM's object::getBuildID finds it); empty if it has none. The one
+/// build-id reader: modules, the decoder's images and perf.data's files.
+std::string buildIdOf(const llvm::object::ObjectFile &object);
+
+/// buildIdOf the file at `path`; empty if it has none or is not a regular
+/// file that reads as an object file.
 std::string readBuildId(llvm::StringRef path);
 
 /// Checks that `path` is an x86-64 ELF executable or shared object.

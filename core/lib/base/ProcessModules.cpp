@@ -5,6 +5,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/BinaryFormat/ELF.h"
 #include "llvm/BinaryFormat/Magic.h"
+#include "llvm/Object/BuildID.h"
 #include "llvm/Object/ELFObjectFile.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -119,33 +120,21 @@ static Expected<OwningBinary<ObjectFile>> openElf(StringRef path) {
   return std::move(*binary);
 }
 
+std::string buildIdOf(const ObjectFile &object) {
+  return toHex(getBuildID(&object), /*LowerCase=*/true);
+}
+
 std::string readBuildId(StringRef path) {
+  if (Error notAFile = checkRegularFile(path)) {
+    consumeError(std::move(notAFile));
+    return "";
+  }
   auto binary = ObjectFile::createObjectFile(path);
   if (!binary) {
     consumeError(binary.takeError());
     return "";
   }
-  auto *elf = dyn_cast<ELF64LEObjectFile>(binary->getBinary());
-  if (!elf)
-    return "";
-  const auto &file = elf->getELFFile();
-  auto phdrs = file.program_headers();
-  if (!phdrs) {
-    consumeError(phdrs.takeError());
-    return "";
-  }
-  for (const auto &phdr : *phdrs) {
-    if (phdr.p_type != ELF::PT_NOTE)
-      continue;
-    Error err = Error::success();
-    for (const auto &note : file.notes(phdr, err))
-      if (note.getType() == ELF::NT_GNU_BUILD_ID && note.getName() == "GNU") {
-        consumeError(std::move(err));
-        return toHex(note.getDesc(phdr.p_align), /*LowerCase=*/true);
-      }
-    consumeError(std::move(err));
-  }
-  return "";
+  return buildIdOf(*binary->getBinary());
 }
 
 Error checkX86_64Elf(StringRef path) {

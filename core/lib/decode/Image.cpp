@@ -3,6 +3,7 @@
 #include "LibiptError.h"
 
 #include "magic_trace/InputFiles.h"
+#include "magic_trace/ProcessModules.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Object/ELFObjectFile.h"
@@ -37,25 +38,6 @@ struct FileSection {
   uint64_t size = 0;
   uint64_t address = 0;
 };
-
-/// The GNU build-id note of an ELF file, lower-case hex, or "".
-template <class ELFT> std::string gnuBuildId(const object::ELFFile<ELFT> &elf) {
-  auto headers = elf.program_headers();
-  if (!headers) {
-    consumeError(headers.takeError());
-    return "";
-  }
-  for (const auto &phdr : *headers) {
-    if (phdr.p_type != ELF::PT_NOTE)
-      continue;
-    Error err = Error::success();
-    for (const auto &note : elf.notes(phdr, err))
-      if (note.getType() == ELF::NT_GNU_BUILD_ID && note.getName() == "GNU")
-        return toHex(note.getDesc(phdr.p_align), /*LowerCase=*/true);
-    consumeError(std::move(err));
-  }
-  return "";
-}
 
 /// Executable PT_LOAD segments placed at `loadAddress` (the runtime address
 /// of file offset 0, as Module::loadAddress defines it).
@@ -100,7 +82,7 @@ Expected<ElfFacts> readElfFacts(StringRef path, uint64_t loadAddress) {
   object::ObjectFile *file = binary->getBinary();
   ElfFacts facts;
   if (auto *elf = dyn_cast<object::ELF64LEObjectFile>(file)) {
-    facts.buildId = gnuBuildId(elf->getELFFile());
+    facts.buildId = buildIdOf(*elf);
     facts.segments = executableSegments(elf->getELFFile(), loadAddress);
     return facts;
   }

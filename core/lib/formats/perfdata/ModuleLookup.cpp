@@ -1,10 +1,9 @@
 //===- ModuleLookup.cpp - Find a recorded module's file here --------------===//
-#include "ModuleLookup.h"
 #include "magic_trace/PerfData.h"
 #include "magic_trace/PrivateFiles.h"
+#include "magic_trace/ProcessModules.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Object/BuildID.h"
 #include "llvm/Object/ObjectFile.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -72,7 +71,7 @@ std::optional<std::string> ownVdsoCopy(StringRef buildId) {
     consumeError(binary.takeError());
     return std::nullopt;
   }
-  if (toHex(object::getBuildID(binary->get()), /*LowerCase=*/true) != buildId)
+  if (buildIdOf(**binary) != buildId)
     return std::nullopt;
   Expected<std::string> cache = userCacheDir();
   if (!cache) {
@@ -83,7 +82,7 @@ std::optional<std::string> ownVdsoCopy(StringRef buildId) {
   sys::path::append(path, "vdso-" + buildId + ".so");
   if (Error notOurs = checkPrivate(path, /*directory=*/false))
     consumeError(std::move(notOurs));
-  else if (elfFileBuildId(path) == buildId)
+  else if (readBuildId(path) == buildId)
     return path.str().str();
   // Written under a unique name and renamed, so a reader never sees half.
   SmallString<256> temp;
@@ -108,26 +107,17 @@ std::optional<std::string> ownVdsoCopy(StringRef buildId) {
 
 } // namespace
 
-std::string elfFileBuildId(StringRef path) {
-  auto binary = object::ObjectFile::createObjectFile(path);
-  if (!binary) {
-    consumeError(binary.takeError());
-    return "";
-  }
-  return toHex(object::getBuildID(binary->getBinary()), /*LowerCase=*/true);
-}
-
 std::string lookUpModuleFile(StringRef path, StringRef buildId,
                              StringRef symfs) {
   if (!symfs.empty() && !path.starts_with("[")) {
     SmallString<256> under(symfs);
     sys::path::append(under, path);
     if (sys::fs::exists(under) &&
-        (buildId.empty() || elfFileBuildId(under) == buildId))
+        (buildId.empty() || readBuildId(under) == buildId))
       return std::string(under);
   }
   bool exists = !path.starts_with("[") && sys::fs::exists(path);
-  if (exists && (buildId.empty() || elfFileBuildId(path) == buildId))
+  if (exists && (buildId.empty() || readBuildId(path) == buildId))
     return path.str();
   if (std::optional<std::string> cached = buildIdCacheFile(buildId))
     return *cached;

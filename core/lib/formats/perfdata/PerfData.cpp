@@ -19,8 +19,8 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/PerfData.h"
 #include "magic_trace/PrivateFiles.h"
+#include "magic_trace/ProcessModules.h"
 
-#include "ModuleLookup.h"
 #include "PerCpuLayout.h"
 #include "PerfDataFormat.h"
 
@@ -244,7 +244,7 @@ void writeBuildIds(ByteWriter &out, const Snapshot &snapshot) {
     // A module without a recorded build-id (the emulator's vdso copy) gets
     // its file's, so a reader can tell which vdso it was.
     std::string id =
-        fromHex(module.buildId.empty() ? elfFileBuildId(module.fileToRead())
+        fromHex(module.buildId.empty() ? readBuildId(module.fileToRead())
                                        : module.buildId);
     if (id.empty() || id.size() > kBuildIdMax)
       continue;

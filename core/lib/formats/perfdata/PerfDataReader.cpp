@@ -11,7 +11,6 @@
 #include "magic_trace/ProcessModules.h"
 
 #include "KernelRecords.h"
-#include "ModuleLookup.h"
 #include "PerCpuTrace.h"
 #include "PerfDataFormat.h"
 
