@@ -250,9 +250,9 @@ public:
                   const std::string &window, const std::string &maxSlices) {
     WindowOptions windowOptions = windowOf(window, maxSlices);
     py::gil_scoped_release release;
-    if (llvm::Error error = armQemuTrigger(
-            ringDir, address, count ? count : kQemuTriggerEvery,
-            std::chrono::milliseconds(keepTruth ? 120000 : 2000)))
+    if (llvm::Error error =
+            armQemuTrigger(ringDir, address, count ? count : kQemuTriggerEvery,
+                           qemuAnswerDeadline(keepTruth)))
       raise(std::move(error));
     std::lock_guard<std::mutex> hold(lock);
     patterns[address] = pattern;

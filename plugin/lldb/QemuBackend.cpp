@@ -84,7 +84,7 @@ armRecorderTrigger(lldb::SBTarget &target, Session &session,
       continue;
     if (llvm::Error error = armQemuTrigger(
             session.qemuDir, load, count ? count : kQemuTriggerEvery,
-            std::chrono::milliseconds(session.keepTruth ? 120000 : 2000)))
+            qemuAnswerDeadline(session.keepTruth)))
       return std::move(error);
     entries.push_back(load);
   }

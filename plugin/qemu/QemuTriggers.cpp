@@ -104,12 +104,7 @@ Snapshot copyRings(const ThreadRecorder &hitter) {
     std::lock_guard<std::mutex> lock(rec.mutex);
     threads = rec.threads;
   }
-  uint32_t slots =
-      std::min(__atomic_load_n(&header.threadCount, __ATOMIC_ACQUIRE),
-               kQemuRingMaxThreads);
-  llvm::Error paused = pauseRingWriters(
-      &header.paused, slots, [&](size_t i) { return &header.threads[i].busy; },
-      std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  llvm::Error paused = pauseQemuWriters(header);
   if (paused)
     setNote("a recorder trigger's copy may end in a torn packet: " +
             llvm::toString(std::move(paused)));

@@ -154,6 +154,11 @@ struct QemuRecording {
 llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
                                             bool withTruth);
 
+/// Sets the header's `paused` and waits, for at most a second, until no
+/// writer is inside its ring (RingBuffer.h, pauseRingWriters): what a copy
+/// of the rings needs, by a reader or by the recorder's own trigger.
+llvm::Error pauseQemuWriters(QemuRingHeader &header);
+
 /// The facts a header gives every snapshot of its recording: pid, CPU,
 /// clock and timing.
 Snapshot qemuSnapshotFacts(const QemuRingHeader &header);
@@ -173,6 +178,14 @@ struct QemuRingStatus {
   std::string note;
 };
 llvm::Expected<QemuRingStatus> readQemuRingStatus(llvm::StringRef dir);
+
+/// How long a host waits for the plugin to answer a flush or a trigger's
+/// arming: two seconds; two minutes with ground truth, when the recorder
+/// also writes every instruction so far (8 bytes each): a test's wait, not
+/// a user's.
+inline std::chrono::milliseconds qemuAnswerDeadline(bool groundTruth) {
+  return std::chrono::milliseconds(groundTruth ? 120000 : 2000);
+}
 
 /// The stop flush: asks the plugin recording into `dir` to end each
 /// thread's trace at its stop address (`stops`: tid, address; every guest

@@ -107,10 +107,8 @@ public:
   llvm::Error snapshot(const RecorderStop &stop, Snapshot &snapshot,
                        std::vector<ThreadTruth> &truth) override {
     if (stop.alive) {
-      // With ground truth the recorder also writes every instruction so
-      // far (8 bytes each): a test's wait, not a user's.
-      std::chrono::milliseconds deadline(keepTruth ? 120000 : 2000);
-      if (llvm::Error error = flushQemuRings(ringDir, stop.pcs, deadline))
+      if (llvm::Error error =
+              flushQemuRings(ringDir, stop.pcs, qemuAnswerDeadline(keepTruth)))
         return error;
     }
     llvm::Expected<QemuRecording> recording = readQemuRings(ringDir, keepTruth);

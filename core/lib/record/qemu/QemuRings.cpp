@@ -32,6 +32,15 @@
 
 namespace magic_trace {
 
+llvm::Error pauseQemuWriters(QemuRingHeader &header) {
+  uint32_t count =
+      std::min(__atomic_load_n(&header.threadCount, __ATOMIC_ACQUIRE),
+               kQemuRingMaxThreads);
+  return pauseRingWriters(
+      &header.paused, count, [&](size_t i) { return &header.threads[i].busy; },
+      std::chrono::steady_clock::now() + std::chrono::seconds(1));
+}
+
 namespace {
 
 /// A read-write shared mapping of a whole file, unmapped on destruction.
@@ -90,12 +99,7 @@ private:
 /// a second. Returns false when a writer stayed busy (the copy may then hold
 /// a torn packet at its end, which the decoder reports), with why in `note`.
 bool pauseWriters(QemuRingHeader &header, std::string &note) {
-  uint32_t count =
-      std::min(__atomic_load_n(&header.threadCount, __ATOMIC_ACQUIRE),
-               kQemuRingMaxThreads);
-  llvm::Error error = pauseRingWriters(
-      &header.paused, count, [&](size_t i) { return &header.threads[i].busy; },
-      std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  llvm::Error error = pauseQemuWriters(header);
   if (!error)
     return true;
   note += (note.empty() ? "" : "; ") + llvm::toString(std::move(error)) +
