@@ -64,12 +64,11 @@ void expectChanges(const CodeHistory &history, const std::string &bin,
 } // namespace
 
 TEST(QemuCodeLog, WrittenRecordsParseToWhatTheySay) {
-  std::string log =
-      formatLoadRecord(1, 0x400000, 0x402000, 0x1000,
-                       "/nonexistent/lib with space.so") +
-      formatBytesRecord(2, 0x7000, 0x1000, 0) +
-      formatUnmapRecord(3, 0x7000, 0x8000) +
-      formatBytesRecord(4, 0x7000, 0x1000, 0x1000);
+  std::string log = formatLoadRecord(1, 0x400000, 0x402000, 0x1000,
+                                     "/nonexistent/lib with space.so") +
+                    formatBytesRecord(2, 0x7000, 0x1000, 0) +
+                    formatUnmapRecord(3, 0x7000, 0x8000) +
+                    formatBytesRecord(4, 0x7000, 0x1000, 0x1000);
   std::string bin(0x2000, '\0');
   for (size_t i = 0; i < bin.size(); ++i)
     bin[i] = char(i * 7 + (i >> 12));
@@ -95,8 +94,8 @@ TEST(QemuCodeLog, MarksAreRebasedToTheCopy) {
   ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("mt-marks", dir));
   {
     std::ofstream out(qemu_dir::marks(dir, 42));
-    out << formatMark(0x100, 2) << formatMark(0x900, 3)
-        << formatMark(0x2000, 5) << formatMark(0x2000, 6)
+    out << formatMark(0x100, 2) << formatMark(0x900, 3) << formatMark(0x2000, 5)
+        << formatMark(0x2000, 6)
         << "0x3000 7"; // No newline yet: still being written.
   }
   std::vector<ImageMark> whole = readQemuMarks(dir, 42, 0);
@@ -149,14 +148,14 @@ TEST(QemuCodeLog, RecordingsFromBeforeTheSharedDefinition) {
   std::string unmapBin = fileText(fixture("unmap/code.bin"));
   CodeHistory unmap;
   ASSERT_FALSE(bool(readQemuCodeLog(fixture("unmap"), 0, unmap)));
-  expectChanges(unmap, unmapBin,
-                {{CodeChange::Kind::Load, 1, 0x4002806000, 0x31000, ldso},
-                 {CodeChange::Kind::Load, 2, 0x400284a000, 0x1cf000, libc},
-                 {CodeChange::Kind::Load, 3, 0x4000000000, 0x3000, program},
-                 {CodeChange::Kind::Bytes, 4, 0x4002a2e000, 0x1000, "", 0},
-                 {CodeChange::Kind::Unload, 5, 0x4002a2e000, 0x1000, ""},
-                 {CodeChange::Kind::Bytes, 6, 0x4002a2f000, 0x1000, "",
-                  0x1000}});
+  expectChanges(
+      unmap, unmapBin,
+      {{CodeChange::Kind::Load, 1, 0x4002806000, 0x31000, ldso},
+       {CodeChange::Kind::Load, 2, 0x400284a000, 0x1cf000, libc},
+       {CodeChange::Kind::Load, 3, 0x4000000000, 0x3000, program},
+       {CodeChange::Kind::Bytes, 4, 0x4002a2e000, 0x1000, "", 0},
+       {CodeChange::Kind::Unload, 5, 0x4002a2e000, 0x1000, ""},
+       {CodeChange::Kind::Bytes, 6, 0x4002a2f000, 0x1000, "", 0x1000}});
   EXPECT_EQ(fileText(fixture("unmap/code.log")),
             formatLoadRecord(1, 0x4002806000, 0x4002837000, 0, ldso) +
                 formatLoadRecord(2, 0x400284a000, 0x4002a19000, 0, libc) +
