@@ -1,7 +1,7 @@
 //===- QemuCode.cpp - The code as it ran: the recorder's code log ---------===//
 //
-// DESIGN.md, "Image over time": a snapshot is decoded with the code each
-// stretch of it ran, not the code at the stop. The recorder sees every
+// docs/architecture.md, "Image over time": a snapshot is decoded with the code
+// each stretch of it ran, not the code at the stop. The recorder sees every
 // block QEMU translates, before it first runs, so it logs (QemuRings.h has
 // the format):
 //  - a file mapping, the first time a block runs in it (DIR/code.log `L`);

@@ -1,14 +1,14 @@
 //===- CodeHistory.h - The code a process ran, over time --------*- C++ -*-===//
 //
-// DESIGN.md, "Image over time": the code as it was when it ran, not as it is
-// at the stop. A recorder logs every change of the code a process runs, in
-// order: a file mapped where code ran (Load), a range unmapped (Unload), and
-// code outside files (JIT, vdso, code rewritten in place) as the bytes of
-// each version (Bytes). Each thread's trace says, at PSBs, which changes its
-// code has seen so far (ImageMark); a recording whose clock is global (perf)
-// gives each change its time instead. The decoder reads each stretch of
-// trace with the code of its own moment (decode/ImageTimeline.cpp), so a
-// library unloaded before the stop, or JIT code rewritten since, still
+// docs/architecture.md, "Image over time": the code as it was when it ran, not
+// as it is at the stop. A recorder logs every change of the code a process
+// runs, in order: a file mapped where code ran (Load), a range unmapped
+// (Unload), and code outside files (JIT, vdso, code rewritten in place) as the
+// bytes of each version (Bytes). Each thread's trace says, at PSBs, which
+// changes its code has seen so far (ImageMark); a recording whose clock is
+// global (perf) gives each change its time instead. The decoder reads each
+// stretch of trace with the code of its own moment (decode/ImageTimeline.cpp),
+// so a library unloaded before the stop, or JIT code rewritten since, still
 // decodes. Names for code outside files come from perf maps and jitdump
 // (JitSymbol).
 //

@@ -1,8 +1,8 @@
 //===- ModelWindow.h - The stretch of a model before its end ----*- C++ -*-===//
 //
-// DESIGN.md, "Window": what a snapshot shows is a time window ending at its
-// stop, the longest that fits an output budget. These are the model's side
-// of it: how many slices a viewer gets of a thread cut at a time, the
+// docs/architecture.md, "Window": what a snapshot shows is a time window ending
+// at its stop, the longest that fits an output budget. These are the model's
+// side of it: how many slices a viewer gets of a thread cut at a time, the
 // longest window a budget allows, and the cut itself. Frames open at the
 // window's start are kept, from the window's start, as frames open at a
 // trace's start are; what ended before it goes.

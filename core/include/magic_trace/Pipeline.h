@@ -32,9 +32,9 @@ namespace magic_trace {
 /// file's size, so about 10 M slices of ours (32 bytes each).
 constexpr uint64_t kDefaultMaxSlices = 10000000;
 
-/// Which stretch of a snapshot is decoded and written (DESIGN.md, "Window"):
-/// a time window ending at the stop, the same for every thread, the longest
-/// that fits the budget and the user's limit.
+/// Which stretch of a snapshot is decoded and written (docs/architecture.md,
+/// "Window"): a time window ending at the stop, the same for every thread, the
+/// longest that fits the budget and the user's limit.
 struct WindowOptions {
   /// Everything: every PSB decoded, nothing cut (`--window all`).
   bool all = false;

@@ -1,14 +1,14 @@
 //===- ProcessRecorder.h - One recording of a process, any backend -*- C++ -*-//
 //
-// DESIGN.md, "Recorder -> Snapshot": the perf, QEMU and emulate backends
-// behind one interface that the LLDB and GDB hosts share, the way LLDB's
-// lldb-server holds its per-thread and per-CPU Intel PT strategies behind
-// IntelPTProcessTrace, or perf every tracer behind `struct auxtrace_record`:
-// a recorder is started on a process (its factory), hears of the process's
-// stops and resumes, fills a snapshot's threads, clock, timing and code
-// history at a stop, and says what it is doing. A host supplies only what
-// its debugger knows, in RecorderStop: which threads are stopped where, and
-// which to keep; modules and stacks it adds to the snapshot itself.
+// docs/architecture.md, "Recorder → Snapshot": the perf, QEMU and emulate
+// backends behind one interface that the LLDB and GDB hosts share, the way
+// LLDB's lldb-server holds its per-thread and per-CPU Intel PT strategies
+// behind IntelPTProcessTrace, or perf every tracer behind `struct
+// auxtrace_record`: a recorder is started on a process (its factory), hears of
+// the process's stops and resumes, fills a snapshot's threads, clock, timing
+// and code history at a stop, and says what it is doing. A host supplies only
+// what its debugger knows, in RecorderStop: which threads are stopped where,
+// and which to keep; modules and stacks it adds to the snapshot itself.
 //
 // The checks that are not tied to one debugger (the platform, the PID
 // namespace, the PMU, the budget, the advice when Intel PT is missing) are

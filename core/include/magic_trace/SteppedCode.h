@@ -1,8 +1,8 @@
 //===- SteppedCode.h - The code outside files a stepper ran -----*- C++ -*-===//
 //
-// DESIGN.md, "Image over time", for the single-steppers (the ptrace stepper,
-// the LLDB SB API stepper): they see every instruction before it runs, so
-// they log the code outside files (JIT code, code rewritten in place) the
+// docs/architecture.md, "Image over time", for the single-steppers (the ptrace
+// stepper, the LLDB SB API stepper): they see every instruction before it runs,
+// so they log the code outside files (JIT code, code rewritten in place) the
 // way the QEMU recorder's code log does (docs/qemu.md, "The code log"): each
 // 4 KiB page of it once per version, as a Bytes change of a CodeHistory. A
 // version that replaces an earlier one is marked in each thread's trace (a

@@ -352,8 +352,8 @@ void PieceDecoder::addLibiptEvent(Piece &piece, const pt_event &event) {
 
 /// A change with a time (perf's MMAP2, a jitdump load) takes effect at the
 /// first block whose time is at or after it: perf's rule ("Time orders
-/// everything", STYLE.md). The trace's times come from its timing packets,
-/// so a change between two of them waits for the next.
+/// everything", docs/architecture.md). The trace's times come from its timing
+/// packets, so a change between two of them waits for the next.
 void PieceDecoder::followTimedChanges(Piece &piece) {
   uint64_t tsc = currentTsc();
   uint64_t timedSeq = timeline.seqAtTime(tsc);

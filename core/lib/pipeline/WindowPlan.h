@@ -1,12 +1,12 @@
 //===- WindowPlan.h - Which PSB each thread's decode starts at --*- C++ -*-===//
 //
 // Private to core/lib/pipeline. Before a windowed snapshot is decoded
-// (Pipeline.h, DESIGN.md "Window"), each thread's PSB table (offsets and
-// the times their PSB+ carry) and a sample of its newest trace say how much
-// trace a window of a given length holds and how many slices that makes.
-// From that, the planner picks the longest window the budget allows and the
-// PSB each thread is decoded from; the cut after the decode
-// (ModelWindow.h) makes the budget exact.
+// (Pipeline.h, docs/architecture.md, "Window"), each thread's PSB table
+// (offsets and the times their PSB+ carry) and a sample of its newest trace say
+// how much trace a window of a given length holds and how many slices that
+// makes. From that, the planner picks the longest window the budget allows and
+// the PSB each thread is decoded from; the cut after the decode (ModelWindow.h)
+// makes the budget exact.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_LIB_PIPELINE_WINDOWPLAN_H

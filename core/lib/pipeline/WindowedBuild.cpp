@@ -116,9 +116,9 @@ void countSlices(const std::vector<ThreadModel> &models,
 }
 
 /// Builds the models of a snapshot in the window its options ask for
-/// (runPipeline, DESIGN.md "Window"): a sample of every thread's newest
-/// trace, a window planned from it (WindowPlan.h), each thread decoded from
-/// the PSB that window needs (once more when the decode fell short of what
+/// (runPipeline, docs/architecture.md, "Window"): a sample of every thread's
+/// newest trace, a window planned from it (WindowPlan.h), each thread decoded
+/// from the PSB that window needs (once more when the decode fell short of what
 /// the budget allows), and the cut (ModelWindow.h).
 class WindowedBuild {
 public:

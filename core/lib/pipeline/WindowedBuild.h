@@ -1,7 +1,7 @@
 //===- WindowedBuild.h - A snapshot's models in its window ------*- C++ -*-===//
 //
 // Private to core/lib/pipeline. How runPipeline builds the threads' models
-// in the window WindowOptions asks for (DESIGN.md, "Window"; docs/
+// in the window WindowOptions asks for (docs/architecture.md, "Window"; docs/
 // user-guide.md, "Big snapshots"): a sample of every thread's newest trace,
 // the window planned from it (WindowPlan.h), each thread decoded from the
 // PSB that window needs (once more when the decode fell short of what the

@@ -1,7 +1,7 @@
 //===- ObjectInfo.cpp - DWARF inline chains and their ranges --------------===//
 //
 // The only core file that includes LLVM DebugInfo headers for symbols
-// (STYLE.md rule 1).
+// (docs/architecture.md, "Layering").
 //
 // A lookup goes runtime address -> mapping (a loaded segment of a module) ->
 // file address -> chain. Chains come from DWARF through the same calls
