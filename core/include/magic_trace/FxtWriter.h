@@ -77,6 +77,10 @@ llvm::Error writeFxt(const TraceModel &model, llvm::raw_ostream &os,
 /// True when writeFxt can compress (libLLVM was built with zlib).
 bool fxtGzipAvailable();
 
+/// The error of a .gz output when this LLVM has no zlib: one line, what to
+/// write instead.
+llvm::Error gzipUnavailableError();
+
 /// Wraps `data` in a gzip member (RFC 1952) using LLVM's zlib.
 /// Errors: no zlib in this LLVM.
 llvm::Error gzipCompress(llvm::ArrayRef<uint8_t> data,
