@@ -14,6 +14,9 @@ namespace magic_trace::plugin {
 void registerDoctorCommand(lldb::SBCommand &root);
 /// attach, status, detach, continue (RecordingCommands.cpp).
 void registerRecordingCommands(lldb::SBCommand &root);
+/// magic-trace attach (AttachCommand.cpp), registered by
+/// registerRecordingCommands.
+void registerAttachCommand(lldb::SBCommand &root);
 /// snapshot, snapshot-on (SnapshotCommands.cpp).
 void registerSnapshotCommands(lldb::SBCommand &root);
 /// save, report, diff (ViewCommands.cpp).
