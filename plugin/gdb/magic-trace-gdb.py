@@ -9,7 +9,6 @@
 # program under qemu-x86_64 with it and connects to QEMU's gdbstub.
 import atexit
 import os
-import shlex
 import shutil
 import subprocess
 import sys
@@ -26,114 +25,11 @@ from magic_trace_gdb_target import (SOCKET_DEADLINE_S, connect, fail,  # noqa
 # report --annotate, report --top and diff: their options to the core's views.
 import magic_trace_gdb_views as views  # noqa
 
-try:
-    import magic_trace_gdb as core
-
-    IMPORT_ERROR = None
-except ImportError as error:  # doctor says why; every command fails in one line
-    core = None
-    IMPORT_ERROR = str(error)
-
-TIMERS = ("low", "normal", "high")
-SHORT_OPTIONS = {"o": "output", "c": "count", "k": "snapshot", "F": "format",
-                 "d": "depth", "t": "thread", "l": "last", "w": "window",
-                 "m": "max-slices", "M": "keep-memory"}
-# --window and --max-slices, which every command that decodes takes.
-WINDOW_OPTIONS = {"window", "max-slices"}
-WINDOW_HELP = """--window DURATION|all: write the last DURATION of the trace at most
-  (e.g. 5ms), or all of it (default: the longest window that fits
-  --max-slices).
---max-slices N: the output's budget in slices (default 10000000, what
-  Perfetto's UI opens; 2M = 2000000)."""
-
-
-def need_core():
-    if core is None:
-        fail("the magic_trace_gdb module did not load (%s): build it "
-             "(scripts/build.sh) and source build/lib/magic-trace-gdb.py"
-             % IMPORT_ERROR)
-
-
-def window_of(options):
-    """(window, max_slices) as given ("" when not), checked by the core."""
-    window = options.get("window", "")
-    max_slices = options.get("max-slices", "")
-    try:
-        core.check_window(window, max_slices)
-    except RuntimeError as error:
-        fail(str(error))
-    return window, max_slices
-
-
-def parse_memory(text):
-    """A --keep-memory value in bytes (the core reads it as LLDB does)."""
-    need_core()
-    try:
-        return core.parse_memory_size(text)
-    except RuntimeError as error:
-        fail(str(error))
-
-
-def parse_size(text):
-    """A --snapshot-size value in bytes (the core reads it as LLDB does)."""
-    need_core()
-    try:
-        return core.parse_snapshot_size(text)
-    except RuntimeError as error:
-        fail(str(error))
-
-
-class Options:
-    """`magic-trace CMD` options: --name VALUE, --flag, and positionals
-    (everything after `--` is positional)."""
-
-    def __init__(self, argument, values, flags, command):
-        self.values = {}
-        self.flags = set()
-        self.positional = []
-        words = shlex.split(argument)
-        i = 0
-        while i < len(words):
-            word = words[i]
-            if word == "--":
-                self.positional += words[i + 1:]
-                break
-            if word.startswith("--"):
-                short = word[2:]
-            elif word.startswith("-"):
-                short = SHORT_OPTIONS.get(word[1:], word[1:])
-            else:
-                short = word
-            if word.startswith("-") and short in values:
-                if i + 1 >= len(words):
-                    fail("%s needs a value (see 'help magic-trace %s')"
-                         % (word, command))
-                self.values[short] = words[i + 1]
-                i += 2
-                continue
-            if word.startswith("-") and short in flags:
-                self.flags.add(short)
-                i += 1
-                continue
-            if word.startswith("-"):
-                fail("unknown option '%s' (see 'help magic-trace %s')"
-                     % (word, command))
-            self.positional.append(word)
-            i += 1
-
-    def get(self, name, default=None):
-        return self.values.get(name, default)
-
-    def number(self, name, default):
-        if name not in self.values:
-            return default
-        try:
-            value = int(self.values[name], 0)
-        except ValueError:
-            value = -1
-        if value < 0:
-            fail("--%s takes a number, got '%s'" % (name, self.values[name]))
-        return value
+# The core module, and the options every command parses.
+from magic_trace_gdb_options import (TIMERS, WINDOW_HELP,  # noqa
+                                     WINDOW_OPTIONS, Options, core,
+                                     doctor_lines, need_core, parse_memory,
+                                     parse_size, window_of)
 
 
 class State:
@@ -269,7 +165,8 @@ def on_stop(event):
         if trigger is None or (trigger.count and trigger.hits >= trigger.count):
             continue
         trigger.hits += 1
-        number = len_snapshots() + 1
+        number = (state.session.status()["snapshots"]
+                  if state.session is not None else 0) + 1
         path = trigger.pattern.replace("%N", str(number))
         tid = gdb.selected_thread().ptid[1]
         try:
@@ -285,12 +182,6 @@ def on_stop(event):
 def on_exit(event):
     state.exited = getattr(event, "exit_code", 0)
     collect_triggered()
-
-
-def len_snapshots():
-    if state.session is None:
-        return 0
-    return state.session.status()["snapshots"]
 
 
 gdb.events.stop.connect(on_stop)
@@ -676,31 +567,8 @@ class StatusCommand(gdb.Command):
             status = state.session.status()
         except RuntimeError as error:
             fail(str(error))
-        exited = ", process exited" if state.exited is not None else ""
-        if status["backend"] == "qemu":
-            print("magic-trace: backend qemu, %d instructions recorded in %d "
-                  "threads, %d snapshots%s" % (
-                      status["instructions"], status["threads"],
-                      status["snapshots"], exited))
-        else:
-            print("magic-trace: backend %s, %d threads, %d snapshots%s" % (
-                status["backend"] or "none (detached)", status["threads"],
-                status["snapshots"], exited))
-        for line in status["lines"]:
+        for line in views.status_lines(status, state.exited is not None):
             print(line)
-        if status["recorder_written"]:
-            print("magic-trace: recorder snapshots: %d written, %d decoded, "
-                  "%d waiting (at most %d), %d skipped, %.1f s waited for "
-                  "the decoder" % (
-                      status["recorder_written"], status["recorder_decoded"],
-                      status["recorder_waiting"],
-                      status["recorder_max_pending"],
-                      status["recorder_skipped"],
-                      status["recorder_waited_s"]))
-        if status["kept_line"]:
-            print("magic-trace: " + status["kept_line"])
-        if status["note"]:
-            print("magic-trace: " + status["note"])
 
 
 class DoctorCommand(gdb.Command):
@@ -710,28 +578,8 @@ class DoctorCommand(gdb.Command):
         super().__init__("magic-trace doctor", gdb.COMMAND_SUPPORT)
 
     def invoke(self, argument, from_tty):
-        print("magic-trace doctor (GDB %s, Python %d.%d)"
-              % (gdb.VERSION, sys.version_info[0], sys.version_info[1]))
-        if core is None:
-            print("  core module: missing (%s)" % IMPORT_ERROR)
-        else:
-            print("  core module: %s (libipt %s)"
-                  % (core.__file__, core.libipt_version()))
-        qemu = os.environ.get("MT_QEMU") or shutil.which("qemu-x86_64")
-        print("  qemu recorder: %s" % (
-            "qemu-x86_64 at %s, 'magic-trace run' records" % qemu if qemu
-            else "qemu-x86_64 missing (apt-get install qemu-user)"))
-        plugin = os.path.join(HERE, "libmagic-trace-qemu.so")
-        print("  recorder plugin: %s" % (plugin if os.path.exists(plugin)
-                                         else "missing (" + plugin + ")"))
-        print("  intel_pt: %s" % (
-            "present ('magic-trace attach' records with the perf backend)"
-            if os.path.exists("/sys/bus/event_source/devices/intel_pt")
-            else "absent (no Intel PT on this machine; use 'magic-trace run')"))
-        if core is not None:
-            # The machine as the LLDB host's doctor shows it, perf plan too.
-            for line in core.machine_facts().splitlines():
-                print("  " + line)
+        for line in doctor_lines(HERE):
+            print(line)
 
 
 MagicTrace()

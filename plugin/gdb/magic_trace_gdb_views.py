@@ -75,3 +75,31 @@ def diff_view(session, options):
     return session.diff(numbers[0], numbers[1],
                         options.number("rows", VIEW_ROWS),
                         "json" in options.flags)
+
+
+def status_lines(status, exited):
+    """`magic-trace status`'s lines from the core's status dictionary."""
+    lines = []
+    exited = ", process exited" if exited else ""
+    if status["backend"] == "qemu":
+        lines.append("magic-trace: backend qemu, %d instructions recorded in "
+                     "%d threads, %d snapshots%s" % (
+                         status["instructions"], status["threads"],
+                         status["snapshots"], exited))
+    else:
+        lines.append("magic-trace: backend %s, %d threads, %d snapshots%s" % (
+            status["backend"] or "none (detached)", status["threads"],
+            status["snapshots"], exited))
+    lines += status["lines"]
+    if status["recorder_written"]:
+        lines.append(
+            "magic-trace: recorder snapshots: %d written, %d decoded, %d "
+            "waiting (at most %d), %d skipped, %.1f s waited for the decoder"
+            % (status["recorder_written"], status["recorder_decoded"],
+               status["recorder_waiting"], status["recorder_max_pending"],
+               status["recorder_skipped"], status["recorder_waited_s"]))
+    if status["kept_line"]:
+        lines.append("magic-trace: " + status["kept_line"])
+    if status["note"]:
+        lines.append("magic-trace: " + status["note"])
+    return lines
