@@ -73,6 +73,28 @@ TEST_F(Scratch, OutputIsWrittenOnlyAtCommitAndLeavesNoTemporary) {
   EXPECT_EQ(names(root), std::vector<std::string>{"out.fxt"});
 }
 
+TEST_F(Scratch, BigOutputReplacedInPlaceLeavesTheOldFileWhole) {
+  // A big destination (64 MB and more) is held open across the rename so
+  // that its pages are freed after it, on a thread of its own: the rename
+  // still replaces it, and the old file (here also named by a link) is let
+  // go of, never changed.
+  std::string path = root + "/out.fxt", kept = root + "/kept.fxt";
+  write(path, "old");
+  ASSERT_EQ(truncate(path.c_str(), 64 << 20), 0);
+  ASSERT_EQ(link(path.c_str(), kept.c_str()), 0);
+  {
+    auto file = OutputFile::create(path);
+    ASSERT_TRUE(bool(file)) << errorText(file.takeError());
+    (*file)->os() << "new";
+    ASSERT_EQ(errorText((*file)->commit()), "");
+  }
+  EXPECT_EQ(read(path), "new");
+  std::string old = read(kept);
+  EXPECT_EQ(old.size(), size_t(64) << 20);
+  EXPECT_EQ(old.substr(0, 3), "old");
+  EXPECT_EQ(names(root), (std::vector<std::string>{"kept.fxt", "out.fxt"}));
+}
+
 TEST_F(Scratch, LinkPlantedWhileWritingIsRefusedAtCommit) {
   std::string canary = root + "/canary", path = root + "/out.fxt";
   write(canary, "canary");

@@ -69,6 +69,10 @@ public:
 
 private:
   OutputFile() = default;
+  /// A descriptor of the big regular file commit() is about to replace
+  /// (64 MB and more), so that its pages are freed after the rename, on a
+  /// thread of its own; -1 for any other destination.
+  int holdBigDestination() const;
   std::shared_ptr<DirHandle> dir;
   std::string name;      ///< The destination, in `dir`.
   std::string temporary; ///< Our file, in `dir`.

@@ -180,6 +180,17 @@ public:
     fds.push_back(kept);
   }
 
+  /// Closes `fd` on a thread of its own, after dropping its pages: the
+  /// last descriptor of a file just replaced, whose pages the kernel would
+  /// otherwise free inside the rename (0.28 s for a 320 MB trace here).
+  void dropReplaced(int fd) {
+    try {
+      std::thread([fd] { letGo(fd); }).detach();
+    } catch (const std::system_error &) {
+      letGo(fd);
+    }
+  }
+
   void release() {
     std::vector<int> done;
     {
@@ -282,13 +293,37 @@ Error OutputFile::commit() {
   if (std::string problem = destinationProblem(dir->get(), name);
       !problem.empty())
     return refused(shown, problem);
-  if (::renameat(dir->get(), temporary.c_str(), dir->get(), name.c_str()) != 0)
+  int replaced = holdBigDestination();
+  if (::renameat(dir->get(), temporary.c_str(), dir->get(), name.c_str()) !=
+      0) {
+    std::string why = errnoText();
+    if (replaced >= 0)
+      ::close(replaced);
     return createStringError(formatv("cannot write '{0}': {1} (check the "
                                      "directory is writable)",
-                                     shown, errnoText())
+                                     shown, why)
                                  .str());
+  }
+  if (replaced >= 0)
+    WrittenBack::get().dropReplaced(replaced);
   committed = true;
   return Error::success();
+}
+
+int OutputFile::holdBigDestination() const {
+  // Never waits (O_NONBLOCK: a FIFO planted since the check), never follows
+  // a link, and keeps only a big regular file.
+  int fd = ::openat(dir->get(), name.c_str(),
+                    O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
+  struct stat info;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) ||
+      uint64_t(info.st_size) < kBigOutputBytes) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 Error writeOutputFile(StringRef path, StringRef bytes) {
