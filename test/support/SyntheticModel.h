@@ -4,6 +4,8 @@
 
 #include "magic_trace/TraceModel.h"
 
+#include "llvm/ADT/StringRef.h"
+
 #include <cstdint>
 
 namespace magic_trace::test {
@@ -23,6 +25,50 @@ struct SyntheticOptions {
 /// a random walk of calls and returns (every 5th frame inlined, file/line and
 /// addresses filled in).
 TraceModel makeSyntheticModel(const SyntheticOptions &options);
+
+/// A model written by hand, frame by frame, for tests that need exact
+/// frames (valid or not: validateModel's own tests build broken ones).
+struct ModelBuilder {
+  TraceModel model;
+
+  ThreadModel &thread(uint64_t tid) {
+    model.threads.emplace_back();
+    current = model.threads.size() - 1;
+    model.threads.back().tid = tid;
+    return model.threads.back();
+  }
+  static Segment &segment(ThreadModel &thread, uint64_t begin, uint64_t end) {
+    thread.segments.emplace_back();
+    thread.segments.back().begin = begin;
+    thread.segments.back().end = end;
+    return thread.segments.back();
+  }
+  Frame &frame(Segment &segment, llvm::StringRef name, uint64_t begin,
+               uint64_t end, uint32_t parent = Frame::NoParent,
+               FrameKind kind = FrameKind::Physical) {
+    FrameSite site;
+    site.name = model.strings.intern(name);
+    site.kind = kind;
+    Frame frame;
+    frame.site = model.threads[current].sites.intern(site);
+    frame.begin = begin;
+    frame.end = end;
+    frame.parent = parent;
+    segment.frames.push_back(frame);
+    return segment.frames.back();
+  }
+  /// Gives `frame` (of the last thread made) an address, file and line.
+  void place(Frame &frame, uint64_t address, llvm::StringRef file,
+             uint32_t line) {
+    SiteTable &sites = model.threads[current].sites;
+    FrameSite site = sites[frame.site];
+    site.address = address;
+    site.file = model.strings.intern(file);
+    site.line = line;
+    frame.site = sites.intern(site);
+  }
+  size_t current = 0;
+};
 
 } // namespace magic_trace::test
 

@@ -17,6 +17,7 @@
 
 using namespace magic_trace;
 using namespace magic_trace::fxt_test;
+using magic_trace::test::ModelBuilder;
 
 namespace {
 
@@ -105,48 +106,6 @@ void appendThread(Words &w, uint64_t slot, uint64_t pid, uint64_t tid) {
   w.push_back(8 | 2 << 4 | 6 << 16);
   w.push_back(pid); // The process koid.
 }
-
-struct ModelBuilder {
-  TraceModel model;
-
-  ThreadModel &thread(uint64_t tid) {
-    model.threads.emplace_back();
-    current = model.threads.size() - 1;
-    model.threads.back().tid = tid;
-    return model.threads.back();
-  }
-  static Segment &segment(ThreadModel &thread, uint64_t begin, uint64_t end) {
-    thread.segments.emplace_back();
-    thread.segments.back().begin = begin;
-    thread.segments.back().end = end;
-    return thread.segments.back();
-  }
-  Frame &frame(Segment &segment, llvm::StringRef name, uint64_t begin,
-               uint64_t end, uint32_t parent = Frame::NoParent,
-               FrameKind kind = FrameKind::Physical) {
-    FrameSite site;
-    site.name = model.strings.intern(name);
-    site.kind = kind;
-    Frame frame;
-    frame.site = model.threads[current].sites.intern(site);
-    frame.begin = begin;
-    frame.end = end;
-    frame.parent = parent;
-    segment.frames.push_back(frame);
-    return segment.frames.back();
-  }
-  /// Gives `frame` (of the last thread made) an address, file and line.
-  void place(Frame &frame, uint64_t address, llvm::StringRef file,
-             uint32_t line) {
-    SiteTable &sites = model.threads[current].sites;
-    FrameSite site = sites[frame.site];
-    site.address = address;
-    site.file = model.strings.intern(file);
-    site.line = line;
-    frame.site = sites.intern(site);
-  }
-  size_t current = 0;
-};
 
 TEST(FxtWriter, OneFrameWordByWord) {
   ModelBuilder b;
@@ -561,134 +520,6 @@ TEST(FxtWriter, InvalidModelIsAnErrorNotAFile) {
   EXPECT_NE(toString(std::move(err)).find("not inside parent"),
             std::string::npos);
   EXPECT_TRUE(out.empty());
-}
-
-TEST(TraceModel, ValidateModelNamesTheBrokenInvariant) {
-  auto check = [](auto build, llvm::StringRef expected) {
-    ModelBuilder b;
-    Segment &seg = ModelBuilder::segment(b.thread(3), 0, 100);
-    build(b, seg);
-    llvm::Error err = validateModel(b.model);
-    if (expected.empty()) {
-      EXPECT_FALSE(bool(err)) << toString(std::move(err));
-      return;
-    }
-    ASSERT_TRUE(bool(err)) << "expected: " << expected.str();
-    std::string text = toString(std::move(err));
-    EXPECT_NE(text.find(expected), std::string::npos) << text;
-  };
-  check(
-      [](ModelBuilder &b, Segment &s) {
-        b.frame(s, "a", 0, 50);
-        b.frame(s, "b", 10, 20, 0);
-        b.frame(s, "c", 20, 30, 0);
-      },
-      "");
-  check(
-      [](ModelBuilder &b, Segment &s) {
-        b.frame(s, "a", 0, 50);
-        b.frame(s, "b", 10, 25, 0);
-        b.frame(s, "c", 20, 30, 0);
-      },
-      "before previous sibling");
-  check(
-      [](ModelBuilder &b, Segment &s) {
-        b.frame(s, "a", 0, 50);
-        b.frame(s, "b", 10, 20, 0);
-        b.frame(s, "c", 60, 70);
-        b.frame(s, "d", 61, 62, 1); // Parent b is closed: not pre-order.
-      },
-      "pre-order");
-  check([](ModelBuilder &b, Segment &s) { b.frame(s, "a", 30, 20); },
-        "after end");
-  check([](ModelBuilder &b, Segment &s) { b.frame(s, "a", 90, 120); },
-        "outside segment");
-  check([](ModelBuilder &b,
-           Segment &s) { ModelBuilder::segment(b.model.threads[0], 50, 150); },
-        "before segment 0 ends");
-}
-
-/// Whether frames [0, i] of `seg` keep the invariants of TraceModel.h,
-/// given that frames [0, i) do: checked from the definitions (the parent
-/// chain of frame i - 1, searched), independently of validateModel's stack.
-bool frameKeepsInvariants(const Segment &seg, size_t i) {
-  const Frame &f = seg.frames[i];
-  if (f.begin > f.end || f.begin < seg.begin || f.end > seg.end)
-    return false;
-  // The frames still open before frame i: frame i - 1 and its ancestors.
-  uint32_t sibling = Frame::NoParent;
-  for (uint32_t up = i ? uint32_t(i - 1) : Frame::NoParent;;
-       up = seg.frames[up].parent) {
-    if (up == f.parent)
-      break;
-    if (up == Frame::NoParent)
-      return false; // The parent is not open: not pre-order.
-    sibling = up;
-  }
-  if (f.parent != Frame::NoParent && (f.begin < seg.frames[f.parent].begin ||
-                                      f.end > seg.frames[f.parent].end))
-    return false;
-  return sibling == Frame::NoParent || seg.frames[sibling].end <= f.begin;
-}
-
-TEST(TraceModel, ValidateModelAcceptsExactlyTheValidModels) {
-  // Random small frame trees, most of them broken somewhere: validateModel
-  // must fail exactly when some frame breaks an invariant.
-  std::mt19937 random(20);
-  int valid = 0;
-  for (int round = 0; round < 4000; ++round) {
-    ModelBuilder b;
-    Segment &seg = ModelBuilder::segment(b.thread(1), 10, 90);
-    size_t count = 1 + random() % 8;
-    bool expected = true;
-    for (size_t i = 0; i < count; ++i) {
-      uint64_t begin = 5 + random() % 90;
-      uint64_t end = begin + random() % 40 - (random() % 8 == 0 ? 3 : 0);
-      uint32_t parent =
-          i && random() % 4 ? uint32_t(random() % (i + 1)) : Frame::NoParent;
-      if (parent == i && random() % 2)
-        parent = uint32_t(i - 1);
-      b.frame(seg, "f", begin, end, parent);
-      if (expected)
-        expected = parent == Frame::NoParent || parent < i
-                       ? frameKeepsInvariants(seg, i)
-                       : false;
-    }
-    llvm::Error err = validateModel(b.model);
-    EXPECT_EQ(!err, expected) << "round " << round;
-    llvm::consumeError(std::move(err));
-    valid += expected;
-  }
-  // Both answers were exercised.
-  EXPECT_GT(valid, 100);
-  EXPECT_LT(valid, 3900);
-}
-
-TEST(TraceModel, ValidateModelFollowsDeepStacks) {
-  // A chain 3000 frames deep (past the stack validateModel starts with),
-  // then a sibling of the outermost frame's child; broken at the bottom
-  // or not, and the broken one must be caught.
-  for (bool broken : {false, true}) {
-    ModelBuilder b;
-    Segment &seg = ModelBuilder::segment(b.thread(1), 0, 10000);
-    const uint32_t depth = 3000;
-    for (uint32_t i = 0; i < depth; ++i)
-      b.frame(seg, "f", i, 10000 - i - 1,
-              i ? uint32_t(i - 1) : Frame::NoParent);
-    // The innermost frame's child ends past it when broken.
-    b.frame(seg, "g", depth, broken ? 10000 - depth + 5 : depth + 1, depth - 1);
-    // A second child of frame 0, after the first one ended.
-    b.frame(seg, "h", 9998, 9998, 0);
-    llvm::Error err = validateModel(b.model);
-    EXPECT_EQ(bool(err), broken);
-    llvm::consumeError(std::move(err));
-  }
-}
-
-TEST(FrameKind, NamesAreStable) {
-  EXPECT_STREQ(frameKindName(FrameKind::Physical), "physical");
-  EXPECT_STREQ(frameKindName(FrameKind::DecodeError), "decode-error");
-  EXPECT_STREQ(frameKindName(FrameKind::Syscall), "syscall");
 }
 
 } // namespace
