@@ -81,20 +81,33 @@ void addStats(ModelStats &total, const ModelStats &part) {
 /// handing items over (docs/performance.md measured 1.1-1.3x the wall time
 /// of one worker that way). The instantaneous count of runnable tasks (the
 /// fourth field of /proc/loadavg, this one included) is used, not the load
-/// average, which remembers the last minute. All cores when it cannot be
-/// read.
+/// average, which remembers the last minute. A task runnable for a moment
+/// (a kernel thread's tick, the shell that started us) is not a competitor:
+/// a count above ours is read again, up to 4 times 1 ms apart, and the
+/// least is used (one read of a busy moment had halved a decode's workers).
+/// All cores when it cannot be read.
 unsigned defaultWorkers() {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  std::ifstream loadavg("/proc/loadavg");
-  double averages[3];
-  unsigned running = 0;
-  char slash = 0;
-  if (!(loadavg >> averages[0] >> averages[1] >> averages[2] >> running >>
-        slash) ||
-      slash != '/' || running == 0)
+  auto othersRunning = []() -> std::optional<unsigned> {
+    std::ifstream loadavg("/proc/loadavg");
+    double averages[3];
+    unsigned running = 0;
+    char slash = 0;
+    if (!(loadavg >> averages[0] >> averages[1] >> averages[2] >> running >>
+          slash) ||
+        slash != '/' || running == 0)
+      return std::nullopt;
+    return running - 1;
+  };
+  std::optional<unsigned> others = othersRunning();
+  if (!others)
     return cores;
-  unsigned others = running - 1;
-  return others >= cores ? 1 : cores - others;
+  for (unsigned again = 0; again < 4 && *others > 0; ++again) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (std::optional<unsigned> now = othersRunning())
+      others = std::min(*others, *now);
+  }
+  return *others >= cores ? 1 : cores - *others;
 }
 
 /// Decodes and models each selected thread, streaming the items into its

@@ -180,6 +180,17 @@ private:
     for (size_t slot = 0; slot < models.size(); ++slot)
       if (!decoded || wanted[slot] < from[slot])
         jobs.push_back({slot, wanted[slot]});
+    // The longest first, so that the workers finish together: a thread
+    // decoded from its start can take twice another's time, and taken
+    // last it would leave a worker idle for the difference.
+    auto bytesFrom = [&](const Job &job) {
+      const PsbTimes &psbs = times(job.slot);
+      return psbs.offsets.empty() ? 0 : psbs.bytes - psbs.offsets[job.fromPsb];
+    };
+    std::sort(jobs.begin(), jobs.end(), [&](const Job &a, const Job &b) {
+      uint64_t left = bytesFrom(a), right = bytesFrom(b);
+      return left != right ? left > right : a.slot < b.slot;
+    });
     decoded = true;
     if (llvm::Error error = build(jobs))
       return error;
