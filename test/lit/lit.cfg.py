@@ -125,6 +125,14 @@ if shutil.which("qemu-x86_64") and "asan" not in config.available_features:
 # (the QEMU recorder is not either).
 if shutil.which("node") and "asan" not in config.available_features:
     config.available_features.add("node")
+# OpenJDK (a JIT with an interpreter, two compilers and safepoint faults)
+# under the QEMU recorder, with javac for its test class. %java is the real
+# launcher, not /usr/bin's alternatives link, for LLDB's `file`.
+if (shutil.which("java") and shutil.which("javac")
+        and "asan" not in config.available_features):
+    config.available_features.add("java")
+    config.substitutions.append(
+        ("%java", os.path.realpath(shutil.which("java"))))
 # LuaJIT (a JIT rewriting its code in place) under the QEMU recorder.
 if shutil.which("luajit") and "asan" not in config.available_features:
     config.available_features.add("luajit")
