@@ -148,18 +148,35 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
   // and do not overlap).
   Segment &segment = segments.front();
   PodVector<Frame> &frames = segment.frames;
-  std::vector<uint32_t> newIndex(frames.size(), 0);
-  std::vector<bool> kept(frames.size());
-  for (size_t i = 0; i < frames.size(); ++i)
+  // Pre-order gives begins that never decrease: every frame from `first`
+  // on begins at or after `from` and is kept, and only the prefix before
+  // it (the decode's lead-in before the window, a small share) is sorted
+  // out; the rest moves down by what the prefix dropped.
+  size_t first = std::partition_point(frames.begin(), frames.end(),
+                                      [from](const Frame &frame) {
+                                        return frame.begin < from;
+                                      }) -
+                 frames.begin();
+  std::vector<uint32_t> newIndex(first, 0);
+  std::vector<bool> kept(first);
+  for (size_t i = 0; i < first; ++i)
     kept[i] = keepsFrame(frames[i], from);
   // A kept frame keeps its ancestors (a zero-length frame at `from` at the
   // very end of a parent that ends there); parents come first in
-  // pre-order, so one backward sweep reaches every ancestor.
-  for (size_t i = frames.size(); i-- > 0;)
+  // pre-order, so one backward sweep reaches every ancestor. The frames
+  // from `first` on are kept, and so are their ancestors in the prefix.
+  for (size_t i = frames.size(); i-- > 0;) {
+    if (i >= first) {
+      uint32_t parent = frames[i].parent;
+      if (parent != Frame::NoParent && parent < first)
+        kept[parent] = true;
+      continue;
+    }
     if (kept[i] && frames[i].parent != Frame::NoParent)
       kept[frames[i].parent] = true;
+  }
   uint32_t next = 0;
-  for (size_t i = 0; i < frames.size(); ++i) {
+  for (size_t i = 0; i < first; ++i) {
     if (!kept[i])
       continue;
     Frame frame = frames[i];
@@ -168,6 +185,14 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
     if (frame.parent != Frame::NoParent)
       frame.parent = newIndex[frame.parent];
     newIndex[i] = next;
+    frames[next++] = frame;
+  }
+  uint32_t dropped = uint32_t(first) - next;
+  for (size_t i = first; i < frames.size(); ++i) {
+    Frame frame = frames[i];
+    if (frame.parent != Frame::NoParent)
+      frame.parent = frame.parent < first ? newIndex[frame.parent]
+                                          : frame.parent - dropped;
     frames[next++] = frame;
   }
   frames.resize(next);

@@ -70,19 +70,26 @@ std::vector<uint64_t> cutTimes(const std::vector<ThreadModel> &models,
   return starts;
 }
 
-/// Cuts `models` to the longest window the budget and the user's limit
-/// allow, and at most `covered` long, each ending at ends[i]; fills
-/// `window`'s whole, lengthNs (when cut) and cutByBudget.
-void cutToLongestWindow(std::vector<ThreadModel> &models,
+/// The longest window the budget and the user's limit allow `models`, each
+/// ending at ends[i].
+uint64_t budgetWindowOf(const std::vector<ThreadModel> &models,
                         const std::vector<uint64_t> &ends,
-                        const WindowOptions &options, uint64_t covered,
-                        bool perThread, unsigned workers,
-                        WindowSummary &window) {
+                        const WindowOptions &options, unsigned workers) {
   std::vector<const ThreadModel *> threads;
   for (const ThreadModel &model : models)
     threads.push_back(&model);
-  uint64_t budget = longestWindow(threads, ends, options.maxLengthNs,
-                                  options.maxSlices, workers);
+  return longestWindow(threads, ends, options.maxLengthNs, options.maxSlices,
+                       workers);
+}
+
+/// Cuts `models` to `budget` (budgetWindowOf), at most `covered` long, each
+/// ending at ends[i]; fills `window`'s whole, lengthNs (when cut) and
+/// cutByBudget.
+void cutToLongestWindow(std::vector<ThreadModel> &models,
+                        const std::vector<uint64_t> &ends,
+                        const WindowOptions &options, uint64_t budget,
+                        uint64_t covered, bool perThread, unsigned workers,
+                        WindowSummary &window) {
   uint64_t length = std::min(budget, covered);
   std::vector<uint64_t> starts = cutTimes(models, ends, length, perThread);
   forEachParallel(models.size(), workers, [&](size_t slot) {
@@ -196,6 +203,7 @@ private:
       return error;
     for (const Job &job : jobs)
       from[job.slot] = job.fromPsb;
+    ++decodes;
     updateEnds();
     return llvm::Error::success();
   }
@@ -330,13 +338,13 @@ private:
   }
 
   /// The longest window the budget and the user's limit allow, by the
-  /// decoded models.
-  uint64_t budgetWindow() const {
-    std::vector<const ThreadModel *> threads;
-    for (const ThreadModel &model : models)
-      threads.push_back(&model);
-    return longestWindow(threads, ends, options.maxLengthNs, options.maxSlices,
-                         workers);
+  /// decoded models; counted once per decode (a pass over every frame).
+  uint64_t budgetWindow() {
+    if (budgetDecodes != decodes) {
+      budget = budgetWindowOf(models, ends, options, workers);
+      budgetDecodes = decodes;
+    }
+    return budget;
   }
 
   /// Threads decoded from a later PSB whose outermost frames the stop's
@@ -366,8 +374,8 @@ private:
   void cut() {
     noteMissingRoots();
     summarizeTrace();
-    cutToLongestWindow(models, ends, options, coveredWindow(), perThread,
-                       workers, window);
+    cutToLongestWindow(models, ends, options, budgetWindow(), coveredWindow(),
+                       perThread, workers, window);
     countSlices(models, window);
   }
 
@@ -424,6 +432,9 @@ private:
   BuildFn build;
   bool perThread = false;
   bool decoded = false;
+  unsigned decodes = 0;       ///< Decodes run so far.
+  unsigned budgetDecodes = 0; ///< The decodes `budget` was counted after.
+  uint64_t budget = 0;
   std::vector<size_t> from;         ///< Per slot: the PSB decoded from.
   std::vector<uint64_t> ends;       ///< Per slot: where its window ends.
   std::vector<uint64_t> threadEnds; ///< Per slot: its own last time.
@@ -454,8 +465,9 @@ WindowSummary cutModels(std::vector<ThreadModel> &models,
   window.traceNs = ownClocks || latest < earliest ? span : latest - earliest;
   window.lengthNs = window.traceNs;
   if (!options.all)
-    cutToLongestWindow(models, ends, options, UINT64_MAX, ownClocks, workers,
-                       window);
+    cutToLongestWindow(models, ends, options,
+                       budgetWindowOf(models, ends, options, workers),
+                       UINT64_MAX, ownClocks, workers, window);
   countSlices(models, window);
   return window;
 }
