@@ -11,7 +11,7 @@
 #      300 ms) under `magic-trace run` in LLDB and in GDB with
 #      `snapshot-on checkpoint --count 12 --continue` (recorder triggers):
 #      snapshots written and skipped, each snapshot's decode time (wall, in
-#      the session, from `status --json` in LLDB), its slices
+#      the session, from `status --json`), its slices
 #      (magic-trace-fxt-check), and the debugger's peak RSS.
 # Build first (./scripts/build.sh). Environment: BUILD_DIR (build),
 # MT_WINDOW_PAIRS (3), MT_BENCH_DOC (docs/performance.md; empty: print only).
@@ -75,7 +75,7 @@ mkdir -p "$TMP/lldb" "$TMP/gdb"
   -x "$OLDPWD/$BUILD_DIR/lib/magic-trace-gdb.py" -ex "file $OLDPWD/$PROGRAM" \
   -ex 'magic-trace run --start main' \
   -ex 'magic-trace snapshot-on checkpoint --count 12 --continue -o big-%N.fxt' \
-  -ex continue -ex 'magic-trace status' >../gdb.txt 2>&1) || true
+  -ex continue -ex 'magic-trace status' -ex 'magic-trace status --json' >../gdb.txt 2>&1) || true
 
 session_rows() {
   local host=$1 text=$TMP/$1.txt
@@ -90,17 +90,18 @@ session_rows() {
     [ "$n" -gt "$most" ] && most=$n
     [ "$n" -gt 10000000 ] && over=$((over + 1))
   done
-  local decode=""
-  if [ "$host" = lldb ]; then
-    decode=$(python3 - "$text" <<'PY'
-import json, sys
+  # Each snapshot's decode (wall, in the session), from `status --json`
+  # (LLDB's object starts with "attached", GDB's with "backend").
+  local decode
+  decode=$(python3 - "$text" <<'PY'
+import json, re, sys
 text = open(sys.argv[1]).read()
-status, _ = json.JSONDecoder().raw_decode(text[text.index('{"attached"'):])
+start = re.search(r'\{"(attached|backend)"', text)
+status, _ = json.JSONDecoder().raw_decode(text[start.start():])
 times = sorted(s["decodeSeconds"] for s in status["snapshots"])
 print("decode median %.2f s, max %.2f s" % (times[len(times) // 2], times[-1]))
 PY
 )
-  fi
   row "busy_threads in $host: $written snapshots written, ${skipped:-0} skipped; $files files, $over over 10 M slices; $decode" "$wall" "" "$((rss / 1024))" "$most (largest)" ""
 }
 session_rows lldb

@@ -29,6 +29,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -382,6 +383,40 @@ public:
     return result;
   }
 
+  /// `status --json`: the backend, the recorder's queue, what is kept and
+  /// every snapshot as LLDB's `status --json` lists them (snapshotJson,
+  /// with its decodeSeconds and window).
+  std::string statusJson() {
+    RecorderSnapshots::Status queue = recorderSnapshots.status();
+    llvm::json::Array snapshots;
+    llvm::json::Object kept;
+    {
+      std::lock_guard<std::mutex> hold(lock);
+      for (const auto &record : log.all())
+        snapshots.push_back(snapshotJson(*record));
+      kept = llvm::json::Object{{"snapshots", int64_t(log.keptCount())},
+                                {"bytes", int64_t(log.keptBytes())},
+                                {"budgetBytes", int64_t(log.memory())},
+                                {"maxSnapshots", int64_t(log.keep())}};
+    }
+    llvm::json::Object status{
+        {"backend", recorder ? recorder->backend().str() : ""},
+        {"threads", int64_t(recorder ? recorder->threads().size() : 0)},
+        {"snapshots", std::move(snapshots)},
+        {"kept", std::move(kept)},
+        {"recorder",
+         llvm::json::Object{{"written", int64_t(queue.written)},
+                            {"decoded", int64_t(queue.decoded)},
+                            {"waiting", int64_t(queue.waiting)},
+                            {"skipped", int64_t(queue.skipped)},
+                            {"maxPending", int64_t(queue.maxPending)},
+                            {"waitedSeconds", double(queue.waitedNs) / 1e9}}}};
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::json::Value(std::move(status));
+    return text;
+  }
+
 private:
   std::string ringDir;
   bool keepTruth;
@@ -551,6 +586,7 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
            py::arg("format") = "", py::arg("window") = "",
            py::arg("max_slices") = "")
       .def("status", &GdbSession::status)
+      .def("status_json", &GdbSession::statusJson)
       .def("set_modules", &GdbSession::setModules, py::arg("link_map"),
            py::arg("process_name"))
       .def("arm_trigger", &GdbSession::armTrigger, py::arg("address"),

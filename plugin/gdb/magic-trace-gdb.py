@@ -552,18 +552,22 @@ magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] [--snapshot K]
 
 
 class StatusCommand(gdb.Command):
-    """What is being recorded: instructions, threads, snapshots."""
+    """What is being recorded: instructions, threads, snapshots. --json:
+one object, each snapshot as LLDB's status --json has it (decodeSeconds)."""
 
     def __init__(self):
         super().__init__("magic-trace status", gdb.COMMAND_STATUS)
 
     def invoke(self, argument, from_tty):
         need_core()
+        options = Options(argument, set(), {"json"}, "status")
         if state.session is None:
             print("magic-trace: not recording (start with 'magic-trace run')")
             return
         collect_triggered()
         try:
+            if "json" in options.flags:
+                return print(state.session.status_json())
             status = state.session.status()
         except RuntimeError as error:
             fail(str(error))
