@@ -12,7 +12,10 @@
 #      Linux perf's `perf script --itrace=cr` and `--call-trace` on the same
 #      bytes (magic-trace-perfdata writes them as a perf.data); on these
 #      bundles and on a real-hardware one (../shared/realpt/mruby, kAFL) and
-#      a QEMU-recorder one ("qemu30M", 30 M instructions);
+#      a QEMU-recorder one ("qemu30M", 30 M instructions) and real programs
+#      recorded whole by the QEMU recorder with 4 MiB rings, as `magic-trace
+#      run` records them (issue 51): clang compiling a C++ file, CPython,
+#      LuaJIT, node and gzip ("clang", "python3", "luajit", "node", "gzip");
 #      LLDB's `thread trace dump function-calls` / `dump info` on "1M" vs
 #      magic-trace-decode -o out.fxt; magic-trace-symbolize vs
 #      llvm-symbolizer-22 --inlining on the trace's distinct addresses;
@@ -24,6 +27,8 @@
 # MT_BENCH_LLDB_VMEM_GB (address-space cap for lldb, 14), MT_BENCH_DOC,
 # MT_BENCH_REALPT (the real-hardware bundle, ../shared/realpt/mruby; skipped
 # when missing), MT_BENCH_QEMU_INSNS (30000000; 0 skips the QEMU bundle),
+# MT_BENCH_PROGRAMS (the real programs, "clang python3 luajit node gzip";
+# empty: none; a program not installed is skipped with a note),
 # MT_BENCH_PIPELINE_RUNS (5: full-pipeline runs per thread count, median),
 # PERF (perf).
 set -euo pipefail
@@ -44,6 +49,7 @@ LLVM_SYMBOLIZER=${LLVM_SYMBOLIZER:-llvm-symbolizer-22}
 PERF=${PERF:-perf}
 REALPT=${MT_BENCH_REALPT:-../shared/realpt/mruby}
 QEMU_INSNS=${MT_BENCH_QEMU_INSNS:-30000000}
+PROGRAMS=${MT_BENCH_PROGRAMS-clang python3 luajit node gzip}
 PIPELINE_RUNS=${MT_BENCH_PIPELINE_RUNS:-5}
 
 die() {
@@ -148,6 +154,32 @@ if [ "$QEMU_INSNS" != 0 ]; then
   must "magic-trace-emulate --engine qemu"
   BUNDLES+=(qemu30M)
 fi
+# Real programs (issue 51): each run whole under the QEMU recorder with
+# 4 MiB rings, so each thread's bundle holds its newest 4 MiB of PT, as a
+# snapshot of `magic-trace run` does. Their commands, for the Traces section.
+declare -A PROGRAM_LINE
+printf 'local function fib(n) if n < 2 then return n end return fib(n-1) + fib(n-2) end\nprint(fib(27))\n' >"$TMP/fib.lua"
+cp "$BUILD_DIR/bin/magic-trace-decode" "$TMP/gzip-input"
+for name in $PROGRAMS; do
+  case $name in
+  clang) cmd=(clang++-22 -fsyntax-only -std=c++17 -O1 test/inputs/bench_deep.cpp) ;;
+  python3) cmd=(/usr/bin/python3 -c 'print(sum(i * i for i in range(300000)))') ;;
+  luajit) cmd=(luajit "$TMP/fib.lua") ;;
+  node) cmd=(node -e 'function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); } console.log(fib(27));') ;;
+  gzip) cmd=(gzip -6 -c "$TMP/gzip-input") ;;
+  *) die "unknown program '$name' in MT_BENCH_PROGRAMS (clang python3 luajit node gzip)" ;;
+  esac
+  if ! command -v "${cmd[0]}" >/dev/null; then
+    echo "bench.sh: note: ${cmd[0]} is not installed: no $name bundle" >&2
+    continue
+  fi
+  echo "== 2b. recording $name under the QEMU recorder" >&2
+  run "emulate $name" /dev/null "$BIN/magic-trace-emulate" --engine qemu \
+    --max-insns 0 --buffer-size "$WRAP_BYTES" -o "$TMP/$name" -- "${cmd[@]}"
+  must "magic-trace-emulate --engine qemu on $name"
+  PROGRAM_LINE[$name]="${cmd[*]}"
+  BUNDLES+=("$name")
+done
 
 declare -A INSNS MODEL_BPI MODEL_BYTES PT_BYTES PERF_LINES
 # pt_bytes BUNDLE_DIR: the PT bytes of every thread of a bundle.
@@ -539,6 +571,12 @@ fi
     echo "- **qemu30M**: \`magic-trace-emulate --engine qemu --max-insns $QEMU_INSNS\` (the QEMU"
     echo "  recorder, docs/qemu.md) on bench_deep: ${INSNS[qemu30M]} instructions, ${PT_BYTES[qemu30M]} bytes of PT."
   fi
+  for name in $PROGRAMS; do
+    [ -n "${INSNS[$name]:-}" ] || continue
+    echo "- **$name**: \`magic-trace-emulate --engine qemu --max-insns 0 --buffer-size $WRAP_BYTES --"
+    echo "  ${PROGRAM_LINE[$name]}\` (the whole run; each thread's ring keeps its newest 4 MiB):"
+    echo "  ${INSNS[$name]} instructions, ${PT_BYTES[$name]} bytes of PT."
+  done
   echo "- perf rows: the bundle written as a perf.data (\`magic-trace-perfdata BUNDLE -o FILE\`, the"
   echo "  same PT bytes), then \`$PERF script -i FILE --itrace=cr\` (calls and returns, what a"
   echo "  call-stack tool needs) and \`--call-trace\`, output to /dev/null; $($PERF --version)."
