@@ -389,15 +389,12 @@ public:
   std::string statusJson() {
     RecorderSnapshots::Status queue = recorderSnapshots.status();
     llvm::json::Array snapshots;
-    llvm::json::Object kept;
+    llvm::json::Value kept = nullptr;
     {
       std::lock_guard<std::mutex> hold(lock);
       for (const auto &record : log.all())
         snapshots.push_back(snapshotJson(*record));
-      kept = llvm::json::Object{{"snapshots", int64_t(log.keptCount())},
-                                {"bytes", int64_t(log.keptBytes())},
-                                {"budgetBytes", int64_t(log.memory())},
-                                {"maxSnapshots", int64_t(log.keep())}};
+      kept = keptSnapshotsJson(log);
     }
     llvm::json::Object status{
         {"backend", recorder ? recorder->backend().str() : ""},

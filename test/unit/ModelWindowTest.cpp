@@ -5,7 +5,8 @@
 // out plainly (every candidate length tried, each counting every frame and
 // segment at its distance from its thread's end), on random models: a
 // deep-nested random tree per segment, several segments and threads, and
-// losses (two slices each).
+// losses (two slices each). cutThreadModel is checked the same way against
+// the cut's definition (below).
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,7 +25,8 @@ using namespace magic_trace;
 namespace {
 
 /// A random thread: segments one after another, each a random pre-order
-/// tree whose children lie inside their parents.
+/// tree whose children lie inside their parents, some of them zero-length
+/// at their parent's end.
 ThreadModel randomThread(std::mt19937_64 &random, uint64_t tid) {
   ThreadModel thread;
   thread.tid = tid;
@@ -44,8 +46,18 @@ ThreadModel randomThread(std::mt19937_64 &random, uint64_t tid) {
     uint64_t end = at + 2000 + random() % 20000;
     unsigned frames = 50 + random() % 400;
     for (unsigned f = 0; f < frames && at < end; ++f) {
-      while (!open.empty() && at >= open.back().second)
+      while (!open.empty() && at >= open.back().second) {
+        // Now and then a zero-length call at the very end of its parent
+        // (a frame the window's cut must keep with its parent).
+        if (random() % 4 == 0) {
+          Frame last;
+          last.begin = last.end = open.back().second;
+          last.site = plainId;
+          last.parent = open.back().first;
+          segment.frames.push_back(last);
+        }
         open.pop_back();
+      }
       uint64_t limit = open.empty() ? end : open.back().second;
       Frame frame;
       frame.begin = at;
@@ -134,6 +146,83 @@ TEST(ModelWindow, LongestWindowIsTheDefinitionsOnAnyWorkers) {
                 expected)
           << "round " << round << ", " << workers << " workers, budget "
           << maxSlices << " of " << all;
+  }
+}
+
+/// The cut's definition, plainly: a frame stays when it ends after `from`
+/// or begins at or after it, or when a frame that stays is its descendant;
+/// in the same order, its times clamped to `from`, its parent the same
+/// frame. Segments wholly before `from` go.
+ThreadModel plainCut(const ThreadModel &thread, uint64_t from) {
+  ThreadModel cut = thread;
+  cut.segments.clear();
+  for (const Segment &segment : thread.segments) {
+    if (!(segment.end > from || segment.begin >= from))
+      continue;
+    Segment kept = segment;
+    if (segment.begin < from) {
+      const PodVector<Frame> &frames = segment.frames;
+      std::vector<bool> stays(frames.size());
+      for (size_t i = 0; i < frames.size(); ++i)
+        if (frames[i].end > from || frames[i].begin >= from)
+          for (size_t j = i; j != Frame::NoParent && !stays[j];
+               j = frames[j].parent)
+            stays[j] = true;
+      std::vector<uint32_t> index(frames.size(), Frame::NoParent);
+      kept.frames.clear();
+      for (size_t i = 0; i < frames.size(); ++i) {
+        if (!stays[i])
+          continue;
+        Frame frame = frames[i];
+        frame.begin = std::max(frame.begin, from);
+        frame.end = std::max(frame.end, from);
+        if (frame.parent != Frame::NoParent)
+          frame.parent = index[frame.parent];
+        index[i] = uint32_t(kept.frames.size());
+        kept.frames.push_back(frame);
+      }
+      kept.begin = from;
+      kept.end = std::max(segment.end, from);
+      kept.gapReason.clear();
+      kept.stitchedToPrevious = false;
+      kept.continuedFrames = 0;
+    }
+    cut.segments.push_back(std::move(kept));
+  }
+  return cut;
+}
+
+TEST(ModelWindow, CutIsTheDefinitions) {
+  std::mt19937_64 random(54);
+  for (int round = 0; round < 200; ++round) {
+    ThreadModel thread = randomThread(random, 7);
+    // Cut at a time some frame begins or ends (a zero-length frame at the
+    // very end of its parent, ending there, is the case the cut must keep
+    // with its parent), or anywhere.
+    const Segment &segment = thread.segments[random() % thread.segments.size()];
+    uint64_t from =
+        segment.begin + random() % (segment.end - segment.begin + 1);
+    if (!segment.frames.empty() && random() % 2) {
+      const Frame &frame = segment.frames[random() % segment.frames.size()];
+      from = random() % 2 ? frame.end : frame.begin;
+    }
+    ThreadModel expected = plainCut(thread, from);
+    cutThreadModel(thread, from);
+    ASSERT_EQ(thread.segments.size(), expected.segments.size())
+        << "round " << round;
+    for (size_t s = 0; s < expected.segments.size(); ++s) {
+      const Segment &got = thread.segments[s], &want = expected.segments[s];
+      EXPECT_EQ(got.begin, want.begin) << "round " << round;
+      EXPECT_EQ(got.end, want.end) << "round " << round;
+      ASSERT_EQ(got.frames.size(), want.frames.size())
+          << "round " << round << ", segment " << s << ", from " << from;
+      for (size_t i = 0; i < want.frames.size(); ++i) {
+        EXPECT_EQ(got.frames[i].begin, want.frames[i].begin);
+        EXPECT_EQ(got.frames[i].end, want.frames[i].end);
+        EXPECT_EQ(got.frames[i].parent, want.frames[i].parent)
+            << "round " << round << ", frame " << i;
+      }
+    }
   }
 }
 

@@ -100,6 +100,9 @@ private:
 /// "kept in memory: snapshots 5-12 (8 of 12), 712 MB of the 768 MB budget"
 /// (status).
 std::string keptSnapshotsLine(const SnapshotLog &log);
+/// The same for `status --json`: snapshots, bytes, budgetBytes,
+/// maxSnapshots.
+llvm::json::Value keptSnapshotsJson(const SnapshotLog &log);
 
 /// Bytes `record` holds while kept: the model, the raw trace, the truth.
 uint64_t recordBytes(const SnapshotRecord &record);

@@ -162,19 +162,18 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
   for (size_t i = 0; i < first; ++i)
     kept[i] = keepsFrame(frames[i], from);
   // A kept frame keeps its ancestors (a zero-length frame at `from` at the
-  // very end of a parent that ends there); parents come first in
-  // pre-order, so one backward sweep reaches every ancestor. The frames
-  // from `first` on are kept, and so are their ancestors in the prefix.
-  for (size_t i = frames.size(); i-- > 0;) {
-    if (i >= first) {
-      uint32_t parent = frames[i].parent;
-      if (parent != Frame::NoParent && parent < first)
-        kept[parent] = true;
-      continue;
-    }
+  // very end of a parent that ends there). Every frame from `first` on is
+  // kept; a parent of one in the prefix contains it, so ends at `from` or
+  // later, and is kept by keepsFrame unless it ends exactly there, which
+  // only a frame beginning at `from` can ask of it: those come first in
+  // the suffix. Parents come first in pre-order, so one backward sweep of
+  // the prefix then reaches every ancestor.
+  for (size_t i = first; i < frames.size() && frames[i].begin == from; ++i)
+    if (frames[i].parent != Frame::NoParent && frames[i].parent < first)
+      kept[frames[i].parent] = true;
+  for (size_t i = first; i-- > 0;)
     if (kept[i] && frames[i].parent != Frame::NoParent)
       kept[frames[i].parent] = true;
-  }
   uint32_t next = 0;
   for (size_t i = 0; i < first; ++i) {
     if (!kept[i])

@@ -175,9 +175,14 @@ private:
     return decoder.psbTimes(decoder.selected()[slot]);
   }
 
-  uint64_t decodedBytes(size_t slot) const {
+  /// Thread `slot`'s trace bytes from its PSB `psb` to its end.
+  uint64_t bytesFrom(size_t slot, size_t psb) const {
     const PsbTimes &psbs = times(slot);
-    return psbs.offsets.empty() ? 0 : psbs.bytes - psbs.offsets[from[slot]];
+    return psbs.offsets.empty() ? 0 : psbs.bytes - psbs.offsets[psb];
+  }
+
+  uint64_t decodedBytes(size_t slot) const {
+    return bytesFrom(slot, from[slot]);
   }
 
   /// Decodes every slot whose `wanted` PSB is before the one it was
@@ -190,12 +195,9 @@ private:
     // The longest first, so that the workers finish together: a thread
     // decoded from its start can take twice another's time, and taken
     // last it would leave a worker idle for the difference.
-    auto bytesFrom = [&](const Job &job) {
-      const PsbTimes &psbs = times(job.slot);
-      return psbs.offsets.empty() ? 0 : psbs.bytes - psbs.offsets[job.fromPsb];
-    };
     std::sort(jobs.begin(), jobs.end(), [&](const Job &a, const Job &b) {
-      uint64_t left = bytesFrom(a), right = bytesFrom(b);
+      uint64_t left = bytesFrom(a.slot, a.fromPsb);
+      uint64_t right = bytesFrom(b.slot, b.fromPsb);
       return left != right ? left > right : a.slot < b.slot;
     });
     decoded = true;

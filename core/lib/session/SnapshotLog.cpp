@@ -79,6 +79,13 @@ unsigned SnapshotLog::keptCount() const {
   return count;
 }
 
+llvm::json::Value keptSnapshotsJson(const SnapshotLog &log) {
+  return llvm::json::Object{{"snapshots", int64_t(log.keptCount())},
+                            {"bytes", int64_t(log.keptBytes())},
+                            {"budgetBytes", int64_t(log.memory())},
+                            {"maxSnapshots", int64_t(log.keep())}};
+}
+
 std::string keptSnapshotsLine(const SnapshotLog &log) {
   unsigned kept = log.keptCount();
   std::string text = "kept in memory for report and save: ";
