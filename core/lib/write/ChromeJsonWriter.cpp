@@ -44,7 +44,7 @@ public:
         metadata("process_name", 0, model.processName);
         for (const ThreadModel &thread : model.threads) {
           metadata("thread_name", thread.tid, thread.name);
-          clock = writers::DisplayClock();
+          clock.reset();
           std::string note = clockNote(thread);
           if (!note.empty() && !thread.segments.empty())
             instant(thread, EstimatedTimesName, thread.segments.front().begin,
@@ -97,13 +97,13 @@ private:
     if (index > 0 || !segment.gapReason.empty())
       instant(thread, segment.stitchedToPrevious ? "[gap, stitched]" : "[gap]",
               clock.segmentBegin(), "reason", segment.gapReason);
-    for (size_t i = 0; i < segment.frames.size(); ++i) {
+    clock.forEachFrame(segment, [&](uint32_t i, uint64_t begin, uint64_t end) {
       const Frame &frame = segment.frames[i];
-      writeFrame(thread, frame, clock.begin(i), clock.end(i));
+      writeFrame(thread, frame, begin, end);
       const FrameSite &site = thread.sites[frame.site];
       if (site.kind == FrameKind::DecodeError)
-        instant(thread, model.strings.get(site.name), clock.begin(i), "", "");
-    }
+        instant(thread, model.strings.get(site.name), begin, "", "");
+    });
   }
 
   void writeFrame(const ThreadModel &thread, const Frame &frame, uint64_t begin,

@@ -33,17 +33,40 @@ namespace magic_trace::writers {
 /// One thread's displayed times, segment by segment, in the thread's order.
 class DisplayClock {
 public:
-  /// Computes the displayed times of `segment`'s frames, after those of the
-  /// thread's earlier segments.
+  /// Computes the displayed ends of `segment`'s frames, after those of the
+  /// thread's earlier segments; forEachFrame() then gives the frames.
   void place(const Segment &segment) {
-    times.resize(segment.frames.size());
+    before = last;
+    beforeShift = shift;
+    ends.clear();
+    ends.appendUninitialized(segment.frames.size());
     walk(segment, [&](uint64_t, uint64_t shown, Event event, uint32_t frame) {
-      if (event == Event::Begin)
-        times[frame].begin = shown;
-      else if (event == Event::End)
-        times[frame].end = shown;
+      if (event == Event::End)
+        ends[frame] = shown;
       return true;
     });
+  }
+
+  /// `write(frame, displayedBegin, displayedEnd)` for each frame of the
+  /// segment place() was given, in pre-order. The begins are the same walk
+  /// again (from the clock place() started at), so only the ends are kept:
+  /// 8 bytes a frame of the largest segment, reused from thread to thread.
+  template <typename Write>
+  void forEachFrame(const Segment &segment, Write write) {
+    last = before;
+    shift = beforeShift;
+    walk(segment, [&](uint64_t, uint64_t shown, Event event, uint32_t frame) {
+      if (event == Event::Begin)
+        write(frame, shown, ends[frame]);
+      return true;
+    });
+  }
+
+  /// A new thread: the clock starts again (the buffers are kept).
+  void reset() {
+    stack.clear();
+    justBegun = NoFrame;
+    segmentBeginNs = last = shift = before = beforeShift = 0;
   }
 
   enum class Event { SegmentBegin, Begin, End };
@@ -86,8 +109,6 @@ public:
 
   /// The displayed time of the segment's begin (its gap instant).
   uint64_t segmentBegin() const { return segmentBeginNs; }
-  uint64_t begin(size_t frame) const { return times[frame].begin; }
-  uint64_t end(size_t frame) const { return times[frame].end; }
   /// The latest displayed time so far.
   uint64_t latest() const { return last; }
   /// The largest amount by which a displayed time exceeded the model's.
@@ -105,15 +126,13 @@ private:
     return at;
   }
 
-  struct Times {
-    uint64_t begin = 0, end = 0;
-  };
-  std::vector<Times> times;
+  PodVector<uint64_t> ends; ///< Of place()'s segment's frames.
   std::vector<uint32_t> stack;
   uint32_t justBegun = NoFrame;
   uint64_t segmentBeginNs = 0;
   uint64_t last = 0;
   uint64_t shift = 0;
+  uint64_t before = 0, beforeShift = 0; ///< The clock where place() began.
 };
 
 } // namespace magic_trace::writers

@@ -88,7 +88,7 @@ private:
     enc.kernelObject(ThreadObject, thread.tid,
                      FxtEncoder::inlineString(thread.name, storage), args);
     records.assign(thread.sites.size(), CachedRecord());
-    clock = writers::DisplayClock();
+    clock.reset();
     // Times estimated from instruction counts say so where the thread's
     // timeline starts, with the share in an argument.
     if (!clockText.empty() && !thread.segments.empty()) {
@@ -123,11 +123,11 @@ private:
                 segment.stitchedToPrevious ? stitchedGapName : gapName,
                 clock.segmentBegin(), args);
     }
-    for (size_t i = 0; i < segment.frames.size(); ++i) {
+    clock.forEachFrame(segment, [&](uint32_t i, uint64_t begin, uint64_t end) {
       const Frame &frame = segment.frames[i];
-      writeFrame(thread.sites[frame.site], clock.begin(i), clock.end(i), slot,
+      writeFrame(thread.sites[frame.site], begin, end, slot,
                  records[frame.site]);
-    }
+    });
   }
 
   /// A site's last event record, written again with new times while the
