@@ -129,6 +129,9 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
   if (state != uint32_t(QemuThreadState::Running))
     return;
   drainLog(*thread);
+  const BlockInfo *last = thread->pending;
+  if (last && last->valid && last->last().branch == BranchClass::Syscall)
+    thread->syscallReturn = last->last().ip + last->last().size;
   onSyscall(*thread, number);
   if (number == kSysExit) {
     finishThread(*thread, 0);

@@ -297,8 +297,20 @@ void flushStopped() {
   }
   std::lock_guard<std::mutex> hold(rec.flushLock);
   for (ThreadRecorder *thread : threads) {
-    flushToStop(*thread, __atomic_load_n(&rec.header->stopPc[thread->index],
-                                         __ATOMIC_ACQUIRE));
+    uint64_t pc =
+        __atomic_load_n(&rec.header->stopPc[thread->index], __ATOMIC_ACQUIRE);
+    // Stopped "where its last syscall returns" yet running: the thread was
+    // blocked in that syscall when the debugger stopped the process, the
+    // syscall returned during the stop, and the thread ran on (QEMU holds
+    // the vCPUs that run blocks, not one in a host syscall: docs/qemu.md).
+    // Its stop address is stale and it is not stopped: leave it alone, as a
+    // thread in a syscall is. Its trace ends at what it wrote last, nothing
+    // invented; ending it at the stale address marked a spurious loss.
+    if (pc != 0 && pc == thread->syscallReturn &&
+        __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) ==
+            uint32_t(QemuThreadState::Running))
+      continue;
+    flushToStop(*thread, pc);
     // The ground truth so far, for every thread the debugger may show (a
     // finished thread's is final already).
     if (__atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
