@@ -24,7 +24,12 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <climits>
 #include <thread>
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace magic_trace::qemu_plugin {
 namespace {
@@ -289,6 +294,9 @@ void triggerHit(ThreadRecorder &thread, const BlockInfo &block) {
   }
   __atomic_add_fetch(&trigger->hits, 1u, __ATOMIC_RELEASE);
   __atomic_store_n(&rec.header->triggerSnapshots, number, __ATOMIC_RELEASE);
+  // The host's collector waits on this word (waitForQemuTriggerSnapshot).
+  syscall(SYS_futex, &rec.header->triggerSnapshots, FUTEX_WAKE, INT_MAX,
+          nullptr, nullptr, 0);
   holdWhileDecoded(number);
 }
 

@@ -112,7 +112,8 @@ struct QemuRingHeader {
   /// increments triggerCount (armQemuTrigger). At each hit the plugin ends
   /// the hitting thread's trace there, copies every ring into the bundle
   /// DIR/snap-<N>/ (N = ++triggerSnapshots, stored once the bundle is
-  /// complete) and resumes the thread.
+  /// complete, then woken as a futex word for a host waiting on it:
+  /// waitForQemuTriggerSnapshot) and resumes the thread.
   uint32_t triggerCount;
   uint32_t triggerSnapshots;
   QemuTrigger triggers[kQemuMaxTriggers];
@@ -208,6 +209,12 @@ llvm::Error armQemuTrigger(llvm::StringRef dir, uint64_t address,
 /// How many snapshots the recorder's triggers have written (complete
 /// bundles DIR/snap-1 ... DIR/snap-N); 0 without a header.
 uint32_t qemuTriggerSnapshots(llvm::StringRef dir);
+
+/// Waits until the recorder has written more than `seen` snapshots (it
+/// wakes the futex word triggerSnapshots when it stores one), at most
+/// `limit`; at once without a header.
+void waitForQemuTriggerSnapshot(llvm::StringRef dir, uint32_t seen,
+                                std::chrono::milliseconds limit);
 
 /// Tells the recorder that snapshots up to `collected` are decoded (and
 /// their directories removed), how many may wait at once (`maxPending`, 0:

@@ -59,6 +59,18 @@ void RecorderSnapshots::work() {
     }
     while (!stopping && decodeNext()) {
     }
+    uint32_t seen = 0;
+    {
+      std::lock_guard<std::mutex> hold(lock);
+      seen = decoded;
+    }
+    // Woken by the recorder as it writes the next snapshot (the program
+    // waits for it meanwhile); at most 20 ms, for `stopping` and a header
+    // that is not there yet.
+    if (published) {
+      waitForQemuTriggerSnapshot(ringDir, seen, std::chrono::milliseconds(20));
+      continue;
+    }
     std::unique_lock<std::mutex> hold(wakeLock);
     wake.wait_for(hold, std::chrono::milliseconds(20));
   }

@@ -232,6 +232,21 @@ uint32_t qemuTriggerSnapshots(llvm::StringRef dir) {
                          __ATOMIC_ACQUIRE);
 }
 
+void waitForQemuTriggerSnapshot(llvm::StringRef dir, uint32_t seen,
+                                std::chrono::milliseconds limit) {
+  llvm::Expected<FileMapping> headerMap = openHeader(dir);
+  if (!headerMap) {
+    llvm::consumeError(headerMap.takeError());
+    return;
+  }
+  // Shared between processes (the header is a shared file mapping): not a
+  // private futex. Returns at once when the word is no longer `seen`.
+  timespec timeout{time_t(limit.count() / 1000),
+                   long(limit.count() % 1000) * 1000000};
+  syscall(SYS_futex, &headerMap->header().triggerSnapshots, FUTEX_WAIT, seen,
+          &timeout, nullptr, 0);
+}
+
 llvm::Error setQemuTriggersCollected(llvm::StringRef dir, uint32_t collected,
                                      uint32_t maxPending, uint32_t waitMs) {
   llvm::Expected<FileMapping> headerMap = openHeader(dir);
