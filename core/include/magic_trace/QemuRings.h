@@ -212,8 +212,9 @@ uint32_t qemuTriggerSnapshots(llvm::StringRef dir);
 
 /// Waits until the recorder has written more than `seen` snapshots (it
 /// wakes the futex word triggerSnapshots when it stores one), at most
-/// `limit`; at once without a header.
-void waitForQemuTriggerSnapshot(llvm::StringRef dir, uint32_t seen,
+/// `limit`. False, at once, without a header or when the recorder has
+/// written fewer than `seen` (the caller then waits its own way).
+bool waitForQemuTriggerSnapshot(llvm::StringRef dir, uint32_t seen,
                                 std::chrono::milliseconds limit);
 
 /// Tells the recorder that snapshots up to `collected` are decoded (and

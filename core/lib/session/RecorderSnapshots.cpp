@@ -65,12 +65,11 @@ void RecorderSnapshots::work() {
       seen = decoded;
     }
     // Woken by the recorder as it writes the next snapshot (the program
-    // waits for it meanwhile); at most 20 ms, for `stopping` and a header
-    // that is not there yet.
-    if (published) {
-      waitForQemuTriggerSnapshot(ringDir, seen, std::chrono::milliseconds(20));
+    // waits for it meanwhile); at most 20 ms, for `stopping`. Without a
+    // header (not there yet, or gone), every 20 ms.
+    if (published && waitForQemuTriggerSnapshot(ringDir, seen,
+                                                std::chrono::milliseconds(20)))
       continue;
-    }
     std::unique_lock<std::mutex> hold(wakeLock);
     wake.wait_for(hold, std::chrono::milliseconds(20));
   }

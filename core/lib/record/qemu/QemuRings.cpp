@@ -232,19 +232,23 @@ uint32_t qemuTriggerSnapshots(llvm::StringRef dir) {
                          __ATOMIC_ACQUIRE);
 }
 
-void waitForQemuTriggerSnapshot(llvm::StringRef dir, uint32_t seen,
+bool waitForQemuTriggerSnapshot(llvm::StringRef dir, uint32_t seen,
                                 std::chrono::milliseconds limit) {
   llvm::Expected<FileMapping> headerMap = openHeader(dir);
   if (!headerMap) {
     llvm::consumeError(headerMap.takeError());
-    return;
+    return false;
   }
+  uint32_t *word = &headerMap->header().triggerSnapshots;
+  uint32_t now = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  if (now != seen)
+    return now > seen; // Below: another recording's count; the caller waits.
   // Shared between processes (the header is a shared file mapping): not a
   // private futex. Returns at once when the word is no longer `seen`.
   timespec timeout{time_t(limit.count() / 1000),
                    long(limit.count() % 1000) * 1000000};
-  syscall(SYS_futex, &headerMap->header().triggerSnapshots, FUTEX_WAIT, seen,
-          &timeout, nullptr, 0);
+  syscall(SYS_futex, word, FUTEX_WAIT, seen, &timeout, nullptr, 0);
+  return true;
 }
 
 llvm::Error setQemuTriggersCollected(llvm::StringRef dir, uint32_t collected,
