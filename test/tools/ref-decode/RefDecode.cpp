@@ -8,7 +8,9 @@
 //   0x<address>                          one per instruction, in order
 //   # error offset <offset>: <text>      where a decode error happened
 //   summary: N threads, N instructions, N errors
-// Each decode error also goes to stderr as one line.
+// Each decode error also goes to stderr as one line. With --binary DIR the
+// addresses go to DIR/<tid>.insns instead, 8 bytes each (little-endian), as
+// the recorders' ground truth has them, for scripts that compare millions.
 //
 //===----------------------------------------------------------------------===//
 #include "InsnLoop.h"
@@ -17,6 +19,7 @@
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Endian.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/NativeFormatting.h"
 #include "llvm/Support/WithColor.h"
@@ -30,13 +33,16 @@ namespace {
 const char *const kUsage =
     "usage: magic-trace-ref-decode BUNDLE_DIR_OR_JSON [--tid T] [--cpu CPU]\n"
     "                              [--count-only] [--no-errors-in-stream]\n"
+    "                              [--binary DIR]\n"
     "  --tid T                only this thread\n"
     "  --cpu V/F/M/S          decode for this CPU instead of cpuInfo (vendor\n"
     "                         GenuineIntel or intel, family, model, "
     "stepping);\n"
     "                         --cpu none: no CPU, so no errata\n"
     "  --count-only           print only the '# thread' lines and the summary\n"
-    "  --no-errors-in-stream  leave the '# error' lines out of stdout\n";
+    "  --no-errors-in-stream  leave the '# error' lines out of stdout\n"
+    "  --binary DIR           each thread's addresses to DIR/<tid>.insns\n"
+    "                         (8 bytes each, little-endian), not stdout\n";
 
 struct Args {
   std::string input;
@@ -44,6 +50,7 @@ struct Args {
   std::optional<pt_cpu> cpu; ///< --cpu; unset: the bundle's cpuInfo.
   bool countOnly = false;
   bool errorsInStream = true;
+  std::string binaryDir; ///< --binary: the addresses' directory.
 };
 
 /// libipt's vendor for a cpuInfo or --cpu vendor name.
@@ -76,6 +83,12 @@ Expected<pt_cpu> parseCpu(StringRef text) {
 
 /// Applies option `name` (with `value` when it takes one) to `args`.
 Error applyOption(StringRef name, StringRef value, Args &args) {
+  if (name == "binary") {
+    if (value.empty())
+      return createStringError("--binary wants a directory");
+    args.binaryDir = value.str();
+    return Error::success();
+  }
   if (name == "tid") {
     uint64_t tid = 0;
     if (value.getAsInteger(0, tid))
@@ -114,7 +127,7 @@ Expected<Args> parseArgs(int argc, char **argv) {
       args.errorsInStream = false;
       continue;
     }
-    if (name != "tid" && name != "cpu")
+    if (name != "tid" && name != "cpu" && name != "binary")
       return createStringError("unknown option '" + arg.str() +
                                "' (see --help)");
     if (!arg.contains('=')) {
@@ -170,7 +183,7 @@ void printThread(raw_ostream &out, uint64_t tid, const LoopResult &result,
     printError(errs(), error);
   }
   out << "# thread " << tid << " instructions " << result.instructions << "\n";
-  if (args.countOnly)
+  if (args.countOnly || !args.binaryDir.empty())
     return;
   auto error = result.errors.begin(), errorsEnd = result.errors.end();
   if (!args.errorsInStream)
@@ -185,6 +198,25 @@ void printThread(raw_ostream &out, uint64_t tid, const LoopResult &result,
     write_hex(out, result.addresses[i], HexPrintStyle::PrefixLower);
     out << '\n';
   }
+}
+
+/// --binary: the thread's addresses to DIR/<tid>.insns, 8 bytes each.
+Error writeBinary(StringRef dir, uint64_t tid, const LoopResult &result) {
+  std::string path = (dir + "/" + Twine(tid) + ".insns").str();
+  std::error_code ec;
+  raw_fd_ostream file(path, ec);
+  if (ec)
+    return createStringError("cannot write " + path + ": " + ec.message());
+  for (uint64_t address : result.addresses) {
+    char bytes[8];
+    support::endian::write64le(bytes, address);
+    file.write(bytes, sizeof bytes);
+  }
+  file.close();
+  if (file.has_error())
+    return createStringError("cannot write " + path + ": " +
+                             file.error().message());
+  return Error::success();
 }
 
 /// Decodes one thread's trace file against `image`.
@@ -233,6 +265,9 @@ Error decodeProcess(const RefProcess &process, const pt_config &config,
     if (!result)
       return result.takeError();
     printThread(outs(), thread.tid, *result, args);
+    if (!args.binaryDir.empty())
+      if (Error error = writeBinary(args.binaryDir, thread.tid, *result))
+        return error;
     ++totals.threads;
     totals.instructions += result->instructions;
     totals.errors += result->errors.size();

@@ -13,6 +13,7 @@ thread, or "MISMATCH ..." with context and exits 1.
 import argparse
 import json
 import os
+import array
 import struct
 import sys
 
@@ -31,11 +32,15 @@ def read_decoded(path):
     return threads
 
 
-def read_truth(bundle, tid):
+def read_truth_array(bundle, tid):
+    """The thread's ground truth as an array('Q') with the ranges in
+    <tid>.lost taken out, and those ranges."""
     base = os.path.join(bundle, "groundtruth", str(tid))
+    insns = array.array("Q")
     with open(base + ".insns", "rb") as f:
-        data = f.read()
-    insns = list(struct.unpack("<%dQ" % (len(data) // 8), data))
+        insns.frombytes(f.read())
+    if sys.byteorder != "little":
+        insns.byteswap()
     lost = []
     if os.path.exists(base + ".lost"):
         with open(base + ".lost") as f:
@@ -43,11 +48,22 @@ def read_truth(bundle, tid):
                 if line.strip():
                     first, count = map(int, line.split())
                     lost.append((first, count))
-    keep = [True] * len(insns)
-    for first, count in lost:
-        for i in range(first, min(first + count, len(insns))):
-            keep[i] = False
-    return [a for a, k in zip(insns, keep) if k], lost
+    # The union of the lost ranges, taken out from the last.
+    merged = []
+    for first, count in sorted(lost):
+        end = min(first + count, len(insns))
+        if merged and first <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        elif first < end:
+            merged.append([first, end])
+    for first, end in reversed(merged):
+        del insns[first:end]
+    return insns, lost
+
+
+def read_truth(bundle, tid):
+    insns, lost = read_truth_array(bundle, tid)
+    return insns.tolist(), lost
 
 
 def wrapped_threads(bundle):

@@ -12,6 +12,7 @@ bundle: "ok NAME THREADS INSNS LOST" or "MISMATCH NAME ..." with the first
 difference.
 """
 import argparse
+import array
 import os
 import subprocess
 import sys
@@ -20,18 +21,33 @@ import tempfile
 # The ground-truth and dump readers the decoder tests use.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "decode", "Inputs"))
-from compare_insns import read_decoded, read_truth, wrapped_threads  # noqa
+from compare_insns import read_decoded, read_truth_array, wrapped_threads  # noqa
 
 
 def decode(bundle, decoder):
+    """tid -> array('Q') of the decoded instruction addresses."""
     if decoder == "ref":
-        command = ["magic-trace-ref-decode", bundle, "--no-errors-in-stream"]
-    else:
-        command = ["magic-trace-decode", bundle, "--dump", "insns"]
+        # Binary addresses: millions of text lines take Python seconds.
+        with tempfile.TemporaryDirectory() as out:
+            subprocess.run(["magic-trace-ref-decode", bundle,
+                            "--no-errors-in-stream", "--binary", out],
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=600)
+            threads = {}
+            for name in os.listdir(out):
+                insns = array.array("Q")
+                with open(os.path.join(out, name), "rb") as f:
+                    insns.frombytes(f.read())
+                if sys.byteorder != "little":
+                    insns.byteswap()
+                threads[int(name.split(".")[0])] = insns
+            return threads
+    command = ["magic-trace-decode", bundle, "--dump", "insns"]
     with tempfile.NamedTemporaryFile("w+") as out:
         subprocess.run(command, stdout=out, stderr=subprocess.DEVNULL,
                        timeout=600)
-        return read_decoded(out.name)
+        return {tid: array.array("Q", insns)
+                for tid, insns in read_decoded(out.name).items()}
 
 
 def main():
@@ -51,8 +67,8 @@ def main():
         problem = None
         wrapped = wrapped_threads(bundle)
         for tid in tids:
-            expected, lost = read_truth(bundle, tid)
-            got = decoded.get(tid, [])
+            expected, lost = read_truth_array(bundle, tid)
+            got = decoded.get(tid, array.array("Q"))
             lost_total += sum(count for _, count in lost)
             total += len(got)
             if ((args.wrapped or tid in wrapped)
