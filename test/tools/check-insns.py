@@ -38,6 +38,7 @@ import re
 import struct
 import subprocess
 import sys
+import tempfile
 
 HEADER = re.compile(r"^thread #(\d+): tid = (\d+)")
 INSN = re.compile(r"^\s+(\d+): (0x[0-9a-fA-F]+)\s*$")
@@ -51,6 +52,8 @@ CONTEXT = 6
 
 class Item:
     """One entry of LLDB's list: kind is insn, error or sync."""
+
+    __slots__ = ("kind", "value", "line")
 
     def __init__(self, kind, value, line):
         self.kind, self.value, self.line = kind, value, line
@@ -76,10 +79,16 @@ def run_lldb(lldb, bundles, last=None):
                 scope = f"-c {last}" if last else "-a -f"
                 cmd += ["-o",
                         f"thread trace dump instructions {scope} -r -e {index}"]
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode != 0:
-        sys.exit(f"error: lldb failed ({run.returncode}): {run.stderr.strip()}")
-    return run.stdout
+    # To a file, not a pipe: LLDB writes its list a line at a time, and a
+    # pipe's reader woke for each (700,000 reads for 2 M instructions).
+    with tempfile.TemporaryFile("w+") as out:
+        run = subprocess.run(cmd, stdout=out, stderr=subprocess.PIPE,
+                             text=True)
+        if run.returncode != 0:
+            sys.exit(f"error: lldb failed ({run.returncode}): "
+                     f"{run.stderr.strip()}")
+        out.seek(0)
+        return out.read()
 
 
 def parse_dump(text):
