@@ -11,10 +11,9 @@ Prints "OK tid <tid> <n> instructions[ (<k> lost ranges)][ wrapped]" per
 thread, or "MISMATCH ..." with context and exits 1.
 """
 import argparse
+import array
 import json
 import os
-import array
-import struct
 import sys
 
 
@@ -32,15 +31,22 @@ def read_decoded(path):
     return threads
 
 
+def read_addresses(path):
+    """An array('Q') of the 8-byte little-endian addresses in `path` (the
+    ground truth's <tid>.insns, magic-trace-ref-decode --binary's)."""
+    insns = array.array("Q")
+    with open(path, "rb") as f:
+        insns.frombytes(f.read())
+    if sys.byteorder != "little":
+        insns.byteswap()
+    return insns
+
+
 def read_truth_array(bundle, tid):
     """The thread's ground truth as an array('Q') with the ranges in
     <tid>.lost taken out, and those ranges."""
     base = os.path.join(bundle, "groundtruth", str(tid))
-    insns = array.array("Q")
-    with open(base + ".insns", "rb") as f:
-        insns.frombytes(f.read())
-    if sys.byteorder != "little":
-        insns.byteswap()
+    insns = read_addresses(base + ".insns")
     lost = []
     if os.path.exists(base + ".lost"):
         with open(base + ".lost") as f:

@@ -21,7 +21,8 @@ import tempfile
 # The ground-truth and dump readers the decoder tests use.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "decode", "Inputs"))
-from compare_insns import read_decoded, read_truth_array, wrapped_threads  # noqa
+from compare_insns import (read_addresses, read_decoded,  # noqa
+                           read_truth_array, wrapped_threads)
 
 
 def decode(bundle, decoder):
@@ -33,15 +34,9 @@ def decode(bundle, decoder):
                             "--no-errors-in-stream", "--binary", out],
                            stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=600)
-            threads = {}
-            for name in os.listdir(out):
-                insns = array.array("Q")
-                with open(os.path.join(out, name), "rb") as f:
-                    insns.frombytes(f.read())
-                if sys.byteorder != "little":
-                    insns.byteswap()
-                threads[int(name.split(".")[0])] = insns
-            return threads
+            return {int(name.split(".")[0]):
+                    read_addresses(os.path.join(out, name))
+                    for name in os.listdir(out)}
     command = ["magic-trace-decode", bundle, "--dump", "insns"]
     with tempfile.NamedTemporaryFile("w+") as out:
         subprocess.run(command, stdout=out, stderr=subprocess.DEVNULL,
