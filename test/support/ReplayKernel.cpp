@@ -41,6 +41,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 using namespace magic_trace;
@@ -81,15 +82,8 @@ llvm::Expected<Recording> readRecording(llvm::StringRef dir) {
   const llvm::json::Array *processes =
       json->getAsObject() ? json->getAsObject()->getArray("processes")
                           : nullptr;
-  if (!processes || processes->size() != 1)
-    return llvm::createStringError("%s: expected one process", path.c_str());
-  const llvm::json::Array *threads =
-      (*processes)[0].getAsObject()
-          ? (*processes)[0].getAsObject()->getArray("threads")
-          : nullptr;
-  if (!threads || threads->empty())
-    return llvm::createStringError("%s: the process has no threads",
-                                   path.c_str());
+  if (!processes || processes->empty())
+    return llvm::createStringError("%s: expected a process", path.c_str());
   Recording result;
   if (const llvm::json::Object *cpu =
           json->getAsObject()->getObject("cpuInfo")) {
@@ -107,25 +101,45 @@ llvm::Expected<Recording> readRecording(llvm::StringRef dir) {
         zero.getAsInteger(16, result.time.timeZero))
       result.time.timeZero = 0;
   }
-  for (const llvm::json::Value &value : *threads) {
-    const llvm::json::Object *thread = value.getAsObject();
-    std::optional<int64_t> tid =
-        thread ? thread->getInteger("tid") : std::nullopt;
-    std::optional<llvm::StringRef> trace =
-        thread ? thread->getString("iptTrace") : std::nullopt;
-    if (!tid || !trace)
-      return llvm::createStringError("%s: a thread without tid or iptTrace",
+  // A recording whose code changed is one process per epoch for LLDB
+  // (LldbView.h): a thread's later pieces name it (magicTraceTid), and a
+  // piece carries the next one's PSB+ (magicTraceTail), dropped here.
+  std::map<uint64_t, std::vector<uint8_t>> traces;
+  for (const llvm::json::Value &process : *processes) {
+    const llvm::json::Array *threads =
+        process.getAsObject() ? process.getAsObject()->getArray("threads")
+                              : nullptr;
+    if (!threads || threads->empty())
+      return llvm::createStringError("%s: a process has no threads",
                                      path.c_str());
-    std::string tracePath = (dir + "/" + *trace).str();
-    auto bytes = llvm::MemoryBuffer::getFile(tracePath, /*IsText=*/false,
-                                             /*RequiresNullTerminator=*/false);
-    if (!bytes)
-      return llvm::createStringError("cannot read %s: %s", tracePath.c_str(),
-                                     bytes.getError().message().c_str());
+    for (const llvm::json::Value &value : *threads) {
+      const llvm::json::Object *thread = value.getAsObject();
+      std::optional<int64_t> tid =
+          thread ? thread->getInteger("tid") : std::nullopt;
+      std::optional<llvm::StringRef> trace =
+          thread ? thread->getString("iptTrace") : std::nullopt;
+      if (!tid || !trace)
+        return llvm::createStringError("%s: a thread without tid or iptTrace",
+                                       path.c_str());
+      if (std::optional<int64_t> owner = thread->getInteger("magicTraceTid"))
+        tid = owner;
+      std::string tracePath = (dir + "/" + *trace).str();
+      auto bytes = llvm::MemoryBuffer::getFile(
+          tracePath, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+      if (!bytes)
+        return llvm::createStringError("cannot read %s: %s", tracePath.c_str(),
+                                       bytes.getError().message().c_str());
+      llvm::StringRef data = (*bytes)->getBuffer();
+      data = data.drop_back(std::min<uint64_t>(
+          thread->getInteger("magicTraceTail").value_or(0), data.size()));
+      std::vector<uint8_t> &joined = traces[uint64_t(*tid)];
+      joined.insert(joined.end(), data.begin(), data.end());
+    }
+  }
+  for (auto &[tid, bytes] : traces) {
     RecordedThread recorded;
-    recorded.tid = uint64_t(*tid);
-    recorded.stretches = magic_trace::testing::psbStretches(
-        llvm::arrayRefFromStringRef((*bytes)->getBuffer()));
+    recorded.tid = tid;
+    recorded.stretches = magic_trace::testing::psbStretches(bytes);
     result.threads.push_back(std::move(recorded));
   }
   llvm::sort(result.threads,
