@@ -5,7 +5,10 @@
 // recording of it is PT of the native process too. main writes three
 // functions into anonymous memory (mmap RW, write, mprotect RX), reaches
 // start_here (the debugger attaches there), calls them 100 times (one calls
-// back into C), and calls stop_here (the snapshot).
+// back into C), and calls stop_here (the snapshot). With the argument
+// "rewrite", halfway through the calls it rewrites the first function in
+// place (mprotect RW, a new body of other instructions, mprotect RX): the
+// code at the stop is then not the code of the first half (jitdump.test).
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -24,6 +27,11 @@ static const uint8_t kLoop[] = {0x31, 0xc0, 0x85, 0xff, 0x7e, 0x06, 0x01,
 static const uint8_t kCallback[] = {0x53, 0x89, 0xfb, 0xff, 0xd6,
                                     0x01, 0xd8, 0x5b, 0xc3};
 
+// The first function's second version, written at the same address: other
+// instructions at other offsets, the same result.
+// mov eax,edi; add eax,esi; ret
+static const uint8_t kAddRewritten[] = {0x89, 0xf8, 0x01, 0xf0, 0xc3};
+
 typedef int (*Binary)(int, int);
 typedef int (*Unary)(int);
 typedef int (*WithCallback)(int, int (*)(int));
@@ -37,7 +45,8 @@ __attribute__((noinline)) int c_callback(int x) {
   return x * 3;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  int rewrite = argc > 1 && strcmp(argv[1], "rewrite") == 0;
   if (mmap(REGION, 4096, PROT_READ | PROT_WRITE,
            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != REGION)
     return 1;
@@ -50,6 +59,13 @@ int main(void) {
   start_here();
   int sum = 0;
   for (int i = 0; i < 100; ++i) {
+    if (rewrite && i == 50) {
+      if (mprotect(REGION, 4096, PROT_READ | PROT_WRITE))
+        return 1;
+      memcpy(REGION, kAddRewritten, sizeof kAddRewritten);
+      if (mprotect(REGION, 4096, PROT_READ | PROT_EXEC))
+        return 1;
+    }
     sum += ((Binary)REGION)(i, 7);
     sum += ((Unary)(REGION + 64))(i & 7);
     sum += ((WithCallback)(REGION + 128))(i, c_callback);

@@ -133,6 +133,57 @@ TEST(LldbView, AThreadIsCutWhereItsMarksMoveItToAnotherEpoch) {
   EXPECT_EQ(pieces[2].end, 0u);
 }
 
+/// A PSB+ (Intel SDM vol. 3C, "Packet Descriptions") holding a MODE.Exec,
+/// a TSC of `tsc` and PSBEND, or no TSC when `tsc` is 0.
+std::vector<uint8_t> psbPlus(uint64_t tsc) {
+  std::vector<uint8_t> bytes;
+  for (int i = 0; i < 8; ++i)
+    bytes.insert(bytes.end(), {0x02, 0x82});
+  bytes.insert(bytes.end(), {0x99, 0x01});
+  if (tsc) {
+    bytes.push_back(0x19);
+    for (int i = 0; i < 7; ++i)
+      bytes.push_back(uint8_t(tsc >> (8 * i)));
+  }
+  bytes.insert(bytes.end(), {0x02, 0x23});
+  return bytes;
+}
+
+TEST(LldbView, ChangesWithTimesCutAThreadAtThePsbAfterThem) {
+  // A jitdump's versions on the perf backend (JitCode::ByTime): the code as
+  // at the stop (no time), then v1 at 1,000 ns and v2 at 2,000 ns at the
+  // same address. The clock: ns = TSC (time_mult 1, time_shift 0).
+  Snapshot snapshot;
+  CodeChange v1 = bytesAt(2, 0x9000, {0x90, 0xc3});
+  CodeChange v2 = bytesAt(3, 0x9000, {0xcc, 0xc3});
+  v1.timeNs = 1000;
+  v2.timeNs = 2000;
+  snapshot.code.changes = {bytesAt(1, 0x9000, {0xcc, 0xc3}), v1, v2};
+  ThreadTrace thread;
+  thread.tid = 7;
+  // PSBs at TSC 1,500 (v1's time), one without a TSC (a join: it keeps
+  // the time before it), one at 2,500 (v2's), one at 2,400 (a clock
+  // going back does not move the thread back to v1's epoch).
+  std::vector<uint64_t> starts;
+  for (uint64_t tsc : {1500, 0, 2500, 2400}) {
+    starts.push_back(thread.bytes.size());
+    std::vector<uint8_t> psb = psbPlus(tsc);
+    thread.bytes.insert(thread.bytes.end(), psb.begin(), psb.end());
+    thread.bytes.insert(thread.bytes.end(), 10, 0x00); // PADs
+  }
+  snapshot.threads.push_back(thread);
+  std::vector<LldbEpoch> epochs = lldbEpochs(snapshot.code);
+  ASSERT_EQ(epochs.size(), 3u);
+  std::vector<LldbPiece> pieces = lldbPieces(snapshot, epochs);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].epoch, 1u);
+  EXPECT_EQ(pieces[0].begin, starts[0]);
+  EXPECT_EQ(pieces[0].end, starts[2]);
+  EXPECT_EQ(pieces[1].epoch, 2u);
+  EXPECT_EQ(pieces[1].begin, starts[2]);
+  EXPECT_EQ(pieces[1].end, thread.bytes.size());
+}
+
 TEST(LldbView, LaterEpochsGiveLldbThreadIdsNoRealThreadHas) {
   EXPECT_EQ(lldbTid(4242, 0), 4242u);
   EXPECT_EQ(lldbTid(4242, 2), 20004242u);

@@ -16,6 +16,7 @@
 #define MAGIC_TRACE_JITRECORDS_H
 
 #include "magic_trace/CodeHistory.h"
+#include "magic_trace/Snapshot.h"
 
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
@@ -82,23 +83,40 @@ struct JitRecordNotes {
   /// Files not read and why (InputFiles.h: not the user's or root's, a
   /// FIFO, a link) or not understood: the user should hear of these.
   std::vector<std::string> skipped;
+  /// Code a jitdump holds that could not be used, and why (its times are
+  /// not on the trace's clock): the user should hear of this too.
+  std::vector<std::string> unused;
 };
 
 /// Where a process's jitdump may be: its working directory (node writes
 /// jit-PID.dump there), ours, /tmp.
 std::vector<std::string> jitRecordDirs(uint64_t pid);
 
+/// How addJitRecords uses a jitdump's code.
+enum class JitCode {
+  /// Names only, of code the history has (at most kMaxJitSymbols): the
+  /// recorder logged the code itself.
+  NamesOnly,
+  /// Each load's bytes become a Bytes change at the load's time on the
+  /// trace's clock, in time order, after the history's last: perf's rule
+  /// (`perf inject --jit` puts each load at its time), so the code of each
+  /// moment before the stop decodes. Only a jitdump whose times are the TSC
+  /// (JITDUMP_FLAGS_ARCH_TIMESTAMP, as perf's JIT agents write under
+  /// `JITDUMP_USE_ARCH_TIMESTAMP=1`) is on the trace's clock; one on the
+  /// monotonic clock gives names only, and a note says why.
+  ByTime,
+};
+
 /// The files a process `pid` may have written, where they are found: its
 /// perf map in /tmp, its jitdump in `dirs` (the process's working
 /// directory first; node writes jit-PID.dump there). Names and loads are
-/// added to `history`'s symbols; with `withCode`, each load's bytes also
-/// become a Bytes change after the history's last (for recorders that do
-/// not see the code themselves); without, only names of code the history
-/// has are kept (at most kMaxJitSymbols). A missing file is no problem; one
-/// in a shared place that is not the user's or root's own regular file is
-/// skipped, never waited on, as perf does.
+/// added to `history`'s symbols, and the jitdump's code as `code` says
+/// (ByTime needs `clock`, the trace's TimeConversion). A missing file is no
+/// problem; one in a shared place that is not the user's or root's own
+/// regular file is skipped, never waited on, as perf does.
 JitRecordNotes addJitRecords(uint64_t pid, const std::vector<std::string> &dirs,
-                             bool withCode, CodeHistory &history);
+                             JitCode code, CodeHistory &history,
+                             const TimeConversion *clock = nullptr);
 
 } // namespace magic_trace
 

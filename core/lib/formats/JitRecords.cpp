@@ -308,8 +308,51 @@ std::vector<std::string> jitRecordDirs(uint64_t pid) {
   return dirs;
 }
 
+/// The loads of `dump` as Bytes changes after `history`'s last, in time
+/// order (file order among equal times), each at its time on `clock`. The
+/// history's code stays within kMaxHistoryCodeBytes: the newest loads that
+/// fit are kept; returns how many older ones were not.
+static size_t addTimedJitCode(JitDump &dump, const TimeConversion &clock,
+                              CodeHistory &history) {
+  std::vector<size_t> order(dump.loads.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  llvm::sort(order, [&](size_t a, size_t b) {
+    return std::pair(dump.loads[a].timestamp, a) <
+           std::pair(dump.loads[b].timestamp, b);
+  });
+  uint64_t held = 0;
+  for (const CodeChange &change : history.changes)
+    held += change.bytes.size();
+  uint64_t room = held < kMaxHistoryCodeBytes ? kMaxHistoryCodeBytes - held : 0;
+  size_t first = order.size();
+  for (; first > 0; --first) {
+    uint64_t size = dump.loads[order[first - 1]].bytes.size();
+    if (size > room)
+      break;
+    room -= size;
+  }
+  uint64_t seq = history.lastSeq();
+  for (size_t i : llvm::ArrayRef(order).drop_front(first)) {
+    JitCodeLoad &load = dump.loads[i];
+    if (load.bytes.empty())
+      continue;
+    CodeChange change;
+    change.kind = CodeChange::Kind::Bytes;
+    change.seq = ++seq;
+    // 0 is "no time": a load stamped before the clock's zero is at 1 ns.
+    change.timeNs = std::max<uint64_t>(1, clock.tscToNs(load.timestamp));
+    change.address = load.address;
+    change.size = load.bytes.size();
+    change.bytes = std::move(load.bytes);
+    history.changes.push_back(std::move(change));
+  }
+  return first;
+}
+
 JitRecordNotes addJitRecords(uint64_t pid, const std::vector<std::string> &dirs,
-                             bool withCode, CodeHistory &history) {
+                             JitCode code, CodeHistory &history,
+                             const TimeConversion *clock) {
   JitRecordNotes notes;
   size_t firstSymbol = history.symbols.size();
   std::string mapPath = llvm::formatv("/tmp/perf-{0}.map", pid).str();
@@ -327,6 +370,7 @@ JitRecordNotes addJitRecords(uint64_t pid, const std::vector<std::string> &dirs,
                              symbols->end());
     }
   }
+  bool withCode = false;
   std::string dumpName = llvm::formatv("jit-{0}.dump", pid).str();
   for (const std::string &dir : dirs) {
     llvm::SmallString<256> dumpPath(dir);
@@ -344,19 +388,27 @@ JitRecordNotes addJitRecords(uint64_t pid, const std::vector<std::string> &dirs,
                       dump->loads.size(),
                       dump->cutShortAt ? "; the last record is cut short" : "")
             .str());
-    uint64_t seq = history.lastSeq();
-    for (JitCodeLoad &load : dump->loads) {
+    for (const JitCodeLoad &load : dump->loads)
       history.symbols.push_back(load.symbol);
-      if (!withCode || load.bytes.empty())
-        continue;
-      CodeChange change;
-      change.kind = CodeChange::Kind::Bytes;
-      change.seq = ++seq;
-      change.address = load.address;
-      change.size = load.bytes.size();
-      change.bytes = std::move(load.bytes);
-      history.changes.push_back(std::move(change));
-    }
+    if (code == JitCode::ByTime && clock && dump->tscTimestamps)
+      withCode = true;
+    else if (code == JitCode::ByTime && !dump->tscTimestamps &&
+             !dump->loads.empty())
+      notes.unused.push_back(
+          llvm::formatv("{0}: its code versions are not used (its times are "
+                        "the monotonic clock, not the trace's TSC: run the "
+                        "program with JITDUMP_USE_ARCH_TIMESTAMP=1, as perf "
+                        "record does for Intel PT); code outside files "
+                        "decodes as at the stop",
+                        dumpPath)
+              .str());
+    if (withCode)
+      if (size_t left = addTimedJitCode(*dump, *clock, history))
+        notes.unused.push_back(
+            llvm::formatv("{0}: its {1} oldest code loads are not used (the "
+                          "code history holds at most {2} MiB)",
+                          dumpPath, left, kMaxHistoryCodeBytes >> 20)
+                .str());
     break;
   }
   if (!withCode)

@@ -174,15 +174,21 @@ llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
     return llvm::createStringError(request.nothingRecorded);
   // The QEMU recorder logs all its code and names it; the others get the
   // code outside files as at the stop, after what they logged, and its
-  // names from the process's perf map and jitdump.
+  // names from the process's perf map and jitdump. On the perf backend the
+  // trace's clock is the CPU's TSC, so a jitdump stamped with it also gives
+  // the code of each moment before the stop (JitCode::ByTime); the
+  // emulator's clock is its own, so there it gives names only.
   if (recorder.backend() != "qemu" && snapshot.pid) {
     if (request.readMemory && request.stop.alive)
       addCodeAtStop(snapshot.pid, request.readMemory, snapshot);
     if (!snapshot.code.changes.empty()) {
+      bool perf = recorder.backend() == "perf";
       JitRecordNotes jit =
           addJitRecords(snapshot.pid, jitRecordDirs(snapshot.pid),
-                        /*withCode=*/false, snapshot.code);
+                        perf ? JitCode::ByTime : JitCode::NamesOnly,
+                        snapshot.code, perf ? &snapshot.time : nullptr);
       llvm::append_range(snapshot.notes, jit.skipped);
+      llvm::append_range(snapshot.notes, jit.unused);
     }
   }
   snapshot.stop = std::move(request.stacks);

@@ -2,6 +2,7 @@
 #include "LldbView.h"
 
 #include "../../base/PacketIp.h"
+#include "../../base/PtBytes.h"
 #include "../CodeElf.h"
 #include "BundleFields.h"
 #include "magic_trace/PrivateFiles.h"
@@ -117,6 +118,51 @@ std::vector<LldbEpoch> lldbEpochs(const CodeHistory &history) {
   return epochs;
 }
 
+/// Where a thread's stretches may change seq, and the seq from there on
+/// (ImageTimeline::seqAt): its marks and, when changes have times (perf's
+/// rule: a jitdump's loads), each PSB at its PSB+'s time. LLDB starts a
+/// stretch at a PSB, so a change between two PSBs takes effect for it at
+/// the next one.
+std::vector<ImageMark> seqSteps(const Snapshot &snapshot,
+                                const ThreadTrace &thread) {
+  std::vector<std::pair<uint64_t, uint64_t>> timed;
+  for (const CodeChange &change : snapshot.code.changes)
+    if (change.timeNs)
+      timed.emplace_back(change.timeNs, change.seq);
+  if (timed.empty())
+    return thread.imageMarks;
+  llvm::sort(timed);
+  std::vector<ImageMark> steps;
+  const uint8_t *bytes = thread.bytes.data();
+  uint64_t size = thread.bytes.size();
+  auto mark = thread.imageMarks.begin();
+  uint64_t markSeq = 0, timeSeq = 0;
+  llvm::StringRef text(reinterpret_cast<const char *>(bytes), size);
+  llvm::StringRef psb(reinterpret_cast<const char *>(pt_bytes::kPsb),
+                      sizeof(pt_bytes::kPsb));
+  for (size_t at = text.find(psb); at != llvm::StringRef::npos;
+       at = text.find(psb, at + 1)) {
+    for (; mark != thread.imageMarks.end() && mark->offset <= at; ++mark)
+      markSeq = std::max(markSeq, mark->seq);
+    // A PSB+ without a TSC (one a recorder wrote where it joined two
+    // stretches) keeps the time it follows; seqs only move forward.
+    if (uint64_t tsc = pt_bytes::psbTsc(bytes, size, at)) {
+      uint64_t ns = snapshot.time.tscToNs(snapshot.time.fullTsc(tsc));
+      auto next = llvm::upper_bound(
+          timed, ns,
+          [](uint64_t value, const std::pair<uint64_t, uint64_t> &t) {
+            return value < t.first;
+          });
+      if (next != timed.begin())
+        timeSeq = std::max(timeSeq, std::prev(next)->second);
+    }
+    steps.push_back({at, std::max(markSeq, timeSeq)});
+  }
+  for (; mark != thread.imageMarks.end(); ++mark)
+    steps.push_back(*mark);
+  return steps;
+}
+
 std::vector<LldbPiece> lldbPieces(const Snapshot &snapshot,
                                   const std::vector<LldbEpoch> &epochs) {
   std::vector<LldbPiece> pieces;
@@ -124,14 +170,14 @@ std::vector<LldbPiece> lldbPieces(const Snapshot &snapshot,
     uint64_t size = thread.bytes.size();
     // Before its first mark a stretch's seq is 0 (ImageTimeline::seqAt).
     LldbPiece piece{thread.tid, epochOf(epochs, 0), 0, size};
-    for (const ImageMark &mark : thread.imageMarks) {
-      size_t epoch = epochOf(epochs, mark.seq);
-      if (epoch == piece.epoch || mark.offset >= size)
+    for (const ImageMark &step : seqSteps(snapshot, thread)) {
+      size_t epoch = epochOf(epochs, step.seq);
+      if (epoch == piece.epoch || step.offset >= size)
         continue;
-      piece.end = mark.offset;
+      piece.end = step.offset;
       if (piece.end > piece.begin)
         pieces.push_back(piece);
-      piece = LldbPiece{thread.tid, epoch, mark.offset, size};
+      piece = LldbPiece{thread.tid, epoch, step.offset, size};
     }
     pieces.push_back(piece);
   }

@@ -225,8 +225,8 @@ void Emulator::assembleSnapshot(StringRef path) {
   if (!codeLog.note().empty())
     result.recorderNote = codeLog.note();
   if (!snapshot.code.changes.empty())
-    addJitRecords(snapshot.pid, jitRecordDirs(snapshot.pid),
-                  /*withCode=*/false, snapshot.code);
+    addJitRecords(snapshot.pid, jitRecordDirs(snapshot.pid), JitCode::NamesOnly,
+                  snapshot.code);
 }
 
 /// Brings every thread to a halt for the snapshot and closes its trace with

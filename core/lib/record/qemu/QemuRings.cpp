@@ -426,7 +426,7 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
   // Names for the JIT code the log has: the process's perf map and jitdump
   // (the recorder has the bytes).
   JitRecordNotes jit =
-      addJitRecords(header.pid, jitRecordDirs(header.pid), /*withCode=*/false,
+      addJitRecords(header.pid, jitRecordDirs(header.pid), JitCode::NamesOnly,
                     recording.snapshot.code);
   llvm::append_range(recording.snapshot.notes, jit.skipped);
   // A mark past the log's last change names a change the reader dropped as
