@@ -9,11 +9,15 @@
 // "rewrite", halfway through the calls it rewrites the first function in
 // place (mprotect RW, a new body of other instructions, mprotect RX): the
 // code at the stop is then not the code of the first half (jitdump.test).
+// With "unmap", halfway through it copies the functions to a second region
+// (COPY), unmaps the first and calls the copies: the first half's code is
+// no longer mapped at the stop.
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #define REGION ((uint8_t *)0x50000000)
+#define COPY ((uint8_t *)0x50010000)
 
 // x86-64 code, assembled by llvm-mc (Intel syntax in the comments), as in
 // emu_jit.c.
@@ -47,6 +51,8 @@ __attribute__((noinline)) int c_callback(int x) {
 
 int main(int argc, char **argv) {
   int rewrite = argc > 1 && strcmp(argv[1], "rewrite") == 0;
+  int unmap = argc > 1 && strcmp(argv[1], "unmap") == 0;
+  uint8_t *code = REGION;
   if (mmap(REGION, 4096, PROT_READ | PROT_WRITE,
            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != REGION)
     return 1;
@@ -66,9 +72,19 @@ int main(int argc, char **argv) {
       if (mprotect(REGION, 4096, PROT_READ | PROT_EXEC))
         return 1;
     }
-    sum += ((Binary)REGION)(i, 7);
-    sum += ((Unary)(REGION + 64))(i & 7);
-    sum += ((WithCallback)(REGION + 128))(i, c_callback);
+    if (unmap && i == 50) {
+      if (mmap(COPY, 4096, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != COPY)
+        return 1;
+      memcpy(COPY, REGION, 4096);
+      if (mprotect(COPY, 4096, PROT_READ | PROT_EXEC) ||
+          munmap(REGION, 4096))
+        return 1;
+      code = COPY;
+    }
+    sum += ((Binary)code)(i, 7);
+    sum += ((Unary)(code + 64))(i & 7);
+    sum += ((WithCallback)(code + 128))(i, c_callback);
   }
   stop_here(sum);
   return 0;

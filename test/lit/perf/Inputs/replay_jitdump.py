@@ -10,9 +10,10 @@ carry the same TSC. Under the replaying kernel the PT is the QEMU
 recording's, on the recording's virtual clock, which a native run cannot
 read; so the loads are taken from the recording's own log of each version
 of the code (magic-trace.json's codeHistory, code.bin) and stamped on its
-clock: the first version just before the thread's first PSB (the code was
-written before the trace began), each later one a cycle before the PSB the
-recorder wrote where the thread first ran it (its imageMarks).
+clock: a version the thread first ran after a mark (its imageMarks) a cycle
+before the PSB the recorder wrote there, a first version without a mark
+just before the thread's first PSB (the code was written before the trace
+began).
 
 Each version's functions are its runs of bytes other than the 0xcc fill; a
 later version loads only the functions whose bytes changed. A function at
@@ -94,10 +95,10 @@ def main():
         address = int(change["address"], 16)
         at, size = int(change["codeOffset"], 16), int(change["size"], 16)
         page = code[at:at + size]
-        if address not in previous:
-            tsc = psb_tsc(trace, 0) - 1
-        elif change["seq"] in marks:
+        if change["seq"] in marks:
             tsc = psb_tsc(trace, marks[change["seq"]]) - 1
+        elif address not in previous:
+            tsc = psb_tsc(trace, 0) - 1
         else:
             sys.exit(f"version {change['seq']} at {address:#x} never ran")
         old = dict(functions(previous.get(address, b"")))
