@@ -184,6 +184,31 @@ TEST(LldbView, ChangesWithTimesCutAThreadAtThePsbAfterThem) {
   EXPECT_EQ(pieces[1].end, thread.bytes.size());
 }
 
+TEST(LldbView, CodeWithATimeStartsAnEpochWhenAStretchBeginsBeforeIt) {
+  // Code whose memory was made executable at 1,000 ns (no code there
+  // before) and a jitdump's load at 1,001 ns elsewhere: with a stretch of
+  // trace that begins at 500 ns, LLDB must see neither there; with none
+  // between 1,000 and 1,001, both come in one epoch.
+  CodeHistory history;
+  CodeChange first = bytesAt(1, 0x9000, {0x90, 0xc3});
+  CodeChange second = bytesAt(2, 0xa000, {0xc3});
+  first.timeNs = 1000;
+  second.timeNs = 1001;
+  history.changes = {first, second};
+  std::vector<LldbEpoch> epochs = lldbEpochs(history, {500, 2000});
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_TRUE(epochs[0].changes.empty());
+  EXPECT_EQ(epochs[1].firstSeq, 1u);
+  EXPECT_EQ(epochs[1].changes, (std::vector<size_t>{0, 1}));
+  // A stretch at 1,000: it sees the first and not the second.
+  epochs = lldbEpochs(history, {500, 1000, 2000});
+  ASSERT_EQ(epochs.size(), 3u);
+  EXPECT_EQ(epochs[1].changes, (std::vector<size_t>{0}));
+  EXPECT_EQ(epochs[2].changes, (std::vector<size_t>{0, 1}));
+  // No stretch before either: one epoch.
+  EXPECT_EQ(lldbEpochs(history, {2000}).size(), 1u);
+}
+
 TEST(LldbView, LaterEpochsGiveLldbThreadIdsNoRealThreadHas) {
   EXPECT_EQ(lldbTid(4242, 0), 4242u);
   EXPECT_EQ(lldbTid(4242, 2), 20004242u);

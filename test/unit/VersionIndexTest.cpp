@@ -1,7 +1,8 @@
 // The decoder's index of which change holds an address at a seq
 // (core/lib/decode/VersionIndex.h) gives what the rule itself gives:
-// codeChangeWins over every change whose range covers the address, checked
-// by brute force on random histories of overlapping versions. And a million
+// codeChangeWins over every change whose range covers the address and can
+// hold code then (codeChangeCanHold), checked by brute force on random
+// histories of overlapping versions, some with times. And a million
 // versions of one page answer in microseconds (issue 50: over 20 s).
 #include "../../core/lib/decode/VersionIndex.h"
 
@@ -17,12 +18,14 @@ using namespace magic_trace::decode_detail;
 
 namespace {
 
-/// codeChangeWins over every covering change: the rule, one by one.
+/// codeChangeWins over every covering change that can hold code then
+/// (codeChangeCanHold): the rule, one by one.
 const CodeChange *naiveHolder(const std::vector<CodeChange> &changes,
                               uint64_t address, uint64_t seq) {
   const CodeChange *best = nullptr;
   for (const CodeChange &change : changes)
     if (change.size && change.address <= address && address < change.end() &&
+        codeChangeCanHold(change, seq) &&
         (!best || codeChangeWins(change, *best, seq)))
       best = &change;
   return best;
@@ -35,6 +38,9 @@ TEST(VersionIndex, AgreesWithTheRuleOnRandomHistories) {
     std::vector<VersionIndex::Range> ranges;
     for (size_t i = 0; i < changes.size(); ++i) {
       changes[i].seq = i + 1;
+      // A third have a time (a jitdump's load, code made executable): they
+      // hold nothing before their seq.
+      changes[i].timeNs = random() % 3 == 0 ? 100 * (i + 1) : 0;
       changes[i].address = 0x1000 + random() % 64;
       changes[i].size = random() % 24;
       ranges.push_back({changes[i].address, changes[i].end(), uint32_t(i)});

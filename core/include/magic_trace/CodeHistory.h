@@ -130,10 +130,17 @@ std::string badCodeRange(uint64_t address, uint64_t size);
 /// naming the change by its seq.
 std::string historyProblem(const CodeHistory &history);
 
+/// Whether `change` may hold code for a stretch marked `seq`: one up to
+/// `seq`, or a later one without a time (code a recorder first saw after the
+/// mark was there before it: recorders mark only changes that replace
+/// code). A change with a time (a jitdump's load, code the kernel saw made
+/// executable) holds nothing before it: the code was not there yet.
+bool codeChangeCanHold(const CodeChange &change, uint64_t seq);
+
 /// Which of two changes whose ranges overlap holds the code a thread whose
-/// mark is `seq` ran there: the latest change up to `seq`; when both came
-/// after it, the earlier one (code a recorder first saw after the mark was
-/// there before it: recorders mark only changes that replace code).
+/// mark is `seq` ran there: one that can hold it (codeChangeCanHold) over
+/// one that cannot; the latest change up to `seq`; when both came after it,
+/// the earlier one.
 bool codeChangeWins(const CodeChange &candidate, const CodeChange &other,
                     uint64_t seq);
 

@@ -8,8 +8,15 @@
 
 namespace magic_trace {
 
+bool codeChangeCanHold(const CodeChange &change, uint64_t seq) {
+  return change.seq <= seq || !change.timeNs;
+}
+
 bool codeChangeWins(const CodeChange &candidate, const CodeChange &other,
                     uint64_t seq) {
+  bool candidateHolds = codeChangeCanHold(candidate, seq);
+  if (candidateHolds != codeChangeCanHold(other, seq))
+    return candidateHolds;
   bool candidateSeen = candidate.seq <= seq;
   bool otherSeen = other.seq <= seq;
   if (candidateSeen != otherSeen)

@@ -193,7 +193,8 @@ std::vector<size_t> ImageTimeline::filesAt(uint64_t seq) const {
   const std::vector<CodeChange> &changes = *this->changes;
   for (size_t i = 0; i < changes.size(); ++i) {
     const CodeChange &load = changes[i];
-    if (load.kind != CodeChange::Kind::Load || sections[i].empty())
+    if (load.kind != CodeChange::Kind::Load || sections[i].empty() ||
+        !codeChangeCanHold(load, seq))
       continue;
     bool beaten = llvm::any_of(rivals[i], [&](size_t rival) {
       return codeChangeWins(changes[rival], load, seq);
@@ -248,6 +249,21 @@ size_t ImageTimeline::read(uint64_t address, uint64_t seq, uint8_t *buffer,
 std::string ImageTimeline::explainMissing(uint64_t address,
                                           uint64_t seq) const {
   const CodeChange *change = holder(address, seq);
+  // Code that is there only from a later time (codeChangeCanHold).
+  const CodeChange *later = nullptr;
+  if (!change)
+    forEachOverlap(address, address + 1, [&](size_t i) {
+      const CodeChange &candidate = (*changes)[i];
+      if (candidate.timeNs && candidate.seq > seq &&
+          (!later || candidate.seq < later->seq))
+        later = &candidate;
+    });
+  if (later)
+    return "code at 0x" + utohexstr(address) +
+           " was not captured: the memory was made executable again later "
+           "(the kernel's MMAP2 record), so only its later code is known (a "
+           "jitdump stamped with the TSC, JITDUMP_USE_ARCH_TIMESTAMP=1, would "
+           "give the earlier code)";
   if (!change)
     return "code at 0x" + utohexstr(address) +
            " was not captured: no module and no recorded code holds it "

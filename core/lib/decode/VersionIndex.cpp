@@ -36,6 +36,13 @@ void VersionIndex::build(const std::vector<CodeChange> &all,
     size_t to = llvm::lower_bound(bounds, range.end) - bounds.begin();
     insert(1, 0, leaves, from, to, range.change);
   }
+  firstUntimed.assign(nodes.size(), UINT32_MAX);
+  for (size_t node = 0; node < nodes.size(); ++node) {
+    auto untimed = llvm::find_if(
+        nodes[node], [&](uint32_t i) { return all[i].timeNs == 0; });
+    if (untimed != nodes[node].end())
+      firstUntimed[node] = *untimed;
+  }
 }
 
 void VersionIndex::insert(size_t node, size_t low, size_t high, size_t from,
@@ -52,14 +59,16 @@ void VersionIndex::insert(size_t node, size_t low, size_t high, size_t from,
   insert(2 * node + 1, middle, high, from, to, change);
 }
 
-const CodeChange *VersionIndex::bestAt(const std::vector<uint32_t> &node,
-                                       uint64_t seq) const {
-  if (node.empty())
-    return nullptr;
+const CodeChange *VersionIndex::bestAt(size_t index, uint64_t seq) const {
+  const std::vector<uint32_t> &node = nodes[index];
   auto seen = llvm::upper_bound(node, seq, [&](uint64_t value, uint32_t i) {
     return value < (*changes)[i].seq;
   });
-  return &(*changes)[seen == node.begin() ? node.front() : *std::prev(seen)];
+  if (seen != node.begin())
+    return &(*changes)[*std::prev(seen)];
+  // None seen: the first that was there before (codeChangeCanHold).
+  uint32_t first = firstUntimed[index];
+  return first == UINT32_MAX ? nullptr : &(*changes)[first];
 }
 
 const CodeChange *VersionIndex::holder(uint64_t address, uint64_t seq) const {
@@ -69,7 +78,7 @@ const CodeChange *VersionIndex::holder(uint64_t address, uint64_t seq) const {
   const CodeChange *best = nullptr;
   size_t node = 1, low = 0, high = bounds.size() - 1;
   while (true) {
-    if (const CodeChange *candidate = bestAt(nodes[node], seq))
+    if (const CodeChange *candidate = bestAt(node, seq))
       if (!best || codeChangeWins(*candidate, *best, seq))
         best = candidate;
     if (high - low == 1)

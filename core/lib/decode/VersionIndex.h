@@ -40,9 +40,8 @@ public:
 
 private:
   /// The best of node's changes at `seq`: the last with a seq up to it,
-  /// else the first (they are in seq order).
-  const CodeChange *bestAt(const std::vector<uint32_t> &node,
-                           uint64_t seq) const;
+  /// else the first without a time (they are in seq order), else none.
+  const CodeChange *bestAt(size_t node, uint64_t seq) const;
   void insert(size_t node, size_t low, size_t high, size_t from, size_t to,
               uint32_t change);
 
@@ -51,6 +50,9 @@ private:
   std::vector<uint64_t> bounds;
   /// Per node of the tree over [0, bounds.size() - 1), its changes.
   std::vector<std::vector<uint32_t>> nodes;
+  /// Per node, its first change without a time (codeChangeCanHold), or
+  /// UINT32_MAX.
+  std::vector<uint32_t> firstUntimed;
 };
 
 } // namespace magic_trace::decode_detail

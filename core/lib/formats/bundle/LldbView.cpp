@@ -56,6 +56,16 @@ bool replacesAny(const std::vector<CodeChange> &changes,
   });
 }
 
+/// Whether one of `held` puts the same code over all of `change`'s range.
+bool coveredBySame(const std::vector<CodeChange> &changes,
+                   const std::vector<size_t> &held, const CodeChange &change) {
+  return std::any_of(held.begin(), held.end(), [&](size_t index) {
+    const CodeChange &other = changes[index];
+    return other.address <= change.address && change.end() <= other.end() &&
+           sameCode(other, change);
+  });
+}
+
 bool overlapsAny(const std::vector<CodeChange> &changes,
                  const std::vector<size_t> &held, const CodeChange &change) {
   return std::any_of(held.begin(), held.end(), [&](size_t index) {
@@ -87,30 +97,47 @@ size_t epochOf(const std::vector<LldbEpoch> &epochs, uint64_t seq) {
 
 } // namespace
 
-std::vector<LldbEpoch> lldbEpochs(const CodeHistory &history) {
+std::vector<LldbEpoch> lldbEpochs(const CodeHistory &history,
+                                  const std::vector<uint64_t> &psbTimes) {
   const std::vector<CodeChange> &changes = history.changes;
   std::vector<LldbEpoch> epochs(1);
   std::vector<size_t> live;
+  uint64_t epochTime = 0; ///< When the current epoch's first change came.
+  // Whether a stretch starts in [from, to): it would see the code before.
+  auto psbIn = [&](uint64_t from, uint64_t to) {
+    auto first = llvm::lower_bound(psbTimes, from);
+    return first != psbTimes.end() && *first < to;
+  };
   for (size_t i = 0; i < changes.size(); ++i) {
     const CodeChange &change = changes[i];
     bool replaces = holdsCode(change) &&
                     replacesAny(changes, epochs.back().changes, change);
+    bool arrives = holdsCode(change) && change.timeNs &&
+                   !coveredBySame(changes, epochs.back().changes, change) &&
+                   psbIn(epochTime, change.timeNs);
     apply(changes, i, live);
-    if (replaces) {
+    if (replaces || arrives) {
       LldbEpoch next;
       next.firstSeq = change.seq;
       next.changes = live;
       epochs.push_back(std::move(next));
-    } else if (holdsCode(change)) {
+      epochTime = change.timeNs;
+    } else if (holdsCode(change) &&
+               !coveredBySame(changes, epochs.back().changes, change)) {
+      // (Code the epoch already holds, as another change gave it: the
+      // stop's bytes and a jitdump's load of them, is not given twice:
+      // LLDB maps one module at an address.)
       epochs.back().changes.push_back(i);
     }
   }
   // Code a recorder first logged in a later epoch, where nothing of this
-  // one is, ran here too if a stretch of this epoch reached it.
+  // one is, ran here too if a stretch of this epoch reached it; not code
+  // with a time (codeChangeCanHold): it was not there yet.
   for (size_t e = 0; e + 1 < epochs.size(); ++e)
     for (size_t later = e + 1; later < epochs.size(); ++later)
       for (size_t index : epochs[later].changes)
-        if (!llvm::is_contained(epochs[e].changes, index) &&
+        if (!changes[index].timeNs &&
+            !llvm::is_contained(epochs[e].changes, index) &&
             !overlapsAny(changes, epochs[e].changes, changes[index]))
           epochs[e].changes.push_back(index);
   for (LldbEpoch &epoch : epochs)
@@ -161,6 +188,26 @@ std::vector<ImageMark> seqSteps(const Snapshot &snapshot,
   for (; mark != thread.imageMarks.end(); ++mark)
     steps.push_back(*mark);
   return steps;
+}
+
+std::vector<uint64_t> psbTimesOf(const Snapshot &snapshot) {
+  std::vector<uint64_t> times;
+  if (llvm::none_of(snapshot.code.changes,
+                    [](const CodeChange &change) { return change.timeNs; }))
+    return times;
+  llvm::StringRef psb(reinterpret_cast<const char *>(pt_bytes::kPsb),
+                      sizeof(pt_bytes::kPsb));
+  for (const ThreadTrace &thread : snapshot.threads) {
+    llvm::StringRef text(reinterpret_cast<const char *>(thread.bytes.data()),
+                         thread.bytes.size());
+    for (size_t at = text.find(psb); at != llvm::StringRef::npos;
+         at = text.find(psb, at + 1))
+      if (uint64_t tsc =
+              pt_bytes::psbTsc(thread.bytes.data(), thread.bytes.size(), at))
+        times.push_back(snapshot.time.tscToNs(snapshot.time.fullTsc(tsc)));
+  }
+  llvm::sort(times);
+  return times;
 }
 
 std::vector<LldbPiece> lldbPieces(const Snapshot &snapshot,
@@ -288,7 +335,8 @@ Expected<json::Array> epochModules(const Snapshot &snapshot,
 } // namespace
 
 Expected<json::Object> writeLldbView(const Snapshot &snapshot, OutputDir &dir) {
-  std::vector<LldbEpoch> epochs = lldbEpochs(snapshot.code);
+  std::vector<LldbEpoch> epochs =
+      lldbEpochs(snapshot.code, psbTimesOf(snapshot));
   std::vector<LldbPiece> pieces = lldbPieces(snapshot, epochs);
   bool split = epochs.size() > 1;
   Expected<std::unique_ptr<OutputDir>> threadsDir = dir.subdirectory("threads");

@@ -58,7 +58,16 @@ struct LldbPiece {
 
 /// The epochs of `history`, at least one (an empty history has one, with no
 /// changes).
-std::vector<LldbEpoch> lldbEpochs(const CodeHistory &history);
+/// A change with a time (codeChangeCanHold: its code is not there before
+/// it) also starts an epoch when a stretch of trace begins between the
+/// current epoch's time and its own: `psbTimes`, the times of every PSB with
+/// a TSC, ascending (psbTimesOf).
+std::vector<LldbEpoch> lldbEpochs(const CodeHistory &history,
+                                  const std::vector<uint64_t> &psbTimes = {});
+
+/// The times (ns, the snapshot's clock) of every PSB with a TSC in every
+/// thread's trace, ascending; empty when no change has a time.
+std::vector<uint64_t> psbTimesOf(const Snapshot &snapshot);
 
 /// Each thread's trace cut where its marks move it to another epoch, in
 /// thread order and then trace order.
