@@ -77,8 +77,7 @@ int main(int argc, char **argv) {
                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != COPY)
         return 1;
       memcpy(COPY, REGION, 4096);
-      if (mprotect(COPY, 4096, PROT_READ | PROT_EXEC) ||
-          munmap(REGION, 4096))
+      if (mprotect(COPY, 4096, PROT_READ | PROT_EXEC) || munmap(REGION, 4096))
         return 1;
       code = COPY;
     }

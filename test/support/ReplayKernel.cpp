@@ -31,6 +31,8 @@
 //===----------------------------------------------------------------------===//
 #include "../unit/FakeKernel.h"
 
+#include "../../core/lib/base/PtBytes.h"
+
 #include "magic_trace/Snapshot.h"
 
 #include "llvm/ADT/StringExtras.h"
@@ -49,12 +51,20 @@ using magic_trace::testing::FakeKernel;
 
 namespace {
 
-constexpr uint8_t kPsbEnd[2] = {0x02, 0x23};
+using pt_bytes::kPsbEnd;
 constexpr uint64_t kAuxFlagTruncated = 0x01; // PERF_AUX_FLAG_TRUNCATED
+
+/// Anonymous memory the recorded thread made executable: the recording's
+/// code log has a version of it that the thread first ran at a mark.
+struct ExecMap {
+  uint64_t timeNs = 0, address = 0, size = 0;
+};
 
 struct RecordedThread {
   uint64_t tid = 0;
   std::vector<std::vector<uint8_t>> stretches;
+  /// Per stretch, the mappings the kernel reports before it runs.
+  std::vector<std::vector<ExecMap>> mapsBefore;
 };
 
 struct Recording {
@@ -136,10 +146,72 @@ llvm::Expected<Recording> readRecording(llvm::StringRef dir) {
       joined.insert(joined.end(), data.begin(), data.end());
     }
   }
+  // A version of code outside files that a thread first ran at a mark (a
+  // PSB) replaced code there: the program made that memory executable again
+  // before it (mprotect), and the kernel reported it with PERF_RECORD_MMAP2
+  // (mm/mprotect.c, mprotect_fixup: perf_event_mmap). It is reported at the
+  // mark's time less 1 ns, before the stretch that starts there.
+  std::map<uint64_t, std::pair<uint64_t, uint64_t>> rangeOfSeq;
+  std::map<uint64_t, std::vector<std::pair<uint64_t, uint64_t>>> marksOf;
+  std::string metaPath = (dir + "/magic-trace.json").str();
+  if (auto metaText = llvm::MemoryBuffer::getFile(metaPath)) {
+    llvm::Expected<llvm::json::Value> meta =
+        llvm::json::parse((*metaText)->getBuffer());
+    if (!meta)
+      return meta.takeError();
+    auto hex = [](const llvm::json::Object &object, llvm::StringRef key) {
+      uint64_t value = 0;
+      llvm::StringRef text = object.getString(key).value_or("");
+      text.consume_front("0x");
+      return text.getAsInteger(16, value) ? 0 : value;
+    };
+    const llvm::json::Object *root = meta->getAsObject();
+    const llvm::json::Object *history =
+        root ? root->getObject("codeHistory") : nullptr;
+    if (const llvm::json::Array *changes =
+            history ? history->getArray("changes") : nullptr)
+      for (const llvm::json::Value &value : *changes)
+        if (const llvm::json::Object *change = value.getAsObject();
+            change && change->getString("kind") == "bytes")
+          rangeOfSeq[uint64_t(change->getInteger("seq").value_or(0))] = {
+              hex(*change, "address"), hex(*change, "size")};
+    if (const llvm::json::Array *threads =
+            root ? root->getArray("threads") : nullptr)
+      for (const llvm::json::Value &value : *threads)
+        if (const llvm::json::Object *thread = value.getAsObject())
+          if (const llvm::json::Array *marks = thread->getArray("imageMarks"))
+            for (const llvm::json::Value &mark : *marks)
+              if (const llvm::json::Array *pair = mark.getAsArray();
+                  pair && pair->size() == 2)
+                marksOf[uint64_t(thread->getInteger("tid").value_or(0))]
+                    .emplace_back(
+                        uint64_t((*pair)[0].getAsInteger().value_or(0)),
+                        uint64_t((*pair)[1].getAsInteger().value_or(0)));
+  }
   for (auto &[tid, bytes] : traces) {
     RecordedThread recorded;
     recorded.tid = tid;
     recorded.stretches = magic_trace::testing::psbStretches(bytes);
+    recorded.mapsBefore.resize(recorded.stretches.size());
+    // The stretches' offsets: psbStretches cuts at each PSB.
+    std::vector<uint64_t> starts;
+    for (uint64_t at = 0, i = 0; i < recorded.stretches.size(); ++i) {
+      auto found =
+          std::search(bytes.begin() + at, bytes.end(),
+                      std::begin(pt_bytes::kPsb), std::end(pt_bytes::kPsb));
+      starts.push_back(found - bytes.begin());
+      at = starts.back() + sizeof(pt_bytes::kPsb);
+    }
+    for (auto [offset, seq] : marksOf[tid]) {
+      auto range = rangeOfSeq.find(seq);
+      auto stretch = llvm::find(starts, offset);
+      uint64_t tsc = pt_bytes::psbTsc(bytes.data(), bytes.size(), offset);
+      if (range == rangeOfSeq.end() || stretch == starts.end() || !tsc)
+        continue;
+      uint64_t ns = result.time.tscToNs(tsc);
+      recorded.mapsBefore[stretch - starts.begin()].push_back(
+          {ns > 1 ? ns - 1 : 1, range->second.first, range->second.second});
+    }
     result.threads.push_back(std::move(recorded));
   }
   llvm::sort(result.threads,
@@ -329,6 +401,9 @@ private:
           flags = kAuxFlagTruncated;
           mapOs << "lost " << tids[t] << " " << s << "\n";
         }
+        for (const ExecMap &map : recording[t].mapsBefore[s])
+          fake.mapExecutable(tids[t], cpu, map.timeNs, map.address, map.size,
+                             "//anon");
         fake.run(tids[t], cpu, bytes, flags);
         cpu = (cpu + 1) % options.cpus;
       }

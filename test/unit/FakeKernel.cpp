@@ -17,6 +17,7 @@ bool isPowerOfTwo(uint64_t value) { return value && !(value & (value - 1)); }
 // Record types and AUX flags (include/uapi/linux/perf_event.h).
 constexpr uint32_t kRecordLost = 2;
 constexpr uint32_t kRecordAux = 11;
+constexpr uint32_t kRecordMmap2 = 10;
 constexpr uint32_t kRecordItraceStart = 12;
 constexpr uint64_t kAuxFlagOverwrite = 0x02;
 
@@ -284,7 +285,8 @@ void FakeKernel::close(int fd) {
 }
 
 void FakeKernel::emit(Ring &ring, const Event &event, uint32_t type,
-                      llvm::ArrayRef<uint64_t> words, uint32_t tid) {
+                      llvm::ArrayRef<uint64_t> words, uint32_t tid,
+                      std::optional<uint64_t> time) {
   // The sample_id trailer (sample_id_all), in perf_event_open(2)'s order.
   std::vector<uint64_t> sampleId;
   uint64_t sampleType = event.attr.sample_id_all ? event.attr.sample_type : 0;
@@ -292,7 +294,7 @@ void FakeKernel::emit(Ring &ring, const Event &event, uint32_t type,
     sampleId.push_back(uint64_t(pidOf.count(tid) ? pidOf[tid] : tid) |
                        uint64_t(tid) << 32);
   if (sampleType & PERF_SAMPLE_TIME)
-    sampleId.push_back(clock);
+    sampleId.push_back(time.value_or(clock));
   if (sampleType & PERF_SAMPLE_CPU)
     sampleId.push_back(ring.cpu);
   perf_event_mmap_page &page = ring.page();
@@ -353,20 +355,55 @@ void FakeKernel::letReaderRun(std::unique_lock<std::mutex> &guard, Ring &ring) {
     woken.wait_for(guard, std::chrono::milliseconds(1));
 }
 
-void FakeKernel::run(uint32_t tid, unsigned cpu, llvm::ArrayRef<uint8_t> bytes,
-                     uint64_t auxFlags) {
-  std::unique_lock<std::mutex> guard(mutex);
+std::pair<FakeKernel::Event *, FakeKernel::Ring *>
+FakeKernel::runningOn(uint32_t tid, unsigned cpu) {
   if (!pidOf.count(tid))
-    return;
+    return {nullptr, nullptr};
   Event *event = nullptr;
   for (const auto &candidate : events)
     if (!candidate->closed && candidate->tid == tid &&
         (candidate->cpu == int(cpu) || candidate->cpu == -1))
       event = candidate.get();
   if (!event || !event->enabled)
-    return;
+    return {nullptr, nullptr};
   Ring *ring = ringOf(*event);
   if (!ring || !ring->aux)
+    return {nullptr, nullptr};
+  return {event, ring};
+}
+
+void FakeKernel::mapExecutable(uint32_t tid, unsigned cpu, uint64_t timeNs,
+                               uint64_t address, uint64_t size,
+                               const std::string &path) {
+  std::unique_lock<std::mutex> guard(mutex);
+  auto [event, ring] = runningOn(tid, cpu);
+  if (!event || !event->attr.mmap || !event->attr.mmap2)
+    return;
+  constexpr uint64_t ProtReadExec = 0x1 | 0x4, MapPrivate = 0x2;
+  std::vector<uint64_t> words = {uint64_t(pidOf[tid]) | uint64_t(tid) << 32,
+                                 address,
+                                 size,
+                                 0, // pgoff
+                                 0,
+                                 0,
+                                 0, // maj, min, ino, ino_generation
+                                 ProtReadExec | MapPrivate << 32};
+  // The file name, NUL-terminated and padded to 8 bytes.
+  std::vector<uint8_t> name(path.begin(), path.end());
+  name.resize((name.size() + 8) & ~size_t(7), 0);
+  for (size_t at = 0; at < name.size(); at += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, name.data() + at, 8);
+    words.push_back(word);
+  }
+  emit(*ring, *event, kRecordMmap2, words, tid, timeNs);
+}
+
+void FakeKernel::run(uint32_t tid, unsigned cpu, llvm::ArrayRef<uint8_t> bytes,
+                     uint64_t auxFlags) {
+  std::unique_lock<std::mutex> guard(mutex);
+  auto [event, ring] = runningOn(tid, cpu);
+  if (!event)
     return;
   ++clock;
   if (!event->itraceStarted) {

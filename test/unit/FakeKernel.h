@@ -41,6 +41,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace magic_trace::testing {
@@ -85,6 +87,14 @@ public:
   /// record gets `auxFlags` besides OVERWRITE.
   void run(uint32_t tid, unsigned cpu, llvm::ArrayRef<uint8_t> bytes,
            uint64_t auxFlags = 0);
+  /// `tid`, running on `cpu`, made [address, address + size) executable at
+  /// `timeNs` (the perf clock): when its event there asked for mmap records
+  /// (attr.mmap and mmap2), the kernel writes PERF_RECORD_MMAP2 {pid, tid,
+  /// addr, len, pgoff, 24 bytes of device and inode, prot, flags, filename}
+  /// into its ring, as perf_event_mmap does at each mmap and each mprotect
+  /// (mm/mprotect.c, mprotect_fixup) of executable memory.
+  void mapExecutable(uint32_t tid, unsigned cpu, uint64_t timeNs,
+                     uint64_t address, uint64_t size, const std::string &path);
   /// The next `count` records for `cpu`'s ring find its data pages full.
   void dropRecords(unsigned cpu, unsigned count);
   /// Pages locked for the user plus pinned for the process.
@@ -131,7 +141,10 @@ private:
                          uint64_t &pinnedPart);
   /// Writes one record into the ring's data pages, or counts it lost.
   void emit(Ring &ring, const Event &event, uint32_t type,
-            llvm::ArrayRef<uint64_t> words, uint32_t tid);
+            llvm::ArrayRef<uint64_t> words, uint32_t tid,
+            std::optional<uint64_t> time = std::nullopt);
+  /// `tid`'s enabled event on `cpu` and its ring with AUX pages, or null.
+  std::pair<Event *, Ring *> runningOn(uint32_t tid, unsigned cpu);
   /// Options::wokenReaderRuns: waits (lock released) for the reader.
   void letReaderRun(std::unique_lock<std::mutex> &guard, Ring &ring);
 

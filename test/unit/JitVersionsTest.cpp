@@ -5,6 +5,7 @@
 // gives names only and says why. And the TSC of a PSB+, read without
 // libipt (PtBytes.h), that the LLDB bundle's epochs are cut by.
 #include "magic_trace/JitRecords.h"
+#include "magic_trace/ProcessRecorder.h"
 
 #include "../../core/lib/base/PtBytes.h"
 
@@ -143,6 +144,80 @@ TEST_F(JitVersions, MonotonicStampedLoadsGiveNamesOnlyAndSayWhy) {
       << notes.unused[0];
   EXPECT_NE(notes.unused[0].find("JITDUMP_USE_ARCH_TIMESTAMP=1"),
             std::string::npos);
+}
+
+CodeChange bytesChange(uint64_t seq, uint64_t address, uint64_t size,
+                       uint64_t timeNs = 0) {
+  CodeChange change;
+  change.kind = CodeChange::Kind::Bytes;
+  change.seq = seq;
+  change.timeNs = timeNs;
+  change.address = address;
+  change.size = size;
+  for (uint64_t i = 0; i < size; ++i)
+    change.bytes.push_back(uint8_t(address + i));
+  return change;
+}
+
+TEST(CodeAtStop, EachPieceHoldsFromTheLastTimeItWasMadeExecutable) {
+  Snapshot snapshot;
+  // A recorder's own change, then the stop's bytes of [0x1000, 0x3000).
+  snapshot.code.changes = {bytesChange(1, 0x9000, 4),
+                           bytesChange(2, 0x1000, 0x2000)};
+  // [0x2000, 0x3000) made executable at 500, [0x2800, 0x2900) again at
+  // 700, and a mapping elsewhere.
+  snapshot.execMappings = {
+      {500, 0x2000, 0x1000}, {700, 0x2800, 0x100}, {900, 0x8000, 0x1000}};
+  timeCodeAtStop(snapshot, 1);
+  const std::vector<CodeChange> &changes = snapshot.code.changes;
+  ASSERT_EQ(changes.size(), 5u);
+  EXPECT_EQ(changes[0].address, 0x9000u); // Before firstAtStop: untouched.
+  struct Expected {
+    uint64_t address, size, timeNs;
+  };
+  std::vector<Expected> expected = {{0x1000, 0x1000, 0},
+                                    {0x2000, 0x800, 500},
+                                    {0x2800, 0x100, 700},
+                                    {0x2900, 0x700, 500}};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const CodeChange &piece = changes[i + 1];
+    EXPECT_EQ(piece.seq, i + 2);
+    EXPECT_EQ(piece.address, expected[i].address) << i;
+    EXPECT_EQ(piece.size, expected[i].size) << i;
+    EXPECT_EQ(piece.timeNs, expected[i].timeNs) << i;
+    ASSERT_EQ(piece.bytes.size(), piece.size);
+    // Each piece's bytes are the stop's at its addresses.
+    EXPECT_EQ(piece.bytes.front(), uint8_t(piece.address));
+    EXPECT_EQ(piece.bytes.back(), uint8_t(piece.end() - 1));
+  }
+  EXPECT_EQ(historyProblem(snapshot.code), "");
+}
+
+TEST(CodeAtStop, SeqsFollowTimeUntimedFirst) {
+  CodeHistory history;
+  history.changes = {
+      bytesChange(1, 0x1000, 1, 700), bytesChange(2, 0x2000, 1, 0),
+      bytesChange(3, 0x3000, 1, 300), bytesChange(4, 0x4000, 1, 700)};
+  orderChangesByTime(history);
+  std::vector<uint64_t> addresses, seqs;
+  for (const CodeChange &change : history.changes) {
+    addresses.push_back(change.address);
+    seqs.push_back(change.seq);
+  }
+  EXPECT_EQ(addresses, (std::vector<uint64_t>{0x2000, 0x3000, 0x1000, 0x4000}));
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{1, 2, 3, 4}));
+}
+
+TEST(CodeHistoryRule, CodeWithATimeHoldsNothingBeforeIt) {
+  CodeChange old = bytesChange(1, 0x1000, 4);        // no time
+  CodeChange timed = bytesChange(2, 0x1000, 4, 500); // from 500 ns on
+  EXPECT_TRUE(codeChangeCanHold(old, 0));
+  EXPECT_FALSE(codeChangeCanHold(timed, 1));
+  EXPECT_TRUE(codeChangeCanHold(timed, 2));
+  // Before the timed one: the older code, whether seen or first seen later.
+  EXPECT_TRUE(codeChangeWins(old, timed, 0));
+  EXPECT_FALSE(codeChangeWins(timed, old, 1));
+  EXPECT_TRUE(codeChangeWins(timed, old, 2));
 }
 
 TEST(PsbTsc, ReadsTheTscOfAPsbPlusAndNothingElse) {

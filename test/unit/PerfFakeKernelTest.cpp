@@ -113,6 +113,34 @@ TEST(PerfFakeKernel, ThreadStartedAfterAttachHasTraceAtFirstStop) {
   }
 }
 
+TEST(PerfFakeKernel, AnonymousMemoryMadeExecutableIsReportedWithItsTime) {
+  // The kernel writes PERF_RECORD_MMAP2 at each mprotect that leaves memory
+  // executable (mm/mprotect.c, mprotect_fixup: perf_event_mmap); the
+  // sideband reader keeps those of memory no file backs, with their times.
+  const EmulateResult &run = threadRecording();
+  auto kernel = std::make_shared<FakeKernel>(skylake());
+  uint32_t tid = uint32_t(run.truth[0].tid);
+  kernel->addThread(kPid, tid);
+  auto recorder = makeRecorder(kernel);
+  ASSERT_TRUE(recorder);
+  ASSERT_FALSE(bool(recorder->attach(kPid, {tid})));
+  auto parts = stretches(run.snapshot.threads[0].bytes);
+  ASSERT_GE(parts.size(), 1u);
+  kernel->mapExecutable(tid, 0, 5000, 0x50000000, 0x1000, "//anon");
+  kernel->mapExecutable(tid, 1, 7000, 0x7f0000000000, 0x2000, "/usr/lib/x.so");
+  kernel->mapExecutable(tid, 1, 9000, 0x50010000, 0x3000, "[anon:jit]");
+  kernel->run(tid, 0, parts[0]);
+  ASSERT_TRUE(bool(recorder->snapshot()));
+  std::vector<ExecMapping> mappings = recorder->execMappings();
+  ASSERT_EQ(mappings.size(), 2u);
+  EXPECT_EQ(mappings[0].timeNs, 5000u);
+  EXPECT_EQ(mappings[0].address, 0x50000000u);
+  EXPECT_EQ(mappings[0].size, 0x1000u);
+  EXPECT_EQ(mappings[1].timeNs, 9000u);
+  EXPECT_EQ(mappings[1].address, 0x50010000u);
+  EXPECT_EQ(mappings[1].size, 0x3000u);
+}
+
 TEST(PerfFakeKernel, ExitedAndReusedThreads) {
   auto kernel = std::make_shared<FakeKernel>(skylake());
   kernel->addThread(kPid, kPid);

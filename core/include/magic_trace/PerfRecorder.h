@@ -113,6 +113,9 @@ public:
   /// gets an OVF there, and the stretch after it keeps only its part from
   /// its last PSB. Threads with no trace are left out.
   llvm::Expected<std::vector<ThreadTrace>> snapshot();
+  /// The anonymous memory the process made executable since attach (the
+  /// sideband's MMAP2 records, the newest kept), oldest first.
+  std::vector<ExecMapping> execMappings() const;
   /// Time conversion from the first ring's perf page, with the TSC read now
   /// as the reference for the top byte of 56-bit TSC packets.
   llvm::Expected<TimeConversion> timeConversion() const;

@@ -150,6 +150,22 @@ void addCodeAtStop(
     const std::function<size_t(uint64_t, uint8_t *, size_t)> &read,
     Snapshot &snapshot);
 
+/// The perf backend: the code outside files read at the stop (the Bytes
+/// changes after `firstAtStop` in `snapshot.code`) holds only from the
+/// latest time the kernel saw its memory made executable
+/// (Snapshot::execMappings, MMAP2 records, also written at each mprotect):
+/// before then it may have been other code. A change is cut where those
+/// times differ; a part never seen made executable keeps no time (it was
+/// there before the recording, or is the recorder's).
+void timeCodeAtStop(Snapshot &snapshot, size_t firstAtStop);
+
+/// Renumbers `history`'s changes so that seqs follow time: the changes
+/// without a time first, in their order, then those with one by time (the
+/// decoder's time rule, ImageTimeline::seqAtTime, takes the seq of the
+/// latest change up to a moment). Only for a history without image marks
+/// (the perf backend's).
+void orderChangesByTime(CodeHistory &history);
+
 /// The perf backend: startPerfRecording (PerfSession.h) as a recorder.
 llvm::Expected<std::unique_ptr<ProcessRecorder>>
 startPerfRecorder(uint64_t pid, const std::vector<uint64_t> &tids,

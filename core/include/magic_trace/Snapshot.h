@@ -75,6 +75,16 @@ struct ThreadStop {
   bool triggered = false; ///< This thread hit the snapshot breakpoint.
 };
 
+/// Anonymous memory the process made executable while the perf backend
+/// recorded: the kernel's MMAP2 record of it, written at each mmap and each
+/// mprotect that leaves it executable. Code there is not known from before
+/// `timeNs` (on the trace's clock): it may have been other code, or none.
+struct ExecMapping {
+  uint64_t timeNs = 0;
+  uint64_t address = 0;
+  uint64_t size = 0;
+};
+
 struct Snapshot {
   uint64_t pid = 0;
   std::string processName;
@@ -90,6 +100,9 @@ struct Snapshot {
   /// What the recorder skipped or could not read, one line each, for the
   /// user (a perf map planted by another user, a FIFO): not in bundles.
   std::vector<std::string> notes;
+  /// The perf backend's ExecMappings, oldest first; not in bundles (the
+  /// code history's times carry what they say).
+  std::vector<ExecMapping> execMappings;
   std::vector<ThreadTrace> threads;
   std::vector<ThreadStop> stop;
 };

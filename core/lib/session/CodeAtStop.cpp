@@ -65,4 +65,81 @@ void addCodeAtStop(
         " MiB were read, and code in the rest is a gap in the trace");
 }
 
+void timeCodeAtStop(Snapshot &snapshot, size_t firstAtStop) {
+  if (snapshot.execMappings.empty())
+    return;
+  std::vector<CodeChange> &changes = snapshot.code.changes;
+  std::vector<CodeChange> timed;
+  for (size_t i = firstAtStop; i < changes.size(); ++i) {
+    CodeChange &change = changes[i];
+    if (change.kind != CodeChange::Kind::Bytes) {
+      timed.push_back(std::move(change));
+      continue;
+    }
+    // The change's pieces: cut at each mapping's ends inside it, each
+    // piece at the latest time a mapping covering it was made executable.
+    std::vector<uint64_t> cuts = {change.address, change.end()};
+    for (const ExecMapping &mapping : snapshot.execMappings)
+      if (change.overlaps(mapping.address, mapping.address + mapping.size)) {
+        cuts.push_back(std::max(mapping.address, change.address));
+        cuts.push_back(std::min(mapping.address + mapping.size, change.end()));
+      }
+    llvm::sort(cuts);
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    uint64_t pieceBegin = change.address, pieceTime = UINT64_MAX;
+    auto flush = [&](uint64_t end) {
+      if (end <= pieceBegin)
+        return;
+      CodeChange piece;
+      piece.kind = CodeChange::Kind::Bytes;
+      piece.seq = change.seq;
+      piece.timeNs = pieceTime == UINT64_MAX ? 0 : pieceTime;
+      piece.address = pieceBegin;
+      piece.size = end - pieceBegin;
+      piece.bytes.assign(change.bytes.begin() + (pieceBegin - change.address),
+                         change.bytes.begin() + (end - change.address));
+      timed.push_back(std::move(piece));
+    };
+    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+      uint64_t time = 0;
+      for (const ExecMapping &mapping : snapshot.execMappings)
+        if (mapping.address <= cuts[c] &&
+            cuts[c] < mapping.address + mapping.size)
+          time = std::max(time, std::max<uint64_t>(1, mapping.timeNs));
+      if (time == pieceTime || (c == 0 && pieceTime == UINT64_MAX)) {
+        pieceTime = time;
+        continue;
+      }
+      flush(cuts[c]);
+      pieceBegin = cuts[c];
+      pieceTime = time;
+    }
+    flush(change.end());
+  }
+  changes.resize(firstAtStop);
+  uint64_t seq = changes.empty() ? 0 : changes.back().seq;
+  for (CodeChange &change : timed) {
+    change.seq = ++seq;
+    changes.push_back(std::move(change));
+  }
+}
+
+void orderChangesByTime(CodeHistory &history) {
+  std::vector<size_t> order(history.changes.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  const std::vector<CodeChange> &changes = history.changes;
+  // Untimed (time 0) first; stable by position.
+  llvm::sort(order, [&](size_t a, size_t b) {
+    return std::pair(changes[a].timeNs, a) < std::pair(changes[b].timeNs, b);
+  });
+  std::vector<CodeChange> sorted;
+  sorted.reserve(order.size());
+  for (size_t i : order) {
+    sorted.push_back(std::move(history.changes[i]));
+    sorted.back().seq = sorted.size();
+  }
+  history.changes = std::move(sorted);
+}
+
 } // namespace magic_trace

@@ -96,6 +96,7 @@ llvm::Error fillPerfSnapshot(PerfRecorder &recorder,
   for (ThreadTrace &trace : *threads)
     if (traces(trace.tid))
       snapshot.threads.push_back(std::move(trace));
+  snapshot.execMappings = recorder.execMappings();
   return llvm::Error::success();
 }
 

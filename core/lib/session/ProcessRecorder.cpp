@@ -179,16 +179,23 @@ llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
   // the code of each moment before the stop (JitCode::ByTime); the
   // emulator's clock is its own, so there it gives names only.
   if (recorder.backend() != "qemu" && snapshot.pid) {
+    bool perf = recorder.backend() == "perf";
+    size_t logged = snapshot.code.changes.size();
     if (request.readMemory && request.stop.alive)
       addCodeAtStop(snapshot.pid, request.readMemory, snapshot);
+    // On the perf backend the kernel's clock says since when each piece of
+    // that code was there, and a TSC-stamped jitdump when older ones were.
+    if (perf)
+      timeCodeAtStop(snapshot, logged);
     if (!snapshot.code.changes.empty()) {
-      bool perf = recorder.backend() == "perf";
       JitRecordNotes jit =
           addJitRecords(snapshot.pid, jitRecordDirs(snapshot.pid),
                         perf ? JitCode::ByTime : JitCode::NamesOnly,
                         snapshot.code, perf ? &snapshot.time : nullptr);
       llvm::append_range(snapshot.notes, jit.skipped);
       llvm::append_range(snapshot.notes, jit.unused);
+      if (perf)
+        orderChangesByTime(snapshot.code);
     }
   }
   snapshot.stop = std::move(request.stacks);

@@ -482,6 +482,24 @@ Error parseKernelRecord(ArrayRef<uint8_t> bytes, uint64_t sampleType,
       return malformed(0, "truncated LOST record");
     return Error::success();
   }
+  case kRecordMmap2: {
+    // {pid, tid, addr, len, pgoff, 24 bytes of device and inode or
+    // build-id, prot, flags, filename[]}, then the sample_id.
+    uint32_t pid = 0, flags = 0;
+    uint64_t offset = 0;
+    SampleId id;
+    Cursor trailer = body;
+    if (!body.u32(&pid) || !body.u32(&out->tid) ||
+        !body.u64(&out->mmapAddress) || !body.u64(&out->mmapSize) ||
+        !body.u64(&offset) || !body.skip(24) || !body.u32(&out->mmapProt) ||
+        !body.u32(&flags) || !readSampleId(trailer, sampleType, &id) ||
+        !body.paddedString(body.remaining(), &out->mmapPath))
+      return malformed(0, "truncated MMAP2 record");
+    out->pid = pid;
+    out->aux.cpu = id.cpu;
+    out->aux.time = id.time;
+    return Error::success();
+  }
   default:
     return Error::success();
   }

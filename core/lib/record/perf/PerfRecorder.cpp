@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <tuple>
 
 namespace magic_trace {
 namespace {
@@ -83,6 +84,10 @@ PerfRecorder::create(Options options) {
   // Per-task events on each CPU, copied into new threads (inherit), whose
   // sideband names the thread, time and CPU of every AUX record.
   recorder->attrValue.inherit = 1;
+  // And the executable mappings it makes (also at each mprotect that leaves
+  // memory executable), for JIT code rewritten before a stop.
+  recorder->attrValue.mmap = 1;
+  recorder->attrValue.mmap2 = 1;
   recorder->attrValue.sample_id_all = 1;
   recorder->attrValue.sample_type = kSidebandSampleType;
   recorder->timingValue = hardwareTiming(*pmu, attr->attr);
@@ -241,6 +246,18 @@ llvm::Error PerfRecorder::attach(uint64_t pid, llvm::ArrayRef<uint64_t> tids) {
           readSideband(*ring, planValue.dataBytes, known);
       });
   return llvm::Error::success();
+}
+
+std::vector<ExecMapping> PerfRecorder::execMappings() const {
+  std::lock_guard<std::mutex> guard(sidebandLock);
+  std::vector<ExecMapping> all;
+  for (const auto &ring : rings)
+    llvm::append_range(all, ring->execMappings);
+  llvm::sort(all, [](const ExecMapping &a, const ExecMapping &b) {
+    return std::tuple(a.timeNs, a.address, a.size) <
+           std::tuple(b.timeNs, b.address, b.size);
+  });
+  return all;
 }
 
 uint64_t PerfRecorder::lostSidebandRecords() const {

@@ -8,7 +8,18 @@
 #include <chrono>
 #include <cstring>
 
+#include <sys/mman.h>
+
 namespace magic_trace {
+
+/// An MMAP2 record's file name for memory no file backs: anonymous memory
+/// ("//anon", perf_event_mmap_event) or a named region ("[anon:NAME]",
+/// "[heap]"), as /proc/PID/maps' holdsNoFile, but the vdso's.
+static bool holdsNoFile(llvm::StringRef name) {
+  return name.empty() || name == "//anon" ||
+         (name.starts_with("[") && name != "[vdso]" && name != "[vsyscall]" &&
+          name != "[vvar]");
+}
 
 CpuRing::~CpuRing() {
   if (aux)
@@ -66,6 +77,15 @@ void readSideband(CpuRing &ring, uint64_t dataBytes,
     }
     if (record.type == perfdata::kRecordItraceStart)
       known.insert(record.tid);
+    if (record.type == perfdata::kRecordMmap2 &&
+        (record.mmapProt & PROT_EXEC) && holdsNoFile(record.mmapPath)) {
+      if (ring.execMappings.size() >= CpuRing::kMaxExecMappings)
+        ring.execMappings.erase(ring.execMappings.begin(),
+                                ring.execMappings.begin() +
+                                    CpuRing::kMaxExecMappings / 4);
+      ring.execMappings.push_back(
+          {record.aux.time, record.mmapAddress, record.mmapSize});
+    }
     if (record.type == perfdata::kRecordLost) {
       ring.pendingLost = true;
       ring.lostRecords += record.lost;

@@ -19,6 +19,7 @@
 #define MAGIC_TRACE_LIB_RECORD_PERF_SIDEBAND_H
 
 #include "magic_trace/KernelInterface.h"
+#include "magic_trace/Snapshot.h"
 
 #include "../../formats/perfdata/PerfDataFormat.h"
 
@@ -62,6 +63,10 @@ struct CpuRing {
   uint64_t linearEnd = 0; ///< Where the last piece ended.
   bool pendingLost = false;
   uint64_t lostRecords = 0; ///< The LOST records' counts since attach.
+  /// MMAP2 records of anonymous memory made executable, oldest first: at
+  /// most kMaxExecMappings, the newest.
+  std::vector<ExecMapping> execMappings;
+  static constexpr size_t kMaxExecMappings = 65536;
 
   CpuRing() = default;
   CpuRing(const CpuRing &) = delete;
@@ -76,7 +81,8 @@ struct CpuRing {
 /// the last call (data_tail to data_head, then data_tail moves on): each AUX
 /// record becomes a piece, an ITRACE_START or AUX record's thread joins
 /// `known`, a LOST record (or a frame that cannot be parsed) marks the next
-/// piece `lostBefore`. Pieces the AUX ring can no longer hold are forgotten,
+/// piece `lostBefore`, an MMAP2 record of anonymous memory made executable
+/// joins `execMappings`. Pieces the AUX ring can no longer hold are forgotten,
 /// so memory stays flat however long the target runs. Safe while the target
 /// runs; the caller serializes calls on one ring.
 void readSideband(CpuRing &ring, uint64_t dataBytes, std::set<uint64_t> &known);
