@@ -63,6 +63,20 @@ std::vector<uint8_t> jitdump(uint64_t flags, const std::vector<Load> &loads) {
   return bytes;
 }
 
+/// A Bytes change whose byte at each address is the address's low byte.
+CodeChange bytesChange(uint64_t seq, uint64_t address, uint64_t size,
+                       uint64_t timeNs = 0) {
+  CodeChange change;
+  change.kind = CodeChange::Kind::Bytes;
+  change.seq = seq;
+  change.timeNs = timeNs;
+  change.address = address;
+  change.size = size;
+  for (uint64_t i = 0; i < size; ++i)
+    change.bytes.push_back(uint8_t(address + i));
+  return change;
+}
+
 class JitVersions : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -90,13 +104,7 @@ TEST_F(JitVersions, TscStampedLoadsBecomeCodeAtTheirTimesInTimeOrder) {
                     {1000, 0x9000, {0x90, 0xc3}, "f"},
                     {1000, 0xa000, {0xc3}, "g"}}));
   CodeHistory history;
-  CodeChange atStop;
-  atStop.kind = CodeChange::Kind::Bytes;
-  atStop.seq = 1;
-  atStop.address = 0x9000;
-  atStop.size = 2;
-  atStop.bytes = {0xcc, 0xcc};
-  history.changes.push_back(atStop);
+  history.changes.push_back(bytesChange(1, 0x9000, 2)); // The stop's.
   // ns = time_zero + (tsc * time_mult) >> time_shift: 100 + tsc * 3 / 2.
   TimeConversion clock;
   clock.timeZero = 100;
@@ -125,13 +133,7 @@ TEST_F(JitVersions, TscStampedLoadsBecomeCodeAtTheirTimesInTimeOrder) {
 TEST_F(JitVersions, MonotonicStampedLoadsGiveNamesOnlyAndSayWhy) {
   write(jitdump(0, {{5000, 0x9000, {0x90, 0xc3}, "f"}}));
   CodeHistory history;
-  CodeChange atStop;
-  atStop.kind = CodeChange::Kind::Bytes;
-  atStop.seq = 1;
-  atStop.address = 0x9000;
-  atStop.size = 2;
-  atStop.bytes = {0x90, 0xc3};
-  history.changes.push_back(atStop);
+  history.changes.push_back(bytesChange(1, 0x9000, 2)); // The stop's.
   TimeConversion clock;
   JitRecordNotes notes =
       addJitRecords(Pid, {std::string(dir)}, JitCode::ByTime, history, &clock);
@@ -144,19 +146,6 @@ TEST_F(JitVersions, MonotonicStampedLoadsGiveNamesOnlyAndSayWhy) {
       << notes.unused[0];
   EXPECT_NE(notes.unused[0].find("JITDUMP_USE_ARCH_TIMESTAMP=1"),
             std::string::npos);
-}
-
-CodeChange bytesChange(uint64_t seq, uint64_t address, uint64_t size,
-                       uint64_t timeNs = 0) {
-  CodeChange change;
-  change.kind = CodeChange::Kind::Bytes;
-  change.seq = seq;
-  change.timeNs = timeNs;
-  change.address = address;
-  change.size = size;
-  for (uint64_t i = 0; i < size; ++i)
-    change.bytes.push_back(uint8_t(address + i));
-  return change;
 }
 
 TEST(CodeAtStop, EachPieceHoldsFromTheLastTimeItWasMadeExecutable) {
