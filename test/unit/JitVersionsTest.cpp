@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 
 using namespace magic_trace;
 
@@ -180,6 +181,36 @@ TEST(CodeAtStop, EachPieceHoldsFromTheLastTimeItWasMadeExecutable) {
     EXPECT_EQ(piece.bytes.back(), uint8_t(piece.end() - 1));
   }
   EXPECT_EQ(historyProblem(snapshot.code), "");
+}
+
+TEST(CodeAtStop, EachByteHoldsFromTheLatestMappingOverItOnRandomRecords) {
+  // The definition, byte by byte: the latest time of the mappings that
+  // cover the byte, 0 when none does; records overlap, nest and repeat.
+  std::mt19937_64 random(52);
+  for (int round = 0; round < 50; ++round) {
+    Snapshot snapshot;
+    snapshot.code.changes = {bytesChange(1, 0x1000, 0x100)};
+    for (int i = 0, n = 1 + int(random() % 200); i < n; ++i)
+      snapshot.execMappings.push_back(
+          {1 + random() % 50, 0xfc0 + random() % 0x160, random() % 0x40});
+    std::vector<ExecMapping> mappings = snapshot.execMappings;
+    timeCodeAtStop(snapshot, 0);
+    ASSERT_EQ(historyProblem(snapshot.code), "");
+    uint64_t next = 0x1000;
+    for (const CodeChange &piece : snapshot.code.changes) {
+      ASSERT_EQ(piece.address, next) << "round " << round;
+      next = piece.end();
+      for (uint64_t at = piece.address; at < piece.end(); ++at) {
+        uint64_t latest = 0;
+        for (const ExecMapping &m : mappings)
+          if (m.address <= at && at < m.address + m.size)
+            latest = std::max(latest, m.timeNs);
+        ASSERT_EQ(piece.timeNs, latest) << "round " << round << " at " << at;
+        ASSERT_EQ(piece.bytes[at - piece.address], uint8_t(at));
+      }
+    }
+    EXPECT_EQ(next, 0x1100u);
+  }
 }
 
 TEST(CodeAtStop, SeqsFollowTimeUntimedFirst) {

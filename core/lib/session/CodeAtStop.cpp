@@ -12,6 +12,8 @@
 
 #include "llvm/ADT/STLExtras.h"
 
+#include <set>
+
 namespace magic_trace {
 
 void addCodeAtStop(
@@ -77,42 +79,61 @@ void timeCodeAtStop(Snapshot &snapshot, size_t firstAtStop) {
       continue;
     }
     // The change's pieces: cut at each mapping's ends inside it, each
-    // piece at the latest time a mapping covering it was made executable.
-    std::vector<uint64_t> cuts = {change.address, change.end()};
+    // piece at the latest time a mapping covering it was made executable
+    // (0: none did). A sweep over the ends, the covering times in a
+    // multiset: a JIT that flips W^X per compile has a record per flip.
+    struct End {
+      uint64_t at, time;
+      bool opens;
+    };
+    std::vector<End> ends;
     for (const ExecMapping &mapping : snapshot.execMappings)
-      if (change.overlaps(mapping.address, mapping.address + mapping.size)) {
-        cuts.push_back(std::max(mapping.address, change.address));
-        cuts.push_back(std::min(mapping.address + mapping.size, change.end()));
+      if (mapping.size &&
+          change.overlaps(mapping.address, mapping.address + mapping.size)) {
+        uint64_t time = std::max<uint64_t>(1, mapping.timeNs);
+        ends.push_back({std::max(mapping.address, change.address), time, true});
+        ends.push_back({std::min(mapping.address + mapping.size, change.end()),
+                        time, false});
       }
-    llvm::sort(cuts);
-    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-    uint64_t pieceBegin = change.address, pieceTime = UINT64_MAX;
+    // Where one mapping ends and another begins, the one beginning first.
+    llvm::sort(ends, [](const End &a, const End &b) {
+      return std::pair(a.at, !a.opens) < std::pair(b.at, !b.opens);
+    });
+    std::multiset<uint64_t> covering;
+    uint64_t pieceBegin = change.address, pieceTime = 0, at = change.address;
     auto flush = [&](uint64_t end) {
       if (end <= pieceBegin)
         return;
       CodeChange piece;
       piece.kind = CodeChange::Kind::Bytes;
       piece.seq = change.seq;
-      piece.timeNs = pieceTime == UINT64_MAX ? 0 : pieceTime;
+      piece.timeNs = pieceTime;
       piece.address = pieceBegin;
       piece.size = end - pieceBegin;
       piece.bytes.assign(change.bytes.begin() + (pieceBegin - change.address),
                          change.bytes.begin() + (end - change.address));
       timed.push_back(std::move(piece));
+      pieceBegin = end;
     };
-    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
-      uint64_t time = 0;
-      for (const ExecMapping &mapping : snapshot.execMappings)
-        if (mapping.address <= cuts[c] &&
-            cuts[c] < mapping.address + mapping.size)
-          time = std::max(time, std::max<uint64_t>(1, mapping.timeNs));
-      if (time == pieceTime || (c == 0 && pieceTime == UINT64_MAX)) {
-        pieceTime = time;
-        continue;
+    for (size_t e = 0; e <= ends.size();) {
+      uint64_t next = e < ends.size() ? ends[e].at : change.end();
+      // [at, next) is covered by `covering`.
+      if (next > at) {
+        uint64_t time = covering.empty() ? 0 : *covering.rbegin();
+        if (time != pieceTime) {
+          flush(at);
+          pieceTime = time;
+        }
+        at = next;
       }
-      flush(cuts[c]);
-      pieceBegin = cuts[c];
-      pieceTime = time;
+      if (e == ends.size())
+        break;
+      for (; e < ends.size() && ends[e].at == next; ++e)
+        if (ends[e].opens)
+          covering.insert(ends[e].time);
+        else if (auto open = covering.find(ends[e].time);
+                 open != covering.end())
+          covering.erase(open);
     }
     flush(change.end());
   }
