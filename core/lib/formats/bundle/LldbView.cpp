@@ -13,6 +13,7 @@
 #include "llvm/Support/Path.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 using namespace llvm;
@@ -46,21 +47,67 @@ bool holdsCode(const CodeChange &change) {
   return change.kind != CodeChange::Kind::Unload && change.size > 0;
 }
 
+/// Changes by where they begin, for the overlap questions below in
+/// O(log n) (a history may hold a JIT's hundred thousand loads): a range
+/// that overlaps a query begins at most `longest` bytes before it.
+class RangeSet {
+public:
+  explicit RangeSet(const std::vector<CodeChange> &changes)
+      : changes(&changes) {}
+
+  void insert(size_t index) {
+    const CodeChange &change = (*changes)[index];
+    byBegin.emplace(change.address, index);
+    longest = std::max(longest, change.size);
+  }
+  /// Whether `test` holds for one of the changes overlapping `change`.
+  template <class Test> bool any(const CodeChange &change, Test test) const {
+    for (auto it = firstMaybe(change.address);
+         it != byBegin.end() && it->first < change.end(); ++it)
+      if ((*changes)[it->second].overlaps(change.address, change.end()) &&
+          test((*changes)[it->second]))
+        return true;
+    return false;
+  }
+  /// Removes the changes overlapping `change` for which `test` holds.
+  template <class Test> void eraseIf(const CodeChange &change, Test test) {
+    for (auto it = firstMaybe(change.address);
+         it != byBegin.end() && it->first < change.end();)
+      if ((*changes)[it->second].overlaps(change.address, change.end()) &&
+          test((*changes)[it->second]))
+        it = byBegin.erase(it);
+      else
+        ++it;
+  }
+  std::vector<size_t> indices() const {
+    std::vector<size_t> all;
+    for (const auto &[begin, index] : byBegin)
+      all.push_back(index);
+    llvm::sort(all);
+    return all;
+  }
+
+private:
+  std::multimap<uint64_t, size_t>::const_iterator
+  firstMaybe(uint64_t address) const {
+    return byBegin.lower_bound(address > longest ? address - longest : 0);
+  }
+
+  const std::vector<CodeChange> *changes;
+  std::multimap<uint64_t, size_t> byBegin;
+  uint64_t longest = 0;
+};
+
 /// Whether `change` would replace code one of `held` puts there.
-bool replacesAny(const std::vector<CodeChange> &changes,
-                 const std::vector<size_t> &held, const CodeChange &change) {
-  return std::any_of(held.begin(), held.end(), [&](size_t index) {
-    const CodeChange &other = changes[index];
-    return other.overlaps(change.address, change.end()) &&
-           !sameCode(other, change);
+bool replacesAny(const RangeSet &held, const CodeChange &change) {
+  return held.any(change, [&](const CodeChange &other) {
+    return !sameCode(other, change);
   });
 }
 
 /// Whether one of `held` puts the same code over all of `change`'s range.
-bool coveredBySame(const std::vector<CodeChange> &changes,
-                   const std::vector<size_t> &held, const CodeChange &change) {
-  return std::any_of(held.begin(), held.end(), [&](size_t index) {
-    const CodeChange &other = changes[index];
+bool coveredBySame(const RangeSet &held, const CodeChange &change) {
+  return held.any(change, [&](const CodeChange &other) {
     return other.address <= change.address && change.end() <= other.end() &&
            sameCode(other, change);
   });
@@ -73,19 +120,17 @@ bool overlapsAny(const std::vector<CodeChange> &changes,
   });
 }
 
-/// The code mapped after `change`: what it replaces or unmaps goes (a
-/// range it only cuts into stays: its other bytes are still there).
+/// The code mapped after `changes[index]`: what it replaces or unmaps goes
+/// (a range an unmap only cuts into stays: its other bytes are still there).
 void apply(const std::vector<CodeChange> &changes, size_t index,
-           std::vector<size_t> &live) {
+           RangeSet &live) {
   const CodeChange &change = changes[index];
-  llvm::erase_if(live, [&](size_t other) {
-    const CodeChange &old = changes[other];
+  live.eraseIf(change, [&](const CodeChange &old) {
     bool covered = change.address <= old.address && old.end() <= change.end();
-    return covered ||
-           (holdsCode(change) && old.overlaps(change.address, change.end()));
+    return covered || holdsCode(change);
   });
   if (holdsCode(change))
-    live.push_back(index);
+    live.insert(index);
 }
 
 size_t epochOf(const std::vector<LldbEpoch> &epochs, uint64_t seq) {
@@ -101,7 +146,7 @@ std::vector<LldbEpoch> lldbEpochs(const CodeHistory &history,
                                   const std::vector<uint64_t> &psbTimes) {
   const std::vector<CodeChange> &changes = history.changes;
   std::vector<LldbEpoch> epochs(1);
-  std::vector<size_t> live;
+  RangeSet live(changes), held(changes); ///< held: the last epoch's.
   uint64_t epochTime = 0; ///< When the current epoch's first change came.
   // Whether a stretch starts in [from, to): it would see the code before.
   auto psbIn = [&](uint64_t from, uint64_t to) {
@@ -110,34 +155,40 @@ std::vector<LldbEpoch> lldbEpochs(const CodeHistory &history,
   };
   for (size_t i = 0; i < changes.size(); ++i) {
     const CodeChange &change = changes[i];
-    bool replaces = holdsCode(change) &&
-                    replacesAny(changes, epochs.back().changes, change);
+    bool replaces = holdsCode(change) && replacesAny(held, change);
     bool arrives = holdsCode(change) && change.timeNs &&
-                   !coveredBySame(changes, epochs.back().changes, change) &&
+                   !coveredBySame(held, change) &&
                    psbIn(epochTime, change.timeNs);
     apply(changes, i, live);
     if (replaces || arrives) {
       LldbEpoch next;
       next.firstSeq = change.seq;
-      next.changes = live;
+      next.changes = live.indices();
       epochs.push_back(std::move(next));
+      held = live;
       epochTime = change.timeNs;
-    } else if (holdsCode(change) &&
-               !coveredBySame(changes, epochs.back().changes, change)) {
+    } else if (holdsCode(change) && !coveredBySame(held, change)) {
       // (Code the epoch already holds, as another change gave it: the
       // stop's bytes and a jitdump's load of them, is not given twice:
       // LLDB maps one module at an address.)
       epochs.back().changes.push_back(i);
+      held.insert(i);
     }
   }
   // Code a recorder first logged in a later epoch, where nothing of this
   // one is, ran here too if a stretch of this epoch reached it; not code
   // with a time (codeChangeCanHold): it was not there yet.
+  // (Each epoch's untimed changes first: a jitdump's many loads are not
+  // walked once per pair of epochs.)
+  std::vector<std::vector<size_t>> untimed(epochs.size());
+  for (size_t e = 0; e < epochs.size(); ++e)
+    for (size_t index : epochs[e].changes)
+      if (!changes[index].timeNs)
+        untimed[e].push_back(index);
   for (size_t e = 0; e + 1 < epochs.size(); ++e)
     for (size_t later = e + 1; later < epochs.size(); ++later)
-      for (size_t index : epochs[later].changes)
-        if (!changes[index].timeNs &&
-            !llvm::is_contained(epochs[e].changes, index) &&
+      for (size_t index : untimed[later])
+        if (!llvm::is_contained(epochs[e].changes, index) &&
             !overlapsAny(changes, epochs[e].changes, changes[index]))
           epochs[e].changes.push_back(index);
   for (LldbEpoch &epoch : epochs)
