@@ -196,6 +196,23 @@ std::vector<LldbEpoch> lldbEpochs(const CodeHistory &history,
   return epochs;
 }
 
+/// Calls `visit(offset, ns)` for each PSB of `thread`: its PSB+'s TSC on the
+/// snapshot's clock, 0 when the PSB+ has none.
+template <class Visit>
+void forEachPsb(const Snapshot &snapshot, const ThreadTrace &thread,
+                Visit visit) {
+  const uint8_t *bytes = thread.bytes.data();
+  uint64_t size = thread.bytes.size();
+  llvm::StringRef text(reinterpret_cast<const char *>(bytes), size);
+  llvm::StringRef psb(reinterpret_cast<const char *>(pt_bytes::kPsb),
+                      sizeof(pt_bytes::kPsb));
+  for (size_t at = text.find(psb); at != llvm::StringRef::npos;
+       at = text.find(psb, at + 1)) {
+    uint64_t tsc = pt_bytes::psbTsc(bytes, size, at);
+    visit(at, tsc ? snapshot.time.tscToNs(snapshot.time.fullTsc(tsc)) : 0);
+  }
+}
+
 /// Where a thread's stretches may change seq, and the seq from there on
 /// (ImageTimeline::seqAt): its marks and, when changes have times (perf's
 /// rule: a jitdump's loads), each PSB at its PSB+'s time. LLDB starts a
@@ -211,21 +228,14 @@ std::vector<ImageMark> seqSteps(const Snapshot &snapshot,
     return thread.imageMarks;
   llvm::sort(timed);
   std::vector<ImageMark> steps;
-  const uint8_t *bytes = thread.bytes.data();
-  uint64_t size = thread.bytes.size();
   auto mark = thread.imageMarks.begin();
   uint64_t markSeq = 0, timeSeq = 0;
-  llvm::StringRef text(reinterpret_cast<const char *>(bytes), size);
-  llvm::StringRef psb(reinterpret_cast<const char *>(pt_bytes::kPsb),
-                      sizeof(pt_bytes::kPsb));
-  for (size_t at = text.find(psb); at != llvm::StringRef::npos;
-       at = text.find(psb, at + 1)) {
+  forEachPsb(snapshot, thread, [&](uint64_t at, uint64_t ns) {
     for (; mark != thread.imageMarks.end() && mark->offset <= at; ++mark)
       markSeq = std::max(markSeq, mark->seq);
     // A PSB+ without a TSC (one a recorder wrote where it joined two
     // stretches) keeps the time it follows; seqs only move forward.
-    if (uint64_t tsc = pt_bytes::psbTsc(bytes, size, at)) {
-      uint64_t ns = snapshot.time.tscToNs(snapshot.time.fullTsc(tsc));
+    if (ns) {
       auto next = llvm::upper_bound(
           timed, ns,
           [](uint64_t value, const std::pair<uint64_t, uint64_t> &t) {
@@ -235,7 +245,7 @@ std::vector<ImageMark> seqSteps(const Snapshot &snapshot,
         timeSeq = std::max(timeSeq, std::prev(next)->second);
     }
     steps.push_back({at, std::max(markSeq, timeSeq)});
-  }
+  });
   for (; mark != thread.imageMarks.end(); ++mark)
     steps.push_back(*mark);
   return steps;
@@ -246,17 +256,11 @@ std::vector<uint64_t> psbTimesOf(const Snapshot &snapshot) {
   if (llvm::none_of(snapshot.code.changes,
                     [](const CodeChange &change) { return change.timeNs; }))
     return times;
-  llvm::StringRef psb(reinterpret_cast<const char *>(pt_bytes::kPsb),
-                      sizeof(pt_bytes::kPsb));
-  for (const ThreadTrace &thread : snapshot.threads) {
-    llvm::StringRef text(reinterpret_cast<const char *>(thread.bytes.data()),
-                         thread.bytes.size());
-    for (size_t at = text.find(psb); at != llvm::StringRef::npos;
-         at = text.find(psb, at + 1))
-      if (uint64_t tsc =
-              pt_bytes::psbTsc(thread.bytes.data(), thread.bytes.size(), at))
-        times.push_back(snapshot.time.tscToNs(snapshot.time.fullTsc(tsc)));
-  }
+  for (const ThreadTrace &thread : snapshot.threads)
+    forEachPsb(snapshot, thread, [&](uint64_t, uint64_t ns) {
+      if (ns)
+        times.push_back(ns);
+    });
   llvm::sort(times);
   return times;
 }
