@@ -451,14 +451,10 @@ writeLogged(ThreadRecorder &thread, uint64_t from, uint64_t to) {
 /// Writes the logged blocks [from, to), in order, as the block callback
 /// would have written each when it ran (ThreadRecorder::log): quiet runs
 /// in one loop with the writer's state in registers (PacketWriter::
-/// QuietRuns), the others one by one. Counts the blocks and the PT bytes,
-/// for logFull's estimate.
+/// QuietRuns), the others one by one.
 __attribute__((noinline)) void drainRange(ThreadRecorder &thread, uint64_t from,
                                           uint64_t to) {
-  uint64_t before = thread.writer->buffer().written();
   writeLogged(thread, from, to);
-  thread.drainedBlocks += to - from;
-  thread.drainedBytes += thread.writer->buffer().written() - before;
 }
 
 void drainLog(ThreadRecorder &thread) {
@@ -508,26 +504,69 @@ bool dropOldest(ThreadRecorder &thread, uint64_t count) {
   return true;
 }
 
+/// The fewest PT bytes, in sixths of a byte, that a block's last
+/// instruction makes (PacketWriter::branchPackets): a conditional branch or
+/// a compressed return is one TNT bit, and a TNT packet holds at most six
+/// bits a byte (short TNT: 6 in 1 byte; long TNT: 47 in 8); a TIP is at
+/// least 3 bytes (a header and 2 bytes of IP, the most compressed); a
+/// TIP.PGD at a syscall 1. A direct branch makes none, and an unclassified
+/// instruction is counted as none.
+constexpr uint64_t ptFloorSixths(BranchClass branch) {
+  switch (branch) {
+  case BranchClass::CondBranch:
+  case BranchClass::Return:
+    return 1;
+  case BranchClass::IndirectCall:
+  case BranchClass::IndirectJump:
+    return 18;
+  case BranchClass::Syscall:
+  case BranchClass::FarTransfer:
+    return 6;
+  default:
+    return 0;
+  }
+}
+
+/// A floor on the PT bytes the logged blocks [from, to) make when written,
+/// in sixths of a byte. Kept as a sliding sum (ThreadRecorder::floorSixths),
+/// so that each block is added and taken out once: `from` and `to` only
+/// grow between calls unless the log was emptied, when it starts again.
+uint64_t ptFloor(ThreadRecorder &thread, uint64_t from, uint64_t to) {
+  if (thread.floorFrom < thread.tail || thread.floorFrom > from ||
+      thread.floorTo < from || thread.floorTo > to) {
+    thread.floorFrom = thread.floorTo = from;
+    thread.floorSixths = 0;
+  }
+  for (; thread.floorFrom < from; ++thread.floorFrom)
+    thread.floorSixths -=
+        ptFloorSixths(logged(thread, thread.floorFrom).lastBranch);
+  for (; thread.floorTo < to; ++thread.floorTo)
+    thread.floorSixths +=
+        ptFloorSixths(logged(thread, thread.floorTo).lastBranch);
+  return thread.floorSixths;
+}
+
 /// The block callback when `thread`'s log is full. Its oldest eighth is
-/// written, or, when the PT of the other seven eighths will overwrite the
-/// whole ring anyway (at the bytes per block written so far, once at least
-/// half a log was written), dropped unwritten: a snapshot can only hold the
-/// newest, and writing packets is most of the recorder's cost (docs/qemu.md,
-/// "Speed"). A drop is an OVF in the stream, so if the estimate was wrong
-/// the snapshot shows the loss.
+/// written, or, when the other seven eighths will overwrite the whole ring
+/// anyway, dropped unwritten: a snapshot can only hold the newest, and
+/// writing packets is most of the recorder's cost (docs/qemu.md, "Speed").
+/// "Will" is a floor, not an estimate (ptFloor): the kept blocks are
+/// written before any snapshot (the stop flush drains the log), so the
+/// OVF a drop writes is always overwritten, never in a snapshot. (An
+/// estimate from the bytes per block so far dropped wrongly where a
+/// program's PT rate fell: the JVM's interpreter, then its compiled code.)
 __attribute__((noinline)) void logFull(ThreadRecorder &thread,
                                        const BlockInfo &block) {
   uint64_t size = recorder->options.logSize;
   uint64_t oldest = size / 8, kept = size - oldest;
-  bool covered = thread.drainedBlocks >= size / 2 &&
-                 kept * thread.drainedBytes >=
-                     recorder->options.ringSize * thread.drainedBlocks;
+  uint64_t keptFrom = thread.head - kept;
+  bool covered =
+      ptFloor(thread, keptFrom, thread.head) >= 6 * recorder->options.ringSize;
   if (!covered || !dropOldest(thread, oldest)) {
     uint64_t tail = thread.tail;
-    uint64_t until = thread.head - kept;
-    if (tail < until) {
-      thread.tail = until;
-      drainRange(thread, tail, until);
+    if (tail < keptFrom) {
+      thread.tail = keptFrom;
+      drainRange(thread, tail, keptFrom);
     }
   }
   uint64_t head = thread.head;

@@ -187,10 +187,9 @@ struct alignas(64) ThreadRecorder {
   const BlockInfo *interrupted = nullptr;
   uint64_t handler = 0;
   std::vector<Deferred> deferred;
-  /// Blocks written from the log and the PT bytes that made: the bytes a
-  /// block makes, for logFull's estimate.
-  uint64_t drainedBlocks = 0;
-  uint64_t drainedBytes = 0;
+  /// A floor on the PT the logged blocks [floorFrom, floorTo) make, in
+  /// sixths of a byte (logFull, ptFloor): kept as the log slides.
+  uint64_t floorFrom = 0, floorTo = 0, floorSixths = 0;
   /// The code history's seq the thread's trace has marked (QemuCode.cpp),
   /// its marks so far (ring offset, seq), and DIR/marks.<tid>.
   uint32_t markSeq = 0;
