@@ -333,12 +333,30 @@ void onSyscall(ThreadRecorder &thread, int64_t number) {
   thread.flags.enabled = false;
 }
 
+/// At the start of a block while the stop flush is under way: the thread
+/// waits there, outside its callback (`activity` even) with the block's
+/// start published, until the flusher, which holds flushLock, is done; the
+/// flusher ends the thread's trace at that start (QemuThreads.cpp).
+__attribute__((noinline)) void waitForFlush(ThreadRecorder &thread,
+                                            uint64_t start) {
+  uint64_t activity = thread.activity.load(std::memory_order_relaxed);
+  thread.waitingAt.store(start, std::memory_order_relaxed);
+  thread.activity.store(activity + 1, std::memory_order_release);
+  {
+    std::lock_guard<std::mutex> hold(recorder->flushLock);
+  }
+  thread.waitingAt.store(0, std::memory_order_relaxed);
+  thread.activity.store(activity + 2, std::memory_order_relaxed);
+}
+
 /// blockExecuted for every case but the common one.
 __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
   Recorder &rec = *recorder;
   if (rec.has(SlowForked))
     return;
   ThreadRecorder *thread = current;
+  if (thread && rec.has(SlowFlush))
+    waitForFlush(*thread, block.start);
   if (thread)
     drainLog(*thread);
   if (thread && rec.has(SlowSync))
@@ -580,16 +598,35 @@ __attribute__((noinline)) void logFull(ThreadRecorder &thread,
 void blockExecuted(unsigned int, void *userdata) {
   const auto &block = *static_cast<const BlockInfo *>(userdata);
   ThreadRecorder *thread = current;
-  if (__builtin_expect(!thread, 0) ||
-      slowReasons.load(std::memory_order_relaxed) || !thread->flags.ready() ||
+  if (__builtin_expect(!thread, 0)) {
+    blockExecutedSlowly(block);
+    if (ThreadRecorder *registered = current)
+      registered->activity.store(
+          registered->activity.load(std::memory_order_relaxed) + 1,
+          std::memory_order_release);
+    return;
+  }
+  // Inside (odd) before slowReasons is read: the flusher sets SlowFlush,
+  // makes every thread pass a barrier (QemuThreads.cpp, everyThreadBarrier)
+  // and then sees either this thread inside or it at waitForFlush.
+  thread->activity.store(thread->activity.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_relaxed);
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  if (slowReasons.load(std::memory_order_relaxed) || !thread->flags.ready() ||
       block.isStop || handlerSignals(block) ||
-      block.isTrigger.load(std::memory_order_relaxed))
-    return blockExecutedSlowly(block);
-  uint64_t head = thread->head;
-  if (__builtin_expect(head - thread->tail > thread->logMask, 0))
-    return logFull(*thread, block);
-  thread->log[head & thread->logMask] = &block;
-  thread->head = head + 1;
+      block.isTrigger.load(std::memory_order_relaxed)) {
+    blockExecutedSlowly(block);
+  } else {
+    uint64_t head = thread->head;
+    if (__builtin_expect(head - thread->tail > thread->logMask, 0)) {
+      logFull(*thread, block);
+    } else {
+      thread->log[head & thread->logMask] = &block;
+      thread->head = head + 1;
+    }
+  }
+  thread->activity.store(thread->activity.load(std::memory_order_relaxed) + 1,
+                         std::memory_order_release);
 }
 
 } // namespace magic_trace::qemu_plugin

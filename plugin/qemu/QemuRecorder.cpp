@@ -123,8 +123,18 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
   if (!thread)
     return;
   // A syscall entry may race a debugger's stop (QEMU stops the vCPUs at
-  // their next block, not here).
+  // their next block, not here), and the stop flush holds flushLock. The
+  // thread is at its syscall's return, as a stop would find it: where the
+  // flusher ends its trace if it waits here (QemuThreads.cpp).
+  const BlockInfo *newest =
+      thread->head != thread->tail
+          ? thread->log[(thread->head - 1) & thread->logMask]
+          : thread->pending;
+  if (newest && newest->valid && newest->lastBranch == BranchClass::Syscall)
+    thread->waitingAt.store(newest->lastIp + newest->lastSize,
+                            std::memory_order_release);
   std::lock_guard<std::mutex> hold(rec.flushLock);
+  thread->waitingAt.store(0, std::memory_order_relaxed);
   uint32_t state = __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE);
   if (state != uint32_t(QemuThreadState::Running))
     return;

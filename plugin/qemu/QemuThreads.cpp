@@ -30,6 +30,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <memory>
 #include <mutex>
 #include <pthread.h>
@@ -184,6 +185,9 @@ ThreadRecorder *registerThread() {
   thread->log.reset(new const BlockInfo *[rec.options.logSize]);
   thread->logMask = rec.options.logSize - 1;
   thread->index = index;
+  // Registered from inside its first block callback (blockExecuted makes
+  // it even when that ends).
+  thread->activity.store(1, std::memory_order_relaxed);
   thread->slot = &rec.header->threads[index];
   thread->slot->tid = thread->tid;
   __atomic_store_n(&thread->slot->state, uint32_t(QemuThreadState::Running),
@@ -288,6 +292,41 @@ void flushToStop(ThreadRecorder &thread, uint64_t pc) {
   flushCount(thread);
 }
 
+namespace {
+
+/// Makes every thread of the process pass a full memory barrier:
+/// membarrier(2)'s private expedited command, registered at the first
+/// call; where the kernel refuses it, a 2 ms sleep, far longer than a store
+/// waits in a CPU's store buffer.
+void everyThreadBarrier() {
+  static const bool registered =
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) ==
+      0;
+  if (registered &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) == 0)
+    return;
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+}
+
+/// Whether `thread`, outside its block callbacks, can be stopped at `pc`:
+/// its newest block (logged or pending) goes there or holds it.
+bool stopFits(const ThreadRecorder &thread, uint64_t pc) {
+  const BlockInfo *last = thread.head != thread.tail
+                              ? thread.log[(thread.head - 1) & thread.logMask]
+                              : thread.pending;
+  if (!last)
+    return false;
+  if (last->valid && last->mayGoTo(pc))
+    return true;
+  for (size_t i = 0; i < last->count; ++i)
+    if (last->insns[i].ip == pc)
+      return true;
+  return false;
+}
+
+} // namespace
+
+/// With flushLock held and SlowFlush set (flusherLoop).
 void flushStopped() {
   Recorder &rec = *recorder;
   std::vector<ThreadRecorder *> threads;
@@ -295,27 +334,86 @@ void flushStopped() {
     std::lock_guard<std::mutex> lock(rec.mutex);
     threads = rec.threads;
   }
-  std::lock_guard<std::mutex> hold(rec.flushLock);
-  for (ThreadRecorder *thread : threads) {
+  // Is each thread stopped, and where? LLDB's stop holds every vCPU between
+  // blocks, but GDB's does not (measured, docs/qemu.md): the other threads
+  // run on. So every block now waits at its start (SlowFlush,
+  // waitForFlush) while this thread holds flushLock, and after a barrier a
+  // thread is, for good: inside a block callback (`activity` odd: wait for
+  // it to leave), waiting at a block's start (`waitingAt`: its trace ends
+  // there, where it is), or outside the callbacks and quiet (held, in
+  // QEMU, or in a syscall: its stop address stands). A thread quiet at a
+  // stop address its newest block does not lead to may be one that runs
+  // but was descheduled: it gets until the deadline to come by.
+  everyThreadBarrier();
+  std::vector<uint64_t> before(threads.size());
+  for (size_t i = 0; i < threads.size(); ++i)
+    before[i] = threads[i]->activity.load(std::memory_order_acquire);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  for (size_t i = 0; i < threads.size(); ++i) {
+    ThreadRecorder *thread = threads[i];
     uint64_t pc =
         __atomic_load_n(&rec.header->stopPc[thread->index], __ATOMIC_ACQUIRE);
-    // Stopped "where its last syscall returns" yet running: the thread was
-    // blocked in that syscall when the debugger stopped the process, the
-    // syscall returned during the stop, and the thread ran on (QEMU holds
-    // the vCPUs that run blocks, not one in a host syscall: docs/qemu.md).
-    // Its stop address is stale and it is not stopped: leave it alone, as a
-    // thread in a syscall is. Its trace ends at what it wrote last, nothing
-    // invented; ending it at the stale address marked a spurious loss.
-    if (pc != 0 && pc == thread->syscallReturn &&
-        __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) ==
-            uint32_t(QemuThreadState::Running))
-      continue;
-    flushToStop(*thread, pc);
+    bool leave = false;
+    for (;;) {
+      if (__atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
+          uint32_t(QemuThreadState::Running))
+        break;
+      if (uint64_t at = thread->waitingAt.load(std::memory_order_acquire)) {
+        pc = at;
+        break;
+      }
+      uint64_t now = thread->activity.load(std::memory_order_acquire);
+      bool inside = now & 1;
+      // Ran since the barrier (it will come by) or still inside a callback.
+      bool running = inside || now != before[i];
+      // A stop address where the thread's last syscall returns, yet the
+      // thread is running: it was blocked in that syscall at the stop, the
+      // syscall returned during the stop, and it ran on (QEMU holds the
+      // vCPUs that run blocks, not one in a host syscall). Stale.
+      bool stale = pc == thread->syscallReturn;
+      bool doubtful = !running && (stale || !stopFits(*thread, pc));
+      if (!running && !doubtful)
+        break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        // Still inside a callback (held by a recorder trigger): its state
+        // is not ours to touch. Stale: leave it as a thread in a syscall
+        // is, its trace ending at what it wrote, nothing invented.
+        leave = inside || stale;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (!leave)
+      flushToStop(*thread, pc);
+    // Where the trace ends, for the reader, when not where it said.
+    uint64_t given =
+        __atomic_load_n(&rec.header->stopPc[thread->index], __ATOMIC_RELAXED);
+    if (given != 0 && (leave || pc != given))
+      __atomic_store_n(&rec.header->stopPc[thread->index], leave ? 0 : pc,
+                       __ATOMIC_RELEASE);
     // The ground truth so far, for every thread the debugger may show (a
     // finished thread's is final already).
-    if (__atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
-        uint32_t(QemuThreadState::Done))
+    if (!leave && __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
+                      uint32_t(QemuThreadState::Done))
       writeTruth(*thread);
+  }
+}
+
+/// Keeps the threads waiting at their blocks (flushLock held, SlowFlush
+/// set) until the reader releases `request` or `limitMs` pass.
+void holdUntilReleased(uint32_t request, uint32_t limitMs) {
+  QemuRingHeader &header = *recorder->header;
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(limitMs);
+  for (;;) {
+    uint32_t released = __atomic_load_n(&header.flushRelease, __ATOMIC_ACQUIRE);
+    if (released == request || std::chrono::steady_clock::now() > deadline)
+      return;
+    timespec timeout{0, 10 * 1000 * 1000};
+    syscall(SYS_futex, &header.flushRelease, FUTEX_WAIT, released, &timeout,
+            nullptr, 0);
   }
 }
 
@@ -350,11 +448,19 @@ void flusherLoop() {
       continue;
     }
     seen = request;
-    if (!recorder->has(SlowForked)) {
-      flushStopped();
-      markTriggerBlocks();
+    if (recorder->has(SlowForked)) {
+      __atomic_store_n(&header.flushDone, request, __ATOMIC_RELEASE);
+      continue;
     }
+    std::unique_lock<std::mutex> hold(recorder->flushLock);
+    recorder->set(SlowFlush);
+    flushStopped();
+    markTriggerBlocks();
     __atomic_store_n(&header.flushDone, request, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&header.flushHold, __ATOMIC_ACQUIRE) == request)
+      holdUntilReleased(request,
+                        __atomic_load_n(&header.flushHoldMs, __ATOMIC_RELAXED));
+    recorder->clear(SlowFlush);
   }
 }
 

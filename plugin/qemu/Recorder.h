@@ -197,6 +197,14 @@ struct alignas(64) ThreadRecorder {
   int marksFd = -1;
   /// The last Recorder::syncEpoch this thread answered (its log written).
   std::atomic<uint64_t> syncSeen{0};
+  /// Odd while the thread is inside a block callback, even outside; written
+  /// only by the thread. The stop flush reads it to know that it may touch
+  /// the thread's state, and whether the thread runs (QemuThreads.cpp).
+  std::atomic<uint64_t> activity{0};
+  /// Where the thread waits for the stop flush to end (the start of the
+  /// block it is about to run), 0 when it does not: set before `activity`
+  /// turns even at the wait, read by the flusher.
+  std::atomic<uint64_t> waitingAt{0};
 };
 
 /// Recorder::slow bits.
@@ -209,6 +217,10 @@ enum SlowReason : uint32_t {
   /// (syncEpoch), or holds the program while the host's decoder catches up
   /// (holders): QemuTriggers.cpp.
   SlowSync = 16,
+  /// The stop flush is under way: a thread's next block waits at its start
+  /// until it ends (waitForFlush), so that the flusher may end the trace of
+  /// a thread the debugger does not hold (GDB: QemuThreads.cpp).
+  SlowFlush = 32,
 };
 
 /// Why blocks cannot take the fast path (Slow* bits): one word the block
@@ -222,8 +234,9 @@ struct Recorder {
   std::unique_ptr<InsnClassifier> classifier;
   std::mutex mutex; ///< Threads, code pages, handlers, classifier.
   /// Held by the flusher while it ends stopped threads' traces, and by
-  /// every callback that may run while a debugger holds the guest stopped
-  /// (syscall entry, exit): block callbacks do not run then.
+  /// every callback that touches a thread's trace outside a block callback
+  /// (syscall entry, exit); a block callback waits for it at its start
+  /// while SlowFlush is set.
   std::mutex flushLock;
   std::vector<ThreadRecorder *> threads;
   std::set<uint64_t> codePages;

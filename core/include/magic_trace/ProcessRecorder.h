@@ -89,6 +89,10 @@ public:
   /// Errors: one line, what to do.
   virtual llvm::Error snapshot(const RecorderStop &stop, Snapshot &snapshot,
                                std::vector<ThreadTruth> &truth) = 0;
+  /// The threads whose trace in the last snapshot does not end at the stop
+  /// address `stop` gave (a thread the debugger did not hold ran on): the
+  /// debugger's stack of each is not the trace's end. None by default.
+  virtual std::vector<uint64_t> threadsNotAtStop() const { return {}; }
 
   /// What `status` lists: one entry per thread the recorder knows.
   virtual std::vector<RecorderThreadStatus> threads() const = 0;

@@ -99,12 +99,13 @@ struct QemuRingHeader {
   uint32_t stopReason; ///< QemuStopReason, set before `stopped`.
   char note[256];      ///< One line from the plugin for the user (e.g. a loss).
   QemuThreadSlot threads[kQemuRingMaxThreads];
-  /// The stop flush (docs/qemu.md, "Snapshots from a debugger"): while a
-  /// debugger holds every guest thread stopped, a reader stores each
-  /// thread's stop address in stopPc[slot], increments flushRequest (a futex
-  /// word) and waits until flushDone equals it. The plugin's flusher thread
-  /// has then written each stopped thread's pending block up to its stop
-  /// address and a TIP.PGD there; the thread resumes with a TIP.PGE.
+  /// The stop flush (docs/qemu.md, "Snapshots: the stop flush"): a reader
+  /// stores each thread's stop address in stopPc[slot], increments
+  /// flushRequest (a futex word) and waits until flushDone equals it. The
+  /// plugin's flusher thread has then written each thread's pending block
+  /// up to where it stopped and a TIP.PGD there (the thread resumes with a
+  /// TIP.PGE), and stored in stopPc[slot] where that was when it was not
+  /// the stop address given (0: the trace ends before; the thread ran on).
   uint32_t flushRequest;
   uint32_t flushDone;
   uint64_t stopPc[kQemuRingMaxThreads];
@@ -128,6 +129,16 @@ struct QemuRingHeader {
   uint32_t maxPendingTriggers;
   uint32_t triggerWaitMs;
   uint64_t triggerWaitNs;
+  /// The stop flush's hold (flushQemuRings with `held`): the reader stores
+  /// its request in flushHold, and the hold's limit in flushHoldMs, before
+  /// it asks. The flusher, its threads' traces ended, keeps every thread
+  /// that comes to a block waiting there (a debugger need not hold them:
+  /// GDB's stop does not) until the reader, its copy done, stores the
+  /// request in flushRelease (releaseQemuRings), or flushHoldMs pass.
+  uint32_t flushHold;
+  uint32_t flushRelease;
+  uint32_t flushHoldMs;
+  uint32_t reserved1;
 };
 
 // scripts/bench-qemu.sh reads these offsets directly (no C++ in a shell
@@ -193,10 +204,20 @@ inline std::chrono::milliseconds qemuAnswerDeadline(bool groundTruth) {
 /// thread must be stopped by a debugger), waiting at most `deadline`.
 /// Threads not listed, or in a syscall, are left as they are. Fails (one
 /// line) when there is no header or the plugin does not answer in time.
+/// With `held`, the recorder also keeps the threads where their traces end
+/// until releaseQemuRings(dir, *held) (or `deadline` more passes), so that
+/// a copy of the rings ends where the flush did for every thread; *held is
+/// set to the request to release. `notAtStop` gets the threads listed in
+/// `stops` whose trace the recorder ended elsewhere (they ran on: the
+/// debugger did not hold them).
 llvm::Error
 flushQemuRings(llvm::StringRef dir,
                const std::vector<std::pair<uint64_t, uint64_t>> &stops,
-               std::chrono::milliseconds deadline);
+               std::chrono::milliseconds deadline, uint32_t *held = nullptr,
+               std::vector<uint64_t> *notAtStop = nullptr);
+
+/// Ends the hold of flushQemuRings's request `held`: the threads run on.
+void releaseQemuRings(llvm::StringRef dir, uint32_t held);
 
 /// Arms a recorder trigger at `address` (a block's start, e.g. a function's
 /// entry; blocks already translated there are marked through the stop

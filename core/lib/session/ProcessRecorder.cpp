@@ -106,12 +106,21 @@ public:
 
   llvm::Error snapshot(const RecorderStop &stop, Snapshot &snapshot,
                        std::vector<ThreadTruth> &truth) override {
+    // The threads wait where their traces end until the copy is made: the
+    // debugger may not hold them (GDB's stop does not).
+    uint32_t held = 0;
+    notAtStop.clear();
     if (stop.alive) {
       if (llvm::Error error =
-              flushQemuRings(ringDir, stop.pcs, qemuAnswerDeadline(keepTruth)))
+              flushQemuRings(ringDir, stop.pcs, qemuAnswerDeadline(keepTruth),
+                             &held, &notAtStop)) {
+        releaseQemuRings(ringDir, held);
         return error;
+      }
     }
     llvm::Expected<QemuRecording> recording = readQemuRings(ringDir, keepTruth);
+    if (held)
+      releaseQemuRings(ringDir, held);
     if (!recording)
       return recording.takeError();
     Snapshot &read = recording->snapshot;
@@ -148,11 +157,14 @@ public:
     return threads;
   }
 
+  std::vector<uint64_t> threadsNotAtStop() const override { return notAtStop; }
+
 private:
   std::string ringDir;
   bool keepTruth;
   uint64_t ringSize;
   CpuIdentity recorderCpu;
+  std::vector<uint64_t> notAtStop;
 };
 
 } // namespace
@@ -199,6 +211,12 @@ llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
     }
   }
   snapshot.stop = std::move(request.stacks);
+  // A thread that ran on after the stop (the debugger did not hold it):
+  // its stack at the stop is not where its trace ends.
+  for (uint64_t tid : recorder.threadsNotAtStop())
+    llvm::erase_if(snapshot.stop, [&](const ThreadStop &stop) {
+      return stop.tid == tid && !stop.triggered;
+    });
   auto began = std::chrono::steady_clock::now();
   llvm::Expected<PipelineResult> result =
       runPipeline(snapshot, request.pipeline, symbols);

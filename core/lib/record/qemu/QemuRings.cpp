@@ -163,7 +163,8 @@ llvm::Expected<FileMapping> openHeader(llvm::StringRef dir) {
 llvm::Error
 flushQemuRings(llvm::StringRef dir,
                const std::vector<std::pair<uint64_t, uint64_t>> &stops,
-               std::chrono::milliseconds deadline) {
+               std::chrono::milliseconds deadline, uint32_t *held,
+               std::vector<uint64_t> *notAtStop) {
   llvm::Expected<FileMapping> headerMap = openHeader(dir);
   if (!headerMap)
     return headerMap.takeError();
@@ -178,8 +179,20 @@ flushQemuRings(llvm::StringRef dir,
         pc = address;
     __atomic_store_n(&header.stopPc[i], pc, __ATOMIC_RELAXED);
   }
+  uint32_t next = __atomic_load_n(&header.flushRequest, __ATOMIC_ACQUIRE) + 1;
+  if (held) {
+    *held = next;
+    __atomic_store_n(&header.flushHoldMs, uint32_t(deadline.count()),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&header.flushHold, next, __ATOMIC_RELEASE);
+  }
   uint32_t request =
       __atomic_add_fetch(&header.flushRequest, 1u, __ATOMIC_SEQ_CST);
+  if (held && request != next) {
+    // Another reader asked at the same time: hold that request instead.
+    *held = request;
+    __atomic_store_n(&header.flushHold, request, __ATOMIC_RELEASE);
+  }
   syscall(SYS_futex, &header.flushRequest, FUTEX_WAKE, 1, nullptr, nullptr, 0);
   auto end = std::chrono::steady_clock::now() + deadline;
   while (__atomic_load_n(&header.flushDone, __ATOMIC_ACQUIRE) != request) {
@@ -193,7 +206,25 @@ flushQemuRings(llvm::StringRef dir,
               .str());
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  if (notAtStop)
+    for (const auto &[tid, address] : stops)
+      for (uint32_t i = 0; i < count; ++i)
+        if (header.threads[i].tid == tid && address != 0 &&
+            __atomic_load_n(&header.stopPc[i], __ATOMIC_ACQUIRE) != address)
+          notAtStop->push_back(tid);
   return llvm::Error::success();
+}
+
+void releaseQemuRings(llvm::StringRef dir, uint32_t held) {
+  llvm::Expected<FileMapping> headerMap = openHeader(dir);
+  if (!headerMap) {
+    // The recorder is gone: nothing to release.
+    llvm::consumeError(headerMap.takeError());
+    return;
+  }
+  QemuRingHeader &header = headerMap->header();
+  __atomic_store_n(&header.flushRelease, held, __ATOMIC_RELEASE);
+  syscall(SYS_futex, &header.flushRelease, FUTEX_WAKE, 1, nullptr, nullptr, 0);
 }
 
 llvm::Error armQemuTrigger(llvm::StringRef dir, uint64_t address,
