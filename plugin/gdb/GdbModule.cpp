@@ -127,6 +127,8 @@ public:
       request.processName = processName;
       request.stop.alive = alive;
       request.stop.pcs = pcs;
+      // Under QEMU's gdbstub GDB's stop holds only the thread it is about.
+      request.stop.othersRun = recorder->backend() == "qemu";
       // Called with the GIL released: it takes it back to call GDB, on
       // this (GDB's) thread. `readMemory` outlives the request.
       if (alive && !readMemory.is_none())

@@ -39,6 +39,7 @@ class State:
     program = None
     keep_truth = False
     exited = None  # exit code once the process exited
+    stop_tid = 0  # the thread GDB's last stop was about
     triggers = {}  # breakpoint number -> Trigger
 
 
@@ -75,6 +76,13 @@ def take_snapshot(reason, path, triggered_tid=0, window=("", "")):
              "'magic-trace attach')")
     alive = state.exited is None and gdb.selected_inferior().pid != 0
     pcs, stops = thread_stacks(triggered_tid) if alive else ([], [])
+    if state.qemu is not None and state.stop_tid:
+        # QEMU's gdbstub holds only the thread GDB's stop is about; the
+        # others ran on while GDB read their PCs and stacks (docs/qemu.md,
+        # "Snapshots: the stop flush"): the recorder ends each where it
+        # comes to its next block, and their stacks are not taken.
+        pcs = [pc for pc in pcs if pc[0] == state.stop_tid]
+        stops = [stop for stop in stops if stop[0] == state.stop_tid]
     try:
         result = state.session.snapshot(
             pcs, alive, link_map(state.program) if alive else [], stops, reason, path,
@@ -151,6 +159,8 @@ def collect_triggered():
 
 
 def on_stop(event):
+    thread = gdb.selected_thread()
+    state.stop_tid = thread.ptid[1] if thread is not None else 0
     if state.session is not None and state.exited is None:
         try:
             state.session.set_modules(link_map(state.program),

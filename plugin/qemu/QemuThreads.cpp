@@ -349,20 +349,36 @@ void flushStopped() {
   for (size_t i = 0; i < threads.size(); ++i)
     before[i] = threads[i]->activity.load(std::memory_order_acquire);
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  bool catchRunning =
+      __atomic_load_n(&rec.header->flushCatchRunning, __ATOMIC_ACQUIRE) != 0;
   auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
   for (size_t i = 0; i < threads.size(); ++i) {
     ThreadRecorder *thread = threads[i];
     uint64_t pc =
         __atomic_load_n(&rec.header->stopPc[thread->index], __ATOMIC_ACQUIRE);
-    bool leave = false;
-    for (;;) {
+    // No stop address: a thread that runs on (catch it at its next block),
+    // or one the debugger did not list, or a flush that only marks trigger
+    // blocks (nothing to end, and no wait for it).
+    bool catching = pc == 0 && catchRunning;
+    bool leave = pc == 0 && !catching;
+    while (!leave) {
       if (__atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
           uint32_t(QemuThreadState::Running))
         break;
       if (uint64_t at = thread->waitingAt.load(std::memory_order_acquire)) {
         pc = at;
         break;
+      }
+      if (catching) {
+        // Never came by (descheduled all along): its trace ends at what it
+        // wrote, nothing invented.
+        if (std::chrono::steady_clock::now() > deadline) {
+          leave = true;
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        continue;
       }
       uint64_t now = thread->activity.load(std::memory_order_acquire);
       bool inside = now & 1;

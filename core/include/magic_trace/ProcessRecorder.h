@@ -48,6 +48,10 @@ struct RecorderStop {
   /// (tid, PC) of every stopped thread: the QEMU recorder ends each thread's
   /// trace there (the stop flush).
   std::vector<std::pair<uint64_t, uint64_t>> pcs;
+  /// The threads not in `pcs` run on (GDB's stop under QEMU's gdbstub
+  /// holds only the thread it is about): the QEMU recorder ends each where
+  /// it comes to its next block.
+  bool othersRun = false;
   /// The threads to keep (the host's thread filter); empty: all.
   std::function<bool(uint64_t)> traces;
 

@@ -138,7 +138,9 @@ struct QemuRingHeader {
   uint32_t flushHold;
   uint32_t flushRelease;
   uint32_t flushHoldMs;
-  uint32_t reserved1;
+  /// 1: the threads with no stop address run (the debugger holds only the
+  /// others): the flusher ends each where it comes to its next block.
+  uint32_t flushCatchRunning;
 };
 
 // scripts/bench-qemu.sh reads these offsets directly (no C++ in a shell
@@ -209,12 +211,14 @@ inline std::chrono::milliseconds qemuAnswerDeadline(bool groundTruth) {
 /// a copy of the rings ends where the flush did for every thread; *held is
 /// set to the request to release. `notAtStop` gets the threads listed in
 /// `stops` whose trace the recorder ended elsewhere (they ran on: the
-/// debugger did not hold them).
+/// debugger did not hold them). `othersRun`: the threads not in `stops`
+/// run on (flushCatchRunning).
 llvm::Error
 flushQemuRings(llvm::StringRef dir,
                const std::vector<std::pair<uint64_t, uint64_t>> &stops,
                std::chrono::milliseconds deadline, uint32_t *held = nullptr,
-               std::vector<uint64_t> *notAtStop = nullptr);
+               std::vector<uint64_t> *notAtStop = nullptr,
+               bool othersRun = false);
 
 /// Ends the hold of flushQemuRings's request `held`: the threads run on.
 void releaseQemuRings(llvm::StringRef dir, uint32_t held);

@@ -113,7 +113,7 @@ public:
     if (stop.alive) {
       if (llvm::Error error =
               flushQemuRings(ringDir, stop.pcs, qemuAnswerDeadline(keepTruth),
-                             &held, &notAtStop)) {
+                             &held, &notAtStop, stop.othersRun)) {
         releaseQemuRings(ringDir, held);
         return error;
       }

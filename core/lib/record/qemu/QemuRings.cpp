@@ -164,7 +164,7 @@ llvm::Error
 flushQemuRings(llvm::StringRef dir,
                const std::vector<std::pair<uint64_t, uint64_t>> &stops,
                std::chrono::milliseconds deadline, uint32_t *held,
-               std::vector<uint64_t> *notAtStop) {
+               std::vector<uint64_t> *notAtStop, bool othersRun) {
   llvm::Expected<FileMapping> headerMap = openHeader(dir);
   if (!headerMap)
     return headerMap.takeError();
@@ -179,6 +179,8 @@ flushQemuRings(llvm::StringRef dir,
         pc = address;
     __atomic_store_n(&header.stopPc[i], pc, __ATOMIC_RELAXED);
   }
+  __atomic_store_n(&header.flushCatchRunning, othersRun ? 1u : 0u,
+                   __ATOMIC_RELAXED);
   uint32_t next = __atomic_load_n(&header.flushRequest, __ATOMIC_ACQUIRE) + 1;
   if (held) {
     *held = next;
