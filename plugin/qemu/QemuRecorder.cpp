@@ -126,10 +126,7 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
   // their next block, not here), and the stop flush holds flushLock. The
   // thread is at its syscall's return, as a stop would find it: where the
   // flusher ends its trace if it waits here (QemuThreads.cpp).
-  const BlockInfo *newest =
-      thread->head != thread->tail
-          ? thread->log[(thread->head - 1) & thread->logMask]
-          : thread->pending;
+  const BlockInfo *newest = thread->newestBlock();
   if (newest && newest->valid && newest->lastBranch == BranchClass::Syscall)
     thread->waitingAt.store(newest->lastIp + newest->lastSize,
                             std::memory_order_release);

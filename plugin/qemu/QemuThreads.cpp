@@ -311,9 +311,7 @@ void everyThreadBarrier() {
 /// Whether `thread`, outside its block callbacks, can be stopped at `pc`:
 /// its newest block (logged or pending) goes there or holds it.
 bool stopFits(const ThreadRecorder &thread, uint64_t pc) {
-  const BlockInfo *last = thread.head != thread.tail
-                              ? thread.log[(thread.head - 1) & thread.logMask]
-                              : thread.pending;
+  const BlockInfo *last = thread.newestBlock();
   if (!last)
     return false;
   if (last->valid && last->mayGoTo(pc))

@@ -173,6 +173,11 @@ struct alignas(64) ThreadRecorder {
   uint64_t head = 0;
   uint64_t tail = 0;
   uint64_t logMask = 0;
+  /// The last block the thread ran that its trace knows: the newest logged,
+  /// else the pending one (null before any).
+  const BlockInfo *newestBlock() const {
+    return head != tail ? log[(head - 1) & logMask] : pending;
+  }
 
   uint64_t tid = 0;
   uint32_t index = 0; ///< Of the slot in the header's tables.

@@ -190,11 +190,6 @@ flushQemuRings(llvm::StringRef dir,
   }
   uint32_t request =
       __atomic_add_fetch(&header.flushRequest, 1u, __ATOMIC_SEQ_CST);
-  if (held && request != next) {
-    // Another reader asked at the same time: hold that request instead.
-    *held = request;
-    __atomic_store_n(&header.flushHold, request, __ATOMIC_RELEASE);
-  }
   syscall(SYS_futex, &header.flushRequest, FUTEX_WAKE, 1, nullptr, nullptr, 0);
   auto end = std::chrono::steady_clock::now() + deadline;
   while (__atomic_load_n(&header.flushDone, __ATOMIC_ACQUIRE) != request) {
