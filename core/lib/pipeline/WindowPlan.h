@@ -27,11 +27,14 @@ namespace magic_trace::pipeline {
 constexpr uint64_t kSampleBytes = 16 * 1024;
 
 /// Trace before a window that the threads without a usable stack at the
-/// stop are decoded from their start for, in all, at any rate (beyond it,
-/// at most a quarter of the window's bytes; WindowedBuild.cpp): a recording
-/// the size of a test program's, or of a ground-truth one (20 M
-/// instructions at most), has its outermost frames exact.
+/// stop are decoded from their start for, in all, when the snapshot's whole
+/// trace is at most kSmallTraceBytes: a recording the size of a test
+/// program's, or of a ground-truth one (20 M instructions at most), has its
+/// outermost frames exact. Beyond it, at most a sixteenth of the window's
+/// bytes (WindowedBuild.cpp): a busy snapshot's starts had cost it a
+/// quarter more decode.
 constexpr uint64_t kCheapPrefixBytes = 1 << 20;
+constexpr uint64_t kSmallTraceBytes = 8 * kCheapPrefixBytes;
 
 /// What the planner knows of one thread after its sample.
 struct ThreadPlan {

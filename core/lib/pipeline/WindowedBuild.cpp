@@ -291,9 +291,10 @@ private:
       // their calls. A ring that did not wrap holds the thread's whole
       // life, so those calls are in it: decoded from its start when that
       // costs little, the cheapest starts first, while they come to at
-      // most kCheapPrefixBytes or a quarter of the window's bytes of every
-      // thread (a thread's start more than twice its window never);
-      // otherwise the note says what may be missing.
+      // most a sixteenth of the window's bytes of every thread, or
+      // kCheapPrefixBytes in a small trace (a thread's start more than
+      // twice its window never); otherwise the note says what may be
+      // missing.
       uint64_t prefix = psbs.offsets.empty() ? 0 : psbs.offsets[wanted[slot]];
       uint64_t windowBytes = psbs.bytes - prefix;
       windowTotal += windowBytes;
@@ -302,9 +303,12 @@ private:
         starts.push_back({prefix, slot});
     }
     std::sort(starts.begin(), starts.end());
+    uint64_t allowed = windowTotal / 16;
+    if (window.traceBytes <= kSmallTraceBytes)
+      allowed = std::max(allowed, kCheapPrefixBytes);
     uint64_t spent = 0;
     for (const auto &[prefix, slot] : starts) {
-      if (spent + prefix > std::max(kCheapPrefixBytes, windowTotal / 4))
+      if (spent + prefix > allowed)
         break;
       spent += prefix;
       wanted[slot] = 0;
