@@ -160,6 +160,58 @@ TEST(PodVector, MappedBlocksGrowShrinkAndMoveWhole) {
   EXPECT_EQ(even.capacity(), 0u);
 }
 
+TEST(PodVector, FreedPagesAreTakenBackFromThePool) {
+  // A large array's pages go to the pool when it is freed, and the next
+  // large array takes them instead of new (zeroed) ones: its elements, left
+  // as they were, read what the freed one held. The limit bounds the pool,
+  // and 0 empties it.
+  setPagePoolLimit(0);
+  setPagePoolLimit(size_t(64) << 20);
+  const size_t count = (size_t(16) << 20) / sizeof(uint64_t); // 16 MiB.
+  {
+    PodVector<uint64_t> freed;
+    uint64_t *values = freed.appendUninitialized(count);
+    for (size_t i = 0; i < count; ++i)
+      values[i] = 0x5eed000000000000ull | i;
+  }
+  EXPECT_EQ(pagePoolBytes(), size_t(16) << 20);
+  PodVector<uint64_t> reused;
+  const uint64_t *values = reused.appendUninitialized(count);
+  EXPECT_EQ(pagePoolBytes(), 0u);
+  size_t same = 0;
+  for (size_t i = 0; i < count; ++i)
+    same += (values[i] >> 48) == 0x5eed;
+  EXPECT_EQ(same, count) << "the pages were not the freed array's";
+
+  // A growth takes pooled pages for its new part and keeps its elements.
+  {
+    PodVector<uint64_t> freed;
+    freed.appendUninitialized(count);
+  }
+  for (size_t i = 0; i < count; ++i)
+    reused.push_back(i);
+  for (size_t i = 0; i < count; ++i)
+    ASSERT_EQ(reused[count + i], i) << "element " << count + i;
+  EXPECT_EQ(pagePoolBytes(), 0u);
+
+  // Over the limit, a freed block is unmapped; lowering the limit unmaps
+  // what the pool holds.
+  setPagePoolLimit(size_t(8) << 20);
+  {
+    PodVector<uint64_t> big;
+    big.appendUninitialized(count);
+  }
+  EXPECT_EQ(pagePoolBytes(), 0u);
+  {
+    PodVector<uint64_t> small;
+    small.appendUninitialized(count / 2);
+  }
+  EXPECT_EQ(pagePoolBytes(), size_t(8) << 20);
+  setPagePoolLimit(0);
+  EXPECT_EQ(pagePoolBytes(), 0u);
+  setPagePoolLimit(size_t(256) << 20);
+}
+
 TEST(SiteTable, OneIdPerDistinctSiteStableWhileGrowing) {
   SiteTable sites;
   ASSERT_EQ(sites.size(), 1u);

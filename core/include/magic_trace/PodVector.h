@@ -13,6 +13,13 @@
 // window touched 240 MB through 60,000 of them. They grow by moving their
 // pages (mremap) to a new aligned mapping, so huge pages stay whole.
 //
+// Pages such an array gives back (freed, shrunk) go to a bounded pool, and
+// the next array to grow takes them (mremap again, no copy). On a VM whose
+// balloon takes back the guest's free pages within seconds, a page the
+// process freed and maps again later costs as much as a new one (1-2 ms a
+// MB to populate, measured); a debugging session that frees an old
+// snapshot's model and decodes a new one reuses the old pages instead.
+//
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PODVECTOR_H
 #define MAGIC_TRACE_PODVECTOR_H
@@ -42,9 +49,16 @@ inline size_t mappedSize(size_t bytes) {
   return (bytes + HugePage - 1) & ~(HugePage - 1);
 }
 
+/// Moves pooled pages to [at, at + bytes) (HugePage aligned, a new
+/// mapping's untouched range); returns how many bytes from `at` it filled.
+size_t takePooledPages(void *at, size_t bytes);
+/// Keeps [block, block + bytes) (HugePage aligned) in the pool, or unmaps
+/// what the pool's limit has no room for.
+void poolPages(void *block, size_t bytes);
+
 /// A new mapping of `bytes` (a multiple of HugePage) at a HugePage
 /// boundary, advised for huge pages; nullptr when there is no memory.
-inline void *mapAligned(size_t bytes) {
+inline void *reserveAligned(size_t bytes) {
   size_t extra = bytes + HugePage;
   void *raw = mmap(nullptr, extra, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -61,6 +75,14 @@ inline void *mapAligned(size_t bytes) {
   return reinterpret_cast<void *>(start);
 }
 
+/// reserveAligned, its pages taken from the pool as far as it has them.
+inline void *mapAligned(size_t bytes) {
+  void *block = reserveAligned(bytes);
+  if (block)
+    takePooledPages(block, bytes);
+  return block;
+}
+
 /// Resizes `block` (`oldBytes` of capacity, nullptr when 0) to `newBytes`
 /// (> 0), keeping its first `usedBytes`: realloc below MappedFrom, else
 /// an aligned mapping. Returns nullptr when there is no memory (the block
@@ -75,7 +97,7 @@ inline void *resize(void *block, size_t oldBytes, size_t newBytes,
     if (!small)
       return nullptr;
     std::memcpy(small, block, std::min(usedBytes, newBytes));
-    munmap(block, mappedSize(oldBytes));
+    poolPages(block, mappedSize(oldBytes));
     return small;
   }
   size_t size = mappedSize(newBytes);
@@ -92,16 +114,18 @@ inline void *resize(void *block, size_t oldBytes, size_t newBytes,
   if (size == had)
     return block;
   if (size < had) {
-    munmap(static_cast<char *>(block) + size, had - size);
+    poolPages(static_cast<char *>(block) + size, had - size);
     return block;
   }
   // In place when the addresses after it are free, else its pages move to
-  // a new aligned mapping (no copy; the huge pages stay whole).
+  // a new aligned mapping (no copy; the huge pages stay whole). The new
+  // range takes pooled pages.
   if (mremap(block, had, size, 0) != MAP_FAILED) {
     madvise(block, size, MADV_HUGEPAGE);
+    takePooledPages(static_cast<char *>(block) + had, size - had);
     return block;
   }
-  void *grown = mapAligned(size);
+  void *grown = reserveAligned(size);
   if (!grown)
     return nullptr;
   if (mremap(block, had, had, MREMAP_MAYMOVE | MREMAP_FIXED, grown) ==
@@ -109,17 +133,24 @@ inline void *resize(void *block, size_t oldBytes, size_t newBytes,
     std::memcpy(grown, block, usedBytes);
     munmap(block, had);
   }
+  takePooledPages(static_cast<char *>(grown) + had, size - had);
   return grown;
 }
 
 inline void release(void *block, size_t bytes) {
   if (mapped(bytes))
-    munmap(block, mappedSize(bytes));
+    poolPages(block, mappedSize(bytes));
   else
     std::free(block);
 }
 
 } // namespace podvector_detail
+
+/// The most bytes of pages the large arrays' pool keeps for reuse (256 MiB
+/// unless set; 0 turns it off). Lowering it unmaps what is over it.
+void setPagePoolLimit(size_t bytes);
+/// Bytes of pages the pool holds now.
+size_t pagePoolBytes();
 
 /// A std::vector subset for trivially copyable T (elements move with
 /// memcpy/realloc). Out of memory ends the process through LLVM's bad-alloc

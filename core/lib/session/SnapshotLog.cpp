@@ -117,6 +117,9 @@ void SnapshotLog::releaseOld() {
     ++count;
     if (count == 1 || (count <= kept && bytes <= budget))
       continue;
+    // The model's large arrays go to the page pool, for the next decode
+    // to take (PodVector.h): at most half the budget, 512 MiB.
+    setPagePoolLimit(std::min<uint64_t>(budget / 2, uint64_t(512) << 20));
     record.snapshot = Snapshot();
     record.result.model = TraceModel();
     record.truth = {};
