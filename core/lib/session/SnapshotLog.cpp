@@ -83,7 +83,8 @@ llvm::json::Value keptSnapshotsJson(const SnapshotLog &log) {
   return llvm::json::Object{{"snapshots", int64_t(log.keptCount())},
                             {"bytes", int64_t(log.keptBytes())},
                             {"budgetBytes", int64_t(log.memory())},
-                            {"maxSnapshots", int64_t(log.keep())}};
+                            {"maxSnapshots", int64_t(log.keep())},
+                            {"pooledBytes", int64_t(pagePoolBytes())}};
 }
 
 std::string keptSnapshotsLine(const SnapshotLog &log) {
@@ -95,15 +96,24 @@ std::string keptSnapshotsLine(const SnapshotLog &log) {
   text += kept == 1 ? "snapshot " + std::to_string(first)
                     : "snapshots " + std::to_string(first) + "-" +
                           std::to_string(log.size());
-  return text +
-         llvm::formatv(" ({0} of {1}), {2} MB of the {3} MB budget (at most "
-                       "{4} snapshots)",
-                       kept, log.size(), (log.keptBytes() + (1 << 19)) >> 20,
-                       log.memory() >> 20, log.keep())
-             .str();
+  text += llvm::formatv(" ({0} of {1}), {2} MB of the {3} MB budget (at most "
+                        "{4} snapshots)",
+                        kept, log.size(), (log.keptBytes() + (1 << 19)) >> 20,
+                        log.memory() >> 20, log.keep())
+              .str();
+  // Pages of released models, which the next decode takes (PodVector.h).
+  if (size_t pooled = pagePoolBytes())
+    text += llvm::formatv("; {0} MB of released pages kept for the next "
+                          "decode (at most half the budget)",
+                          (pooled + (1 << 19)) >> 20)
+                .str();
+  return text;
 }
 
 void SnapshotLog::releaseOld() {
+  // A released model's large arrays go to the page pool, for the next
+  // decode to take (PodVector.h): at most half the budget, 512 MiB.
+  setPagePoolLimit(std::min<uint64_t>(budget / 2, uint64_t(512) << 20));
   bool released = false;
   // The newest snapshots that fit the budget and the count stay, the
   // newest always; every older one goes.
@@ -117,9 +127,6 @@ void SnapshotLog::releaseOld() {
     ++count;
     if (count == 1 || (count <= kept && bytes <= budget))
       continue;
-    // The model's large arrays go to the page pool, for the next decode
-    // to take (PodVector.h): at most half the budget, 512 MiB.
-    setPagePoolLimit(std::min<uint64_t>(budget / 2, uint64_t(512) << 20));
     record.snapshot = Snapshot();
     record.result.model = TraceModel();
     record.truth = {};
