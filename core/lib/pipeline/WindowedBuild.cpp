@@ -194,10 +194,25 @@ private:
         jobs.push_back({slot, wanted[slot]});
     // The longest first, so that the workers finish together: a thread
     // decoded from its start can take twice another's time, and taken
-    // last it would leave a worker idle for the difference.
+    // last it would leave a worker idle for the difference. A job's length
+    // is its slices, by the density decoded so far (its bytes before
+    // anything was): threads' traces differ in bytes a call (in one busy
+    // snapshot a worker ran twice the others' calls in the same window,
+    // from a ring with fewer bytes than theirs).
+    // Mixing units would misorder: slices only when every job has a
+    // density.
+    std::vector<double> cost(models.size(), 0), perByte(models.size(), 0);
+    bool counted = decoded;
+    for (const Job &job : jobs) {
+      if (counted)
+        perByte[job.slot] = density(job.slot).slicesPerByte;
+      counted = counted && perByte[job.slot] > 0;
+    }
+    for (const Job &job : jobs)
+      cost[job.slot] = double(bytesFrom(job.slot, job.fromPsb)) *
+                       (counted ? perByte[job.slot] : 1);
     std::sort(jobs.begin(), jobs.end(), [&](const Job &a, const Job &b) {
-      uint64_t left = bytesFrom(a.slot, a.fromPsb);
-      uint64_t right = bytesFrom(b.slot, b.fromPsb);
+      double left = cost[a.slot], right = cost[b.slot];
       return left != right ? left > right : a.slot < b.slot;
     });
     decoded = true;
