@@ -163,8 +163,8 @@ TEST(PodVector, MappedBlocksGrowShrinkAndMoveWhole) {
 TEST(PodVector, FreedPagesAreTakenBackFromThePool) {
   // A large array's pages go to the pool when it is freed, and the next
   // large array takes them instead of new (zeroed) ones: its elements, left
-  // as they were, read what the freed one held. The limit bounds the pool,
-  // and 0 empties it.
+  // as they were, read what the freed one held. Only pages the array had
+  // are pooled. The limit bounds the pool, and 0 empties it.
   setPagePoolLimit(0);
   setPagePoolLimit(size_t(64) << 20);
   const size_t count = (size_t(16) << 20) / sizeof(uint64_t); // 16 MiB.
@@ -193,6 +193,17 @@ TEST(PodVector, FreedPagesAreTakenBackFromThePool) {
   for (size_t i = 0; i < count; ++i)
     ASSERT_EQ(reused[count + i], i) << "element " << count + i;
   EXPECT_EQ(pagePoolBytes(), 0u);
+
+  // Capacity no element reached has no pages: it is unmapped, not pooled
+  // (64 MiB reserved, the first 8 MiB populated ahead of the appends).
+  {
+    PodVector<uint64_t> spare;
+    spare.reserve(count * 4);
+    spare.push_back(1);
+  }
+  EXPECT_EQ(pagePoolBytes(), size_t(8) << 20);
+  setPagePoolLimit(0);
+  setPagePoolLimit(size_t(64) << 20);
 
   // Over the limit, a freed block is unmapped; lowering the limit unmaps
   // what the pool holds.

@@ -52,9 +52,10 @@ inline size_t mappedSize(size_t bytes) {
 /// Moves pooled pages to [at, at + bytes) (HugePage aligned, a new
 /// mapping's untouched range); returns how many bytes from `at` it filled.
 size_t takePooledPages(void *at, size_t bytes);
-/// Keeps [block, block + bytes) (HugePage aligned) in the pool, or unmaps
-/// what the pool's limit has no room for.
-void poolPages(void *block, size_t bytes);
+/// Keeps [block, block + bytes) (HugePage aligned) in the pool, as far as
+/// its first `present` bytes have pages (the rest is unmapped: pooling it
+/// would hold nothing), and unmaps what the pool's limit has no room for.
+void poolPages(void *block, size_t bytes, size_t present);
 
 /// A new mapping of `bytes` (a multiple of HugePage) at a HugePage
 /// boundary, advised for huge pages; nullptr when there is no memory.
@@ -85,10 +86,11 @@ inline void *mapAligned(size_t bytes) {
 
 /// Resizes `block` (`oldBytes` of capacity, nullptr when 0) to `newBytes`
 /// (> 0), keeping its first `usedBytes`: realloc below MappedFrom, else
-/// an aligned mapping. Returns nullptr when there is no memory (the block
-/// is then unchanged).
+/// an aligned mapping. Pages may be present in its first `presentBytes`
+/// only. Returns nullptr when there is no memory (the block is then
+/// unchanged).
 inline void *resize(void *block, size_t oldBytes, size_t newBytes,
-                    size_t usedBytes) {
+                    size_t usedBytes, size_t presentBytes) {
   bool wasMapped = mapped(oldBytes), isMapped = mapped(newBytes);
   if (!wasMapped && !isMapped)
     return std::realloc(block, newBytes);
@@ -97,7 +99,7 @@ inline void *resize(void *block, size_t oldBytes, size_t newBytes,
     if (!small)
       return nullptr;
     std::memcpy(small, block, std::min(usedBytes, newBytes));
-    poolPages(block, mappedSize(oldBytes));
+    poolPages(block, mappedSize(oldBytes), presentBytes);
     return small;
   }
   size_t size = mappedSize(newBytes);
@@ -114,7 +116,8 @@ inline void *resize(void *block, size_t oldBytes, size_t newBytes,
   if (size == had)
     return block;
   if (size < had) {
-    poolPages(static_cast<char *>(block) + size, had - size);
+    poolPages(static_cast<char *>(block) + size, had - size,
+              presentBytes > size ? presentBytes - size : 0);
     return block;
   }
   // In place when the addresses after it are free, else its pages move to
@@ -137,9 +140,10 @@ inline void *resize(void *block, size_t oldBytes, size_t newBytes,
   return grown;
 }
 
-inline void release(void *block, size_t bytes) {
+/// Frees `block` (`bytes` of capacity, pages in its first `presentBytes`).
+inline void release(void *block, size_t bytes, size_t presentBytes) {
   if (mapped(bytes))
-    poolPages(block, mappedSize(bytes));
+    poolPages(block, mappedSize(bytes), presentBytes);
   else
     std::free(block);
 }
@@ -184,7 +188,7 @@ public:
   }
   PodVector &operator=(PodVector &&other) noexcept {
     if (this != &other) {
-      podvector_detail::release(elements, room * sizeof(T));
+      podvector_detail::release(elements, room * sizeof(T), presentBytes());
       elements = other.elements;
       count = other.count;
       room = other.room;
@@ -194,7 +198,9 @@ public:
     }
     return *this;
   }
-  ~PodVector() { podvector_detail::release(elements, room * sizeof(T)); }
+  ~PodVector() {
+    podvector_detail::release(elements, room * sizeof(T), presentBytes());
+  }
 
   size_t size() const { return count; }
   bool empty() const { return count == 0; }
@@ -295,16 +301,17 @@ private:
   // store and two compares) inlines into the model builder's frame appends.
   __attribute__((noinline)) void reallocate(size_t wanted) {
     if (wanted == 0) {
-      podvector_detail::release(elements, room * sizeof(T));
+      podvector_detail::release(elements, room * sizeof(T), presentBytes());
       elements = nullptr;
       room = count = populated = 0;
       return;
     }
-    void *grown = wanted > SIZE_MAX / sizeof(T)
-                      ? nullptr
-                      : podvector_detail::resize(
-                            static_cast<void *>(elements), room * sizeof(T),
-                            wanted * sizeof(T), count * sizeof(T));
+    void *grown =
+        wanted > SIZE_MAX / sizeof(T)
+            ? nullptr
+            : podvector_detail::resize(static_cast<void *>(elements),
+                                       room * sizeof(T), wanted * sizeof(T),
+                                       count * sizeof(T), presentBytes());
     if (!grown)
       llvm::report_bad_alloc_error("out of memory growing a magic-trace model");
     elements = static_cast<T *>(grown);
@@ -312,6 +319,10 @@ private:
     populated = std::min(count, room);
     populateAhead();
   }
+
+  /// The bytes from the start that may have pages: those populated ahead
+  /// or written.
+  size_t presentBytes() const { return std::max(populated, count) * sizeof(T); }
 
   /// Fills the page tables for the next 1 MiB of a large array in one call
   /// (MADV_POPULATE_WRITE, Linux 5.14; older kernels ignore it): one page

@@ -1,9 +1,9 @@
 //===- PagePool.cpp - Pages large PodVectors gave back, for reuse ---------===//
 //
-// Pieces of huge-page aligned anonymous memory whose pages are present
-// (PodVector.h). Taking them moves their page tables (mremap): reused
-// memory costs neither a copy nor a new page. The newest pieces are taken
-// first; over the limit the oldest are unmapped.
+// Pieces of huge-page aligned anonymous memory whose pages are present, as
+// far as the arrays that gave them knew (PodVector.h). Taking them moves their
+// page tables (mremap): reused memory costs neither a copy nor a new page. The
+// newest pieces are taken first; over the limit the oldest are unmapped.
 //
 //===----------------------------------------------------------------------===//
 
@@ -75,7 +75,13 @@ size_t takePooledPages(void *at, size_t bytes) {
   return filled;
 }
 
-void poolPages(void *block, size_t bytes) {
+void poolPages(void *block, size_t bytes, size_t present) {
+  size_t kept = std::min(bytes, mappedSize(present));
+  if (kept < bytes)
+    munmap(static_cast<char *>(block) + kept, bytes - kept);
+  bytes = kept;
+  if (bytes == 0)
+    return;
   Pool &p = pool();
   std::lock_guard<std::mutex> hold(p.lock);
   if (bytes > p.limit) {

@@ -199,18 +199,15 @@ private:
     // anything was): threads' traces differ in bytes a call (in one busy
     // snapshot a worker ran twice the others' calls in the same window,
     // from a ring with fewer bytes than theirs).
-    // Mixing units would misorder: slices only when every job has a
-    // density.
-    std::vector<double> cost(models.size(), 0), perByte(models.size(), 0);
+    // The densities are plan()'s (none before the sample). Mixing units
+    // would misorder: slices only when every job has a density.
     bool counted = decoded;
-    for (const Job &job : jobs) {
-      if (counted)
-        perByte[job.slot] = density(job.slot).slicesPerByte;
-      counted = counted && perByte[job.slot] > 0;
-    }
+    for (const Job &job : jobs)
+      counted = counted && plannedDensity[job.slot] > 0;
+    std::vector<double> cost(models.size(), 0);
     for (const Job &job : jobs)
       cost[job.slot] = double(bytesFrom(job.slot, job.fromPsb)) *
-                       (counted ? perByte[job.slot] : 1);
+                       (counted ? plannedDensity[job.slot] : 1);
     std::sort(jobs.begin(), jobs.end(), [&](const Job &a, const Job &b) {
       double left = cost[a.slot], right = cost[b.slot];
       return left != right ? left > right : a.slot < b.slot;
@@ -276,11 +273,13 @@ private:
   /// the budget allows, by the densities decoded so far.
   std::vector<size_t> plan() {
     std::vector<ThreadPlan> plans(models.size());
+    plannedDensity.assign(models.size(), 0);
     for (size_t slot = 0; slot < models.size(); ++slot) {
       plans[slot].psbs = &times(slot);
       plans[slot].end = threadEnds[slot];
       plans[slot].windowEnd = ends[slot];
-      plans[slot].slicesPerByte = density(slot).slicesPerByte;
+      plans[slot].slicesPerByte = plannedDensity[slot] =
+          density(slot).slicesPerByte;
     }
     uint64_t limit = options.maxLengthNs ? options.maxLengthNs : UINT64_MAX;
     uint64_t length = plannedWindow(plans, limit, options.maxSlices);
@@ -460,6 +459,8 @@ private:
   std::vector<uint64_t> ends;       ///< Per slot: where its window ends.
   std::vector<uint64_t> threadEnds; ///< Per slot: its own last time.
   std::vector<uint64_t> firsts;     ///< Per slot: its trace's first time.
+  /// Per slot: slices per byte decoded, when plan() last looked.
+  std::vector<double> plannedDensity;
   WindowSummary window;
 };
 
