@@ -14,6 +14,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -106,6 +109,58 @@ TEST_F(Scratch, LinkPlantedWhileWritingIsRefusedAtCommit) {
   EXPECT_NE(error.find("out.fxt': it is a symbolic link"), std::string::npos)
       << error;
   EXPECT_EQ(read(canary), "canary");
+}
+
+/// Whether the file system under `dir` takes an aligned O_DIRECT write.
+bool takesDirectWrites(const std::string &dir) {
+  std::string probe = dir + "/probe";
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT, 0600);
+  if (fd < 0)
+    return false;
+  void *block = std::aligned_alloc(4096, 4096);
+  std::memset(block, 0, 4096);
+  bool took = ::write(fd, block, 4096) == 4096;
+  std::free(block);
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return took;
+}
+
+TEST_F(Scratch, BigOutputIsWrittenWholeWithItsTailAndGoesDirectWhereItCan) {
+  // 20 MiB and an unaligned tail, in writes of many sizes: the chunks past
+  // the 8th MiB go directly where the file system takes them, the tail
+  // through the page cache; the file must hold every byte in order.
+  std::string expected;
+  uint64_t state = 12345;
+  size_t sizes[] = {1, 7, 4096, 100000, 3 << 20, 13, 1 << 20, 65536};
+  for (size_t i = 0; expected.size() < (size_t(20) << 20) + 4321; ++i) {
+    size_t size = sizes[i % (sizeof(sizes) / sizeof(sizes[0]))];
+    for (size_t j = 0; j < size; ++j) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      expected.push_back(char(state >> 56));
+    }
+  }
+  std::string path = root + "/big.fxt";
+  uint64_t directBefore = outputBytesWrittenDirect();
+  {
+    auto file = OutputFile::create(path);
+    ASSERT_TRUE(bool(file)) << errorText(file.takeError());
+    llvm::StringRef rest = expected;
+    for (size_t i = 0; !rest.empty(); ++i) {
+      size_t size = sizes[(i * 3) % (sizeof(sizes) / sizeof(sizes[0]))];
+      (*file)->os() << rest.take_front(size);
+      rest = rest.drop_front(std::min(size, rest.size()));
+    }
+    EXPECT_EQ((*file)->os().tell(), expected.size());
+    ASSERT_EQ(errorText((*file)->commit()), "");
+  }
+  EXPECT_TRUE(read(path) == expected) << "the file differs from the bytes";
+  uint64_t direct = outputBytesWrittenDirect() - directBefore;
+  if (takesDirectWrites(root))
+    EXPECT_GE(direct, uint64_t(8) << 20);
+  else
+    EXPECT_EQ(direct, 0u);
+  EXPECT_EQ(direct % 4096, 0u);
 }
 
 TEST_F(Scratch, NewBundleDirectoryAppearsWholeAndPrivate) {

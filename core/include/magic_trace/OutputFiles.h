@@ -44,6 +44,8 @@ private:
 /// One output file being written. The destination is checked when it is
 /// created and again at commit(); until commit() the bytes are in a private
 /// temporary file beside it, removed if the file is dropped uncommitted.
+class OutputStream;
+
 class OutputFile {
 public:
   /// Prepares to write PATH. Errors (one line, naming PATH): its directory
@@ -58,7 +60,7 @@ public:
            llvm::StringRef shownPath);
   ~OutputFile();
 
-  llvm::raw_fd_ostream &os() { return *stream; }
+  llvm::raw_ostream &os();
   const std::string &path() const { return shown; }
 
   /// Flushes, gives the file its mode (0600, or the umask's with
@@ -77,10 +79,15 @@ private:
   std::string name;      ///< The destination, in `dir`.
   std::string temporary; ///< Our file, in `dir`.
   std::string shown;
-  std::unique_ptr<llvm::raw_fd_ostream> stream;
+  std::unique_ptr<OutputStream> stream;
   int fd = -1; ///< The stream's.
   bool committed = false;
 };
+
+/// Bytes written to the disk directly (O_DIRECT, past the page cache) by
+/// the outputs of this process so far: an output's whole aligned chunks from
+/// its 8th MiB on, where the file system takes them and the disk keeps up.
+uint64_t outputBytesWrittenDirect();
 
 /// Writes BYTES as the whole output file PATH (through OutputFile).
 llvm::Error writeOutputFile(llvm::StringRef path, llvm::StringRef bytes);

@@ -266,7 +266,7 @@ Error writeCodeHistory(const CodeHistory &history, OutputDir &dir,
   Expected<std::unique_ptr<OutputFile>> binFile = dir.createFile(codeBinName);
   if (!binFile)
     return binFile.takeError();
-  llvm::raw_fd_ostream &bin = (*binFile)->os();
+  llvm::raw_ostream &bin = (*binFile)->os();
   uint64_t written = 0;
   json::Array changes;
   for (const CodeChange &change : history.changes) {
