@@ -12,14 +12,10 @@
 
 #include "gtest/gtest.h"
 
-#include <climits>
-#include <cstdint>
 #include <map>
 #include <random>
 #include <tuple>
 #include <vector>
-
-#include <sys/mman.h>
 
 using namespace magic_trace;
 
@@ -162,45 +158,6 @@ TEST(PodVector, MappedBlocksGrowShrinkAndMoveWhole) {
   even.clear();
   even.shrinkToFit();
   EXPECT_EQ(even.capacity(), 0u);
-}
-
-/// Resident bytes of [data, data + bytes) (mincore; data page aligned).
-size_t residentBytes(const void *data, size_t bytes) {
-  std::vector<unsigned char> pages((bytes + 4095) / 4096);
-  if (mincore(const_cast<void *>(data), bytes, pages.data()) != 0)
-    return SIZE_MAX;
-  size_t resident = 0;
-  for (unsigned char page : pages)
-    resident += (page & 1) * 4096;
-  return resident;
-}
-
-TEST(PodVector, PoolGrowsWithNewPagesUpToItsLimitForTheNextArray) {
-  // The session's decoder adds pages to the pool between snapshots: whole
-  // huge pages, never past the limit, and present, so that the next large
-  // array starts with its pages in place (without the pool, a reserved
-  // array has only the 8 MiB it populates ahead).
-  setPagePoolLimit(0);
-  const size_t count = (size_t(16) << 20) / sizeof(uint64_t); // 16 MiB.
-  {
-    PodVector<uint64_t> cold;
-    cold.reserve(count);
-    EXPECT_LE(residentBytes(cold.data(), count * 8), size_t(8) << 20);
-  }
-  setPagePoolLimit(size_t(20) << 20);
-  EXPECT_EQ(growPagePool(size_t(8) << 20), size_t(8) << 20);
-  EXPECT_EQ(growPagePool(size_t(8) << 20), size_t(8) << 20);
-  EXPECT_EQ(growPagePool(size_t(8) << 20), 0u); // 24 MiB > the limit.
-  EXPECT_EQ(growPagePool((size_t(3) << 20)), size_t(2) << 20);
-  EXPECT_EQ(pagePoolBytes(), size_t(18) << 20);
-  {
-    PodVector<uint64_t> warm;
-    warm.reserve(count);
-    EXPECT_EQ(pagePoolBytes(), size_t(2) << 20);
-    EXPECT_EQ(residentBytes(warm.data(), count * 8), count * 8);
-  }
-  setPagePoolLimit(0);
-  setPagePoolLimit(size_t(256) << 20);
 }
 
 TEST(PodVector, FreedPagesAreTakenBackFromThePool) {

@@ -155,11 +155,6 @@ inline void release(void *block, size_t bytes, size_t presentBytes) {
 void setPagePoolLimit(size_t bytes);
 /// Bytes of pages the pool holds now.
 size_t pagePoolBytes();
-/// Adds `bytes` (whole huge pages) of new pages to the pool when its limit
-/// has room for them, populated here: for a thread that waits anyway (the
-/// session's decoder between snapshots), so that the next decode finds
-/// pages ready. Returns the bytes added (0: full, or no memory).
-size_t growPagePool(size_t bytes);
 
 /// A std::vector subset for trivially copyable T (elements move with
 /// memcpy/realloc). Out of memory ends the process through LLVM's bad-alloc

@@ -111,9 +111,6 @@ private:
   std::vector<std::string> lines;
   std::vector<unsigned> jsonPending; ///< Numbers whose JSON to print.
   std::atomic<bool> stopping{false};
-  /// The worker decoded a snapshot: a busy session, whose next decode the
-  /// worker prepares pages for while it waits (PodVector.h, growPagePool).
-  bool decodedOne = false;
   std::condition_variable wake;
   std::mutex wakeLock;
   std::thread worker;

@@ -102,30 +102,6 @@ void setPagePoolLimit(size_t bytes) {
   p.trimTo(bytes);
 }
 
-size_t growPagePool(size_t bytes) {
-  using namespace podvector_detail;
-  bytes = bytes / HugePage * HugePage;
-  {
-    Pool &p = pool();
-    std::lock_guard<std::mutex> hold(p.lock);
-    if (bytes == 0 || p.bytes + bytes > p.limit)
-      return 0;
-  }
-  void *block = reserveAligned(bytes);
-  if (!block)
-    return 0;
-#ifdef MADV_POPULATE_WRITE
-  constexpr int PopulateWrite = MADV_POPULATE_WRITE;
-#else
-  constexpr int PopulateWrite = 23;
-#endif
-  if (madvise(block, bytes, PopulateWrite) != 0)
-    for (size_t at = 0; at < bytes; at += 4096)
-      static_cast<volatile char *>(block)[at] = 0;
-  poolPages(block, bytes, bytes);
-  return bytes;
-}
-
 size_t pagePoolBytes() {
   Pool &p = pool();
   std::lock_guard<std::mutex> hold(p.lock);

@@ -3,7 +3,6 @@
 
 #include "magic_trace/Bundle.h"
 #include "magic_trace/GroundTruth.h"
-#include "magic_trace/PodVector.h"
 #include "magic_trace/QemuRings.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -14,9 +13,6 @@
 #include <thread>
 
 namespace magic_trace {
-
-/// What the worker adds to the page pool at a time between snapshots.
-constexpr size_t kWarmPieceBytes = size_t(8) << 20;
 
 RecorderSnapshots::RecorderSnapshots(std::string ringDir, SnapshotLog &log,
                                      std::mutex &sessionLock,
@@ -61,21 +57,13 @@ void RecorderSnapshots::work() {
       published = !error;
       llvm::consumeError(std::move(error));
     }
-    while (!stopping && decodeNext())
-      decodedOne = true;
+    while (!stopping && decodeNext()) {
+    }
     uint32_t seen = 0;
     {
       std::lock_guard<std::mutex> hold(lock);
       seen = decoded;
     }
-    // Between snapshots of a session that takes them, new pages for the
-    // next decode, up to the pool's limit (half the memory budget): a new
-    // page costs 2-3 ms a MB on a VM, 0.3 s of a busy snapshot's decode
-    // before released models refill the pool. 8 MiB at a time (about
-    // 20 ms), so that a snapshot written meanwhile waits at most that.
-    if (decodedOne && !stopping && qemuTriggerSnapshots(ringDir) <= seen &&
-        growPagePool(kWarmPieceBytes) > 0)
-      continue;
     // Woken by the recorder as it writes the next snapshot (the program
     // waits for it meanwhile); at most 20 ms, for `stopping`. Without a
     // header (not there yet, or gone), every 20 ms.
