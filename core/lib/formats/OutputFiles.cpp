@@ -318,6 +318,7 @@ private:
       chunks[1] = newChunk();
     if (!chunks[1])
       return;
+    stopping = false; // A write after finish() starts a writer again.
     try {
       writer = std::thread([this] { writerLoop(); });
     } catch (const std::system_error &) {
