@@ -232,11 +232,14 @@ std::atomic<uint64_t> directBytesWritten{0};
 /// (less than a chunk, not aligned) always goes through the page cache.
 class OutputStream final : public raw_ostream {
 public:
-  explicit OutputStream(int fd) : raw_ostream(/*unbuffered=*/true), fd(fd) {}
+  // raw_ostream's own buffer takes the small writes (a JSON trace is made
+  // of millions), so write_impl sees pieces of 64 KiB and more.
+  explicit OutputStream(int fd) : fd(fd) { SetBufferSize(size_t(64) << 10); }
   ~OutputStream() override { close(); }
 
   /// Writes everything held (then nothing is left for close()).
   void finish() {
+    flush();
     waitIdle();
     stopWriter();
     if (held > 0)
@@ -507,7 +510,6 @@ OutputFile::~OutputFile() {
 Error OutputFile::commit() {
   if (committed)
     return Error::success();
-  stream->flush();
   stream->finish();
   bool failed = stream->has_error() || ::fchmod(fd, outputFileMode()) != 0;
   std::string why = stream->has_error() ? stream->error().message()
