@@ -137,8 +137,12 @@ void syscallEntered(qemu_plugin_id_t, unsigned int, int64_t number, uint64_t a1,
     return;
   drainLog(*thread);
   const BlockInfo *last = thread->pending;
-  if (last && last->valid && last->last().branch == BranchClass::Syscall)
-    thread->syscallReturn = last->last().ip + last->last().size;
+  // Where the thread waits (0: not known; an older syscall's return would
+  // call a true stop address wrong).
+  thread->syscallReturn =
+      last && last->valid && last->last().branch == BranchClass::Syscall
+          ? last->last().ip + last->last().size
+          : 0;
   onSyscall(*thread, number);
   if (number == kSysExit) {
     finishThread(*thread, 0);

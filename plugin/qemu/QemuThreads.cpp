@@ -361,9 +361,19 @@ void flushStopped() {
     bool catching = pc == 0 && catchRunning;
     bool leave = pc == 0 && !catching;
     while (!leave) {
-      if (__atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
-          uint32_t(QemuThreadState::Running))
+      uint32_t state = __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE);
+      if (state != uint32_t(QemuThreadState::Running)) {
+        // Blocked in a syscall, the thread is at its return, whatever the
+        // debugger read: LLDB can read a vCPU that still runs toward the
+        // syscall, a stale PC with the current stack (run-programs.test:
+        // main at _dl_fixup under __pthread_clockjoin_ex, its trace ending
+        // in the futex wait). Reported, its stack is left out of the stop
+        // context.
+        if (state == uint32_t(QemuThreadState::InSyscall) &&
+            thread->syscallReturn != 0)
+          pc = thread->syscallReturn;
         break;
+      }
       if (uint64_t at = thread->waitingAt.load(std::memory_order_acquire)) {
         pc = at;
         break;

@@ -185,8 +185,8 @@ struct alignas(64) ThreadRecorder {
   ThreadTruth truth;
   bool awaitingResume = false; ///< The handler's rt_sigreturn was seen.
   /// Where the thread's last syscall returns (the address after its syscall
-  /// instruction; 0 before one): set at syscall entry, read by the stop
-  /// flush, both under Recorder::flushLock.
+  /// instruction; 0 before one, or when it was not known): set at syscall
+  /// entry, read by the stop flush, both under Recorder::flushLock.
   uint64_t syscallReturn = 0;
   int deferDepth = 0;
   const BlockInfo *interrupted = nullptr;
