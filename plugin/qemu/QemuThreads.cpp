@@ -351,6 +351,7 @@ void flushStopped() {
       __atomic_load_n(&rec.header->flushCatchRunning, __ATOMIC_ACQUIRE) != 0;
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  std::vector<ThreadRecorder *> truths;
   for (size_t i = 0; i < threads.size(); ++i) {
     ThreadRecorder *thread = threads[i];
     uint64_t pc =
@@ -421,8 +422,15 @@ void flushStopped() {
     // finished thread's is final already).
     if (!leave && __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
                       uint32_t(QemuThreadState::Done))
-      writeTruth(*thread);
+      truths.push_back(thread);
   }
+  // Written once every thread is where its trace ends: a busy thread's
+  // ground truth can be gigabytes (8 bytes an instruction since the start),
+  // and writing it first took the next threads' time to come by (under GDB
+  // a worker was left without one after 90 s of writing, and the bundle
+  // lost its ground truth).
+  for (ThreadRecorder *thread : truths)
+    writeTruth(*thread);
 }
 
 /// Keeps the threads waiting at their blocks (flushLock held, SlowFlush

@@ -157,6 +157,8 @@ struct QemuRecording {
   uint64_t pauseTimeouts = 0;
   QemuStopReason stopReason = QemuStopReason::None;
   std::string note;
+  /// Why the ground truth asked for is missing (also in `note`).
+  std::string truthNote;
 };
 
 /// Maps DIR/header and every DIR/ring.<tid>, pauses the writers while it
@@ -190,6 +192,8 @@ struct QemuRingStatus {
   uint64_t triggerWaitNs = 0;    ///< Time hits waited for the decoder.
   std::vector<QemuThreadSlot> threads;
   std::string note;
+  /// Why the ground truth asked for is missing (also in `note`).
+  std::string truthNote;
 };
 llvm::Expected<QemuRingStatus> readQemuRingStatus(llvm::StringRef dir);
 

@@ -133,6 +133,9 @@ public:
     // since rewritten.
     snapshot.code = std::move(read.code);
     snapshot.notes = std::move(read.notes);
+    // A ground truth asked for and missing is said, not only left out.
+    if (!recording->truthNote.empty())
+      snapshot.notes.push_back(recording->truthNote);
     // The recorder's own list (DIR/maps) where the host has none.
     if (snapshot.modules.empty())
       snapshot.modules = std::move(read.modules);

@@ -470,9 +470,10 @@ llvm::Expected<QemuRecording> readQemuRings(llvm::StringRef dir,
     for (const ThreadTrace &thread : snapshot.threads) {
       llvm::Expected<ThreadTruth> truth = readGroundTruth(dir, thread.tid);
       if (!truth) {
-        recording.note += (recording.note.empty() ? "" : "; ") +
-                          llvm::toString(truth.takeError()) +
-                          ": the bundle has no ground truth";
+        recording.truthNote = llvm::toString(truth.takeError()) +
+                              ": the bundle has no ground truth";
+        recording.note +=
+            (recording.note.empty() ? "" : "; ") + recording.truthNote;
         recording.truth.clear();
         break;
       }
