@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cinttypes>
+#include <cstdio>
+
 #include <unistd.h>
 
 using namespace magic_trace;
@@ -71,6 +74,31 @@ TEST(GroundTruth, WritesTheDocumentedFiles) {
   ASSERT_TRUE(bool(lost));
   EXPECT_EQ((*lost)->getBuffer(), "1 1\n");
   llvm::sys::fs::remove_directories(dir);
+}
+
+TEST(GroundTruth, EventLinesAreAsPrintfWritesThem) {
+  // Against the C library's printf: the file's documented format.
+  const uint64_t values[] = {0,
+                             1,
+                             9,
+                             10,
+                             0xf,
+                             0x10,
+                             0x4000001170,
+                             0xffffffffffffffffull,
+                             0x8000000000000000ull,
+                             1234567890123456789ull};
+  for (uint64_t index : values)
+    for (uint64_t address : values) {
+      TruthEvent event{index, TruthEventKind::Interrupt, address, ~address};
+      std::string line;
+      appendTruthEvent(line, event);
+      char expected[128];
+      std::snprintf(expected, sizeof(expected),
+                    "%" PRIu64 " interrupt 0x%" PRIx64 " 0x%" PRIx64 "\n",
+                    index, address, ~address);
+      EXPECT_EQ(line, expected);
+    }
 }
 
 TEST(GroundTruth, ReadsBackWhatItWrote) {

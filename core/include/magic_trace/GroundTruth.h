@@ -19,6 +19,7 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,10 @@ struct ThreadTruth {
     events.push_back({insns.size(), kind, from, to});
   }
 };
+
+/// Appends `event`'s .events line: "INDEX KIND 0xFROM 0xTO\n", the index
+/// in decimal and the addresses as printf's "0x%" PRIx64 writes them.
+void appendTruthEvent(std::string &out, const TruthEvent &event);
 
 /// Writes DIR/groundtruth/<tid>.{insns,events,lost} for every thread.
 llvm::Error writeGroundTruth(const std::vector<ThreadTruth> &threads,
