@@ -18,17 +18,34 @@
 #include <cstring>
 #include <fcntl.h>
 #include <mutex>
+#include <signal.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <system_error>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 
 using namespace llvm;
 
 namespace magic_trace {
 namespace {
+
+/// A helper thread with every signal blocked. Outputs are also written
+/// inside QEMU's process (the recorder's ground truth, from a vCPU thread
+/// at a trigger or a thread's exit), whose host signal handler assumes it
+/// runs on a vCPU: a signal for the program must not land on a writer.
+template <typename F> std::thread quietThread(F &&body) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  struct Restore {
+    sigset_t mask;
+    ~Restore() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{old};
+  return std::thread(std::forward<F>(body));
+}
 
 std::string errnoText() { return std::strerror(errno); }
 
@@ -195,7 +212,7 @@ public:
   /// would otherwise free inside the rename (0.28 s for a 320 MB trace).
   static void letGoAside(int fd) {
     try {
-      std::thread([fd] { letGo(fd); }).detach();
+      quietThread([fd] { letGo(fd); }).detach();
     } catch (const std::system_error &) {
       letGo(fd);
     }
@@ -323,7 +340,7 @@ private:
       return;
     stopping = false; // A write after finish() starts a writer again.
     try {
-      writer = std::thread([this] { writerLoop(); });
+      writer = quietThread([this] { writerLoop(); });
     } catch (const std::system_error &) {
     }
   }
