@@ -418,10 +418,32 @@ void flushStopped() {
     if (given != 0 && (leave || pc != given))
       __atomic_store_n(&rec.header->stopPc[thread->index], leave ? 0 : pc,
                        __ATOMIC_RELEASE);
+    uint32_t state = __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE);
+    // A running thread that never came by and is outside the callbacks is
+    // held all the same: descheduled, or waiting in QEMU (for an exclusive
+    // section that waits for a thread held at its block; seen under GDB,
+    // where such a worker's `activity` did not move for 90 s). Its next
+    // callback waits for flushLock before it touches its state. Where it
+    // goes next is not known, so its trace ends before its newest block's
+    // last instruction (as a thread's that finishes does; it resumes with
+    // TIP.PGE), and its ground truth is written with it.
+    bool heldElsewhere =
+        leave && catching && state == uint32_t(QemuThreadState::Running) &&
+        !(thread->activity.load(std::memory_order_acquire) & 1);
+    if (heldElsewhere) {
+      drainLog(*thread);
+      const BlockInfo *newest = thread->pending;
+      // (A block that may go to its own last instruction would read as
+      // having gone there: left as it wrote.)
+      heldElsewhere = newest && newest->valid &&
+                      !newest->mayGoTo(newest->last().ip) &&
+                      !newest->lastIsRep && !newest->lastCrossesPage;
+      if (heldElsewhere)
+        flushToStop(*thread, newest->last().ip);
+    }
     // The ground truth so far, for every thread the debugger may show (a
     // finished thread's is final already).
-    if (!leave && __atomic_load_n(&thread->slot->state, __ATOMIC_ACQUIRE) !=
-                      uint32_t(QemuThreadState::Done))
+    if ((!leave || heldElsewhere) && state != uint32_t(QemuThreadState::Done))
       truths.push_back(thread);
   }
   // Written once every thread is where its trace ends: a busy thread's
