@@ -192,8 +192,6 @@ struct QemuRingStatus {
   uint64_t triggerWaitNs = 0;    ///< Time hits waited for the decoder.
   std::vector<QemuThreadSlot> threads;
   std::string note;
-  /// Why the ground truth asked for is missing (also in `note`).
-  std::string truthNote;
 };
 llvm::Expected<QemuRingStatus> readQemuRingStatus(llvm::StringRef dir);
 
