@@ -469,6 +469,33 @@ TEST(FxtWriter, RepeatedSitesStayCorrectWhenTheirStringsAreEvicted) {
   }
 }
 
+TEST(FxtWriter, DisplayedEndsFarPastTheModelsKeepTheirValue) {
+  // 70,000 leaves that begin and end at 0 inside a frame that does too:
+  // each leaf is shown 1 ns after the one before (docs/formats.md,
+  // "Displayed times"), so the outer frame's displayed end is 70,000 ns
+  // past its model end, more than the writer keeps in 16 bits.
+  const uint64_t Leaves = 70000;
+  ModelBuilder b;
+  Segment &seg = ModelBuilder::segment(b.thread(1), 0, 0);
+  b.frame(seg, "outer", 0, 0);
+  for (uint64_t i = 0; i < Leaves; ++i)
+    b.frame(seg, "leaf", 0, 0, /*parent=*/0);
+  ASSERT_FALSE(bool(validateModel(b.model)));
+  auto trace = readFxt(asBytes(writeToString(b.model)));
+  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+  ASSERT_EQ(trace->events.size(), Leaves + 1);
+  EXPECT_EQ(trace->events[0].name, "outer");
+  EXPECT_EQ(trace->events[0].timestamp, 0u);
+  EXPECT_EQ(trace->events[0].endTimestamp, Leaves);
+  for (uint64_t i = 0; i < Leaves; ++i) {
+    const FxtEvent &leaf = trace->events[1 + i];
+    ASSERT_EQ(leaf.timestamp, i) << "leaf " << i;
+    ASSERT_EQ(leaf.endTimestamp, i + 1) << "leaf " << i;
+    ASSERT_EQ(leaf.perfettoDepth, 1) << "leaf " << i;
+  }
+  EXPECT_EQ(trace->perfettoDropped, 0u);
+}
+
 TEST(FxtWriter, HugeNameIsTruncatedToTheStringLimit) {
   // magic-trace issue #286: an 805 KB symbol name crashed its writer. Put a
   // 3-byte UTF-8 character across the cut point to check it is not split.

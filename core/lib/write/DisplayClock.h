@@ -24,6 +24,8 @@
 
 #include "magic_trace/TraceModel.h"
 
+#include "llvm/ADT/DenseMap.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -38,26 +40,43 @@ public:
   void place(const Segment &segment) {
     before = last;
     beforeShift = shift;
-    ends.clear();
-    ends.appendUninitialized(segment.frames.size());
-    walk(segment, [&](uint64_t, uint64_t shown, Event event, uint32_t frame) {
-      if (event == Event::End)
-        ends[frame] = shown;
-      return true;
-    });
+    endShifts.clear();
+    endShifts.appendUninitialized(segment.frames.size());
+    largeShifts.clear();
+    walk(segment,
+         [&](uint64_t modelNs, uint64_t shown, Event event, uint32_t frame) {
+           if (event != Event::End)
+             return true;
+           // A displayed time is never before the model's (show()).
+           uint64_t by = shown - modelNs;
+           if (by < LargeShift) {
+             endShifts[frame] = uint16_t(by);
+           } else {
+             endShifts[frame] = LargeShift;
+             largeShifts[frame] = by;
+           }
+           return true;
+         });
   }
 
   /// `write(frame, displayedBegin, displayedEnd)` for each frame of the
   /// segment place() was given, in pre-order. The begins are the same walk
-  /// again (from the clock place() started at), so only the ends are kept:
-  /// 8 bytes a frame of the largest segment, reused from thread to thread.
+  /// again (from the clock place() started at), so only the ends are kept,
+  /// as their shift past the model's end: 2 bytes a frame of the largest
+  /// segment (the rare shift of 65535 ns or more in a map), reused from
+  /// thread to thread.
   template <typename Write>
   void forEachFrame(const Segment &segment, Write write) {
     last = before;
     shift = beforeShift;
+    const PodVector<Frame> &frames = segment.frames;
     walk(segment, [&](uint64_t, uint64_t shown, Event event, uint32_t frame) {
-      if (event == Event::Begin)
-        write(frame, shown, ends[frame]);
+      if (event == Event::Begin) {
+        uint16_t by = endShifts[frame];
+        write(frame, shown,
+              frames[frame].end +
+                  (by < LargeShift ? by : largeShifts.find(frame)->second));
+      }
       return true;
     });
   }
@@ -126,7 +145,11 @@ private:
     return at;
   }
 
-  PodVector<uint64_t> ends; ///< Of place()'s segment's frames.
+  /// Shifts of this size and more are kept in largeShifts.
+  static constexpr uint16_t LargeShift = UINT16_MAX;
+  /// Of place()'s segment's frames: the displayed end less the model's.
+  PodVector<uint16_t> endShifts;
+  llvm::DenseMap<uint32_t, uint64_t> largeShifts;
   std::vector<uint32_t> stack;
   uint32_t justBegun = NoFrame;
   uint64_t segmentBeginNs = 0;
