@@ -1,6 +1,7 @@
 """Writes a tiny bundle description and ground truth for checker.test.
 
-  fake_bundle.py DIR: thread 7 ran 0x1000, 0x1004, 0x1008, 0x100c.
+  fake_bundle.py DIR [LOST]: thread 7 ran 0x1000, 0x1004, 0x1008, 0x100c;
+  LOST ("FIRST COUNT", as in a recorder's <tid>.lost) marks a loss.
 """
 import json
 import os
@@ -14,4 +15,6 @@ with open(os.path.join(directory, "trace.json"), "w") as f:
                                                   "modules": []}]}, f)
 with open(os.path.join(directory, "groundtruth", "7.insns"), "wb") as f:
     f.write(struct.pack("<4Q", 0x1000, 0x1004, 0x1008, 0x100C))
-open(os.path.join(directory, "groundtruth", "7.lost"), "w").close()
+with open(os.path.join(directory, "groundtruth", "7.lost"), "w") as f:
+    if len(sys.argv) > 2:
+        f.write(sys.argv[2] + "\n")
