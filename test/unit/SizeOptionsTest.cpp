@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "magic_trace/SizeOptions.h"
+#include "magic_trace/SnapshotLog.h"
 
 #include "gtest/gtest.h"
 
@@ -71,3 +72,54 @@ TEST(SizeOptions, MemorySizesAreAnyPositiveCount) {
 }
 
 } // namespace
+
+namespace {
+
+/// A decoded snapshot holding `bytes` of raw trace.
+std::unique_ptr<SnapshotRecord> recordOf(size_t bytes) {
+  auto record = std::make_unique<SnapshotRecord>();
+  record->snapshot.threads.emplace_back();
+  record->snapshot.threads.back().bytes.reserve(bytes);
+  return record;
+}
+
+std::vector<bool> releasedOf(const SnapshotLog &log) {
+  std::vector<bool> released;
+  for (const auto &record : log.all())
+    released.push_back(record->released);
+  return released;
+}
+
+} // namespace
+
+// A session's decode takes the pages of the snapshots it will push out of
+// the budget, so these go before it (SnapshotLog::makeRoom), not after.
+TEST(SnapshotLog, MakeRoomReleasesBeforeTheDecodeWhatItsResultWould) {
+  SnapshotLog log;
+  log.setMemory(100 << 20);
+  log.add(recordOf(40 << 20));
+  log.add(recordOf(40 << 20));
+  EXPECT_EQ(log.keptCount(), 2u);
+  // 40 + 40 kept and 40 coming are over 100: the oldest goes now.
+  log.makeRoom();
+  EXPECT_EQ(releasedOf(log), (std::vector<bool>{true, false}));
+  log.add(recordOf(40 << 20));
+  EXPECT_EQ(releasedOf(log), (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(log.keptBytes(), log.all()[1]->bytes + log.all()[2]->bytes);
+  // Small snapshots leave room: nothing goes.
+  log.add(recordOf(1 << 20));
+  EXPECT_EQ(log.keptCount(), 3u);
+  log.makeRoom();
+  EXPECT_EQ(log.keptCount(), 3u);
+  // The count counts the one coming too.
+  log.setKeep(3);
+  log.makeRoom();
+  EXPECT_EQ(releasedOf(log), (std::vector<bool>{true, true, false, false}));
+  // The last snapshot stays, even when it and the next are over the budget.
+  log.setMemory(30 << 20);
+  log.add(recordOf(40 << 20));
+  log.makeRoom();
+  EXPECT_EQ(releasedOf(log),
+            (std::vector<bool>{true, true, true, true, false}));
+  EXPECT_GT(log.keptBytes(), uint64_t(40) << 20);
+}

@@ -67,6 +67,12 @@ public:
   /// Numbers `record`, counts its bytes and keeps it; releases what falls
   /// out of the budget.
   SnapshotRecord &add(std::unique_ptr<SnapshotRecord> record);
+  /// Before the next snapshot is decoded: releases the older kept ones
+  /// that add() would release once a snapshot the size of the last one
+  /// joined them, so that their pages go to the pool for that decode to
+  /// take (PodVector.h) and the kept ones and the decode together stay
+  /// within the budget. The last snapshot stays.
+  void makeRoom();
   /// Snapshot `number` (0: the last one). Errors say how many there are.
   llvm::Expected<SnapshotRecord *> find(unsigned number);
   /// find(), for what needs the decoded snapshot (report, save). Errors
@@ -91,7 +97,10 @@ public:
   }
 
 private:
-  void releaseOld();
+  /// Releases every kept snapshot but the last that does not fit the
+  /// budget and the count beside `incoming` bytes of one more snapshot
+  /// (0: none coming).
+  void releaseOld(uint64_t incoming = 0);
   std::vector<std::unique_ptr<SnapshotRecord>> records;
   unsigned kept = kDefaultKeptSnapshots;
   uint64_t budget = defaultSnapshotMemory();

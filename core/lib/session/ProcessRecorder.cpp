@@ -220,6 +220,7 @@ llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
     llvm::erase_if(snapshot.stop, [&](const ThreadStop &stop) {
       return stop.tid == tid && !stop.triggered;
     });
+  log.makeRoom();
   auto began = std::chrono::steady_clock::now();
   llvm::Expected<PipelineResult> result =
       runPipeline(snapshot, request.pipeline, symbols);

@@ -114,6 +114,7 @@ bool RecorderSnapshots::decodeNext() {
     if (host.window)
       options.window = host.window(address);
     record->window = options.window;
+    log.makeRoom();
     auto began = std::chrono::steady_clock::now();
     llvm::Expected<PipelineResult> result =
         runPipeline(record->snapshot, options, symbols);

@@ -110,22 +110,27 @@ std::string keptSnapshotsLine(const SnapshotLog &log) {
   return text;
 }
 
-void SnapshotLog::releaseOld() {
+void SnapshotLog::makeRoom() {
+  if (!records.empty() && !records.back()->released)
+    releaseOld(records.back()->bytes);
+}
+
+void SnapshotLog::releaseOld(uint64_t incoming) {
   // A released model's large arrays go to the page pool, for the next
   // decode to take (PodVector.h): at most half the budget, 512 MiB.
   setPagePoolLimit(std::min<uint64_t>(budget / 2, uint64_t(512) << 20));
   bool released = false;
   // The newest snapshots that fit the budget and the count stay, the
   // newest always; every older one goes.
-  uint64_t bytes = 0;
-  unsigned count = 0;
+  uint64_t bytes = incoming;
+  unsigned count = incoming ? 1 : 0;
   for (size_t i = records.size(); i-- > 0;) {
     SnapshotRecord &record = *records[i];
     if (record.released)
       break; // The ones before it were released already.
     bytes += record.bytes;
     ++count;
-    if (count == 1 || (count <= kept && bytes <= budget))
+    if (i + 1 == records.size() || (count <= kept && bytes <= budget))
       continue;
     record.snapshot = Snapshot();
     record.result.model = TraceModel();
