@@ -25,6 +25,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <optional>
 
 using namespace llvm;
 using namespace magic_trace;
@@ -162,6 +163,45 @@ static Expected<EmulateResult> readBundle(StringRef dir) {
   return result;
 }
 
+/// Where a wrapped ring's decode starts in the ground truth: the index of
+/// its first decoded instruction (the decode runs to the stop, as the truth
+/// does). None when the first decoded block is not at that instruction.
+static std::optional<uint64_t> wrappedStart(const ThreadTruth &truth,
+                                            const ThreadDecode &decode) {
+  if (decode.instructions > truth.insns.size())
+    return std::nullopt;
+  uint64_t first = truth.insns.size() - decode.instructions;
+  for (const TraceItem &item : decode.items)
+    if (item.kind == ItemKind::Block && item.detail)
+      return item.ip == truth.insns[first] ? std::optional<uint64_t>(first)
+                                           : std::nullopt;
+  return std::nullopt;
+}
+
+/// `truth` from instruction `first` on: what a ring that starts there
+/// holds, for a reference built by the same rules from that instruction
+/// (callers it never saw called are inferred from returns and landing
+/// pads, as in a trace that starts mid-program).
+static ThreadTruth truthFrom(const ThreadTruth &truth, uint64_t first) {
+  ThreadTruth suffix;
+  suffix.tid = truth.tid;
+  suffix.insns.assign(truth.insns.begin() + first, truth.insns.end());
+  for (TruthEvent event : truth.events) {
+    if (event.index < first)
+      continue;
+    event.index -= first;
+    suffix.events.push_back(event);
+  }
+  for (auto [begin, count] : truth.lost) {
+    uint64_t end = begin + count;
+    if (end <= first)
+      continue;
+    begin = std::max(begin, first);
+    suffix.lost.push_back({begin - first, end - begin});
+  }
+  return suffix;
+}
+
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
@@ -214,11 +254,23 @@ int main(int argc, char **argv) {
       ++differing;
       continue;
     }
+    bool wrapped = false;
+    for (const ThreadTrace &trace : snapshot.threads)
+      wrapped = wrapped || (trace.tid == truth.tid && trace.wrapped);
+    // A wrapped ring holds the end of the execution: the reference is built
+    // from the instruction its decode starts at.
+    std::optional<uint64_t> firstIndex;
+    if (wrapped)
+      firstIndex = wrappedStart(truth, *decode);
+    ThreadTruth suffix;
+    if (firstIndex)
+      suffix = truthFrom(truth, *firstIndex);
     // The full reference ends with the function the thread stopped at the
     // entry of (atStop), which only anchoring to the stop context can know:
     // the models built without the stop are compared with the rest.
-    std::vector<TreeFrame> full = referenceTree(truth, symbols, snapshot.time,
-                                                VirtualClock::startTsc, &code);
+    std::vector<TreeFrame> full =
+        referenceTree(firstIndex ? suffix : truth, symbols, snapshot.time,
+                      VirtualClock::startTsc + firstIndex.value_or(0), &code);
     std::vector<TreeFrame> reference;
     for (const TreeFrame &frame : full)
       if (!frame.atStop)
@@ -241,9 +293,6 @@ int main(int argc, char **argv) {
     std::vector<TreeFrame> model = modelTree(stitched, strings, true);
     std::vector<TreeFrame> unstitched = modelTree(apart, strings, false);
 
-    bool wrapped = false;
-    for (const ThreadTrace &trace : snapshot.threads)
-      wrapped = wrapped || (trace.tid == truth.tid && trace.wrapped);
     outs() << "thread " << truth.tid << ": " << truth.insns.size()
            << " instructions, " << decode->instructions << " decoded"
            << (wrapped ? " (ring wrapped), " : ", ") << stitched.errors
@@ -260,6 +309,19 @@ int main(int argc, char **argv) {
                << utohexstr(item.ip) << "..0x" << utohexstr(item.lastIp)
                << " t=" << item.timeNs << " n=" << item.detail << " class "
                << unsigned(item.lastClass) << "\n";
+    if (wrapped) {
+      if (firstIndex)
+        outs() << "  ring wrapped: the reference is built from the truth's "
+                  "instruction "
+               << *firstIndex << " on, where the decode starts\n";
+      else
+        outs() << "  ring wrapped: its first decoded instruction is not the "
+                  "truth's "
+               << truth.insns.size() - std::min<uint64_t>(decode->instructions,
+                                                          truth.insns.size())
+               << "th: nothing to compare\n";
+      ok = ok && firstIndex.has_value();
+    }
     if (dump) {
       printTree("  reference:", reference);
       printTree("  model:", model);
