@@ -136,17 +136,22 @@ private:
     return item.kind == ItemKind::Block ? item.detail : 0;
   }
 
-  __attribute__((always_inline)) void timeRun(TraceItem item) {
-    if (rawTsc(item))
-      setRawTsc(item, time.fullTsc(rawTsc(item))); // A 56-bit TSC packet.
-    if (!run.empty() && rawTsc(run.front()) != rawTsc(item))
-      endRun(rawTsc(item));
+  // The item is copied whole and its time written in place afterwards: a
+  // copy changed first and then moved 16 bytes at a time made every item
+  // wait for its own time's store (a failed store-to-load forward).
+  __attribute__((always_inline)) void timeRun(const TraceItem &item) {
+    uint64_t tsc = rawTsc(item);
+    if (tsc)
+      tsc = time.fullTsc(tsc); // A 56-bit TSC packet.
+    if (!run.empty() && rawTsc(run.front()) != tsc)
+      endRun(tsc);
     // Without a sample, the time comes from the instruction count.
-    if (rawTsc(item) == 0) {
+    if (tsc == 0) {
       untimed(item);
       return;
     }
     run.push_back(item);
+    setRawTsc(run.back(), tsc);
     runInsns += insnsOf(item);
   }
 
@@ -224,17 +229,16 @@ private:
   /// An item without a sample: before the first time it waits for one;
   /// after it (or when none will come), the instruction clock continues
   /// from the last sample.
-  void untimed(TraceItem item) {
+  void untimed(const TraceItem &item) {
     if (!known && !timeless) {
       waitForTime(item);
       return;
     }
     floor = std::max(floor, anchorNs + clock(sinceAnchor));
-    item.timeNs = floor;
     sinceAnchor += insnsOf(item);
     estimated += insnsOf(item);
     noteEstimated(instructions, insnsOf(item));
-    emit(item);
+    emit(item, floor);
   }
 
   /// Before the first time: holds `item` back. Out of line: it is rare.
@@ -260,8 +264,7 @@ private:
       before.timeNs = firstNs - std::min(firstNs, clock(total - done));
       done += insnsOf(before);
       floor = std::max(floor, before.timeNs);
-      before.timeNs = floor;
-      emit(before);
+      emit(before, floor);
     }
     estimated += total;
     leading.clear();
@@ -277,11 +280,14 @@ private:
       untimed(before);
   }
 
-  // Every item passes here: inline, with the batch hand-over out of line.
-  __attribute__((always_inline)) void emit(const TraceItem &item) {
+  // Every untimed item passes here: inline, with the batch hand-over out of
+  // line. Its time is written in place (see timeRun).
+  __attribute__((always_inline)) void emit(const TraceItem &item,
+                                           uint64_t timeNs) {
     if (item.kind == ItemKind::Block)
       instructions += item.detail;
     out.push_back(item);
+    out.back().timeNs = timeNs;
     if (out.size() >= batchItems)
       send();
   }

@@ -364,17 +364,20 @@ void PieceDecoder::followTimedChanges(Piece &piece) {
 }
 
 void PieceDecoder::addBlock(Piece &piece, const pt_block &block, uint64_t tsc) {
-  TraceItem item;
+  ExecMode mode = execModeOf(block.mode);
+  LastInsn last = classifyLast(block, mode);
+  // Written in place, field by field: an item built on the stack and then
+  // copied 16 bytes at a time waited for its own byte-sized stores (a
+  // failed store-to-load forward) on every block.
+  TraceItem &item = piece.items.emplace_back();
   item.kind = ItemKind::Block;
   item.ip = block.ip;
   item.lastIp = block.end_ip;
   item.detail = block.ninsn;
   setRawTsc(item, tsc);
-  item.mode = execModeOf(block.mode);
-  LastInsn last = classifyLast(block, item.mode);
+  item.mode = mode;
   item.lastClass = last.branch;
   item.lastSize = last.size;
-  piece.items.push_back(item);
   maybeFlush(piece);
 }
 

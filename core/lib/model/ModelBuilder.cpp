@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <new>
 #include <optional>
 
 using namespace magic_trace;
@@ -144,6 +145,29 @@ private:
     return id;
   }
   uint32_t newRootOrOuter(const Frame &frame, bool outer);
+  /// newFrame for a call or inlined frame that begins (and so far ends) at
+  /// `time`, written in place field by field: a Frame built on the stack
+  /// and then copied made every append wait for its own parent's and bits'
+  /// stores (a failed store-to-load forward).
+  __attribute__((always_inline)) uint32_t newFrameAt(uint64_t time, SiteId site,
+                                                     bool inferred,
+                                                     bool outer) {
+    uint32_t parent = stack.empty() ? Frame::NoParent : stack.back().frame;
+    if (outer || parent == Frame::NoParent) {
+      Frame frame;
+      frame.site = site;
+      frame.begin = frame.end = time;
+      frame.inferred = inferred;
+      return newFrame(frame, outer);
+    }
+    uint32_t id = uint32_t(frames.size());
+    Frame *slot = new (frames.appendUninitialized(1)) Frame();
+    slot->begin = slot->end = time;
+    slot->parent = parent;
+    slot->site = site;
+    slot->inferred = inferred;
+    return id;
+  }
   /// `callTarget`: the address a call entered it at (0: not by a call).
   void pushPhysical(const RangeInfo &range, uint64_t time, bool inferred,
                     bool outer = false, uint64_t returnAddress = 0,
@@ -546,15 +570,12 @@ SiteId SegmentBuilder::unknownEntrySite(const RangeInfo &range,
 void SegmentBuilder::pushPhysical(const RangeInfo &range, uint64_t time,
                                   bool inferred, bool outer,
                                   uint64_t returnAddress, uint64_t callTarget) {
-  Frame frame;
-  frame.site = range.unknown && callTarget != 0
-                   ? unknownEntrySite(range, callTarget)
-                   : ranges.site(range, 0);
-  frame.begin = frame.end = time;
-  frame.inferred = inferred;
+  SiteId site = range.unknown && callTarget != 0
+                    ? unknownEntrySite(range, callTarget)
+                    : ranges.site(range, 0);
   inferredCount += inferred;
   OpenFrame open;
-  open.frame = newFrame(frame, outer);
+  open.frame = newFrameAt(time, site, inferred, outer);
   open.physical = uint32_t(stack.size());
   open.entry = range.functionEntry;
   open.function = range.function;
@@ -566,13 +587,9 @@ void SegmentBuilder::pushPhysical(const RangeInfo &range, uint64_t time,
 void SegmentBuilder::pushInlined(const RangeInfo &range, size_t from,
                                  uint64_t time, bool inferred, bool outer) {
   for (size_t level = from; level < range.levels; ++level) {
-    Frame frame;
-    frame.site = ranges.site(range, level);
-    frame.begin = frame.end = time;
-    frame.inferred = inferred;
     inferredCount += inferred;
     OpenFrame open;
-    open.frame = newFrame(frame, outer);
+    open.frame = newFrameAt(time, ranges.site(range, level), inferred, outer);
     // Inlined frames sit right above their physical frame (or its other
     // inlined frames): the stack is never empty here.
     open.physical = stack.back().physical;
