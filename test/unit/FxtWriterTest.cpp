@@ -496,6 +496,39 @@ TEST(FxtWriter, DisplayedEndsFarPastTheModelsKeepTheirValue) {
   EXPECT_EQ(trace->perfettoDropped, 0u);
 }
 
+TEST(FxtWriter, DisplayedEndsKeepTheirValueWhereTheClockHasDrifted) {
+  // 70,000 zero-length leaves push the displayed clock 70,000 ns past the
+  // model's; frames after them begin that far past. "mid" lasts 0 ns (shown
+  // 1 ns: its end is as far past as its begin, plus 1), "late" ends where
+  // the model's clock has caught up (its end is shown at the model's: 70,001
+  // ns less far past than its begin), and "outer" ends later still.
+  const uint64_t Leaves = 70000;
+  ModelBuilder b;
+  Segment &seg = ModelBuilder::segment(b.thread(1), 0, 200000);
+  b.frame(seg, "outer", 0, 200000);
+  for (uint64_t i = 0; i < Leaves; ++i)
+    b.frame(seg, "leaf", 0, 0, /*parent=*/0);
+  b.frame(seg, "mid", 0, 0, /*parent=*/0);
+  b.frame(seg, "late", 0, 150000, /*parent=*/0);
+  ASSERT_FALSE(bool(validateModel(b.model)));
+  auto trace = readFxt(asBytes(writeToString(b.model)));
+  ASSERT_TRUE(bool(trace)) << toString(trace.takeError());
+  ASSERT_EQ(trace->events.size(), Leaves + 3);
+  EXPECT_EQ(trace->events[0].timestamp, 0u);
+  EXPECT_EQ(trace->events[0].endTimestamp, 200000u);
+  EXPECT_EQ(trace->events[Leaves].endTimestamp, Leaves);
+  const FxtEvent &mid = trace->events[Leaves + 1];
+  EXPECT_EQ(mid.name, "mid");
+  EXPECT_EQ(mid.timestamp, Leaves);
+  EXPECT_EQ(mid.endTimestamp, Leaves + 1);
+  const FxtEvent &late = trace->events[Leaves + 2];
+  EXPECT_EQ(late.name, "late");
+  EXPECT_EQ(late.timestamp, Leaves + 1);
+  EXPECT_EQ(late.endTimestamp, 150000u);
+  EXPECT_EQ(late.perfettoDepth, 1);
+  EXPECT_EQ(trace->perfettoDropped, 0u);
+}
+
 TEST(FxtWriter, HugeNameIsTruncatedToTheStringLimit) {
   // magic-trace issue #286: an 805 KB symbol name crashed its writer. Put a
   // 3-byte UTF-8 character across the cut point to check it is not split.

@@ -43,28 +43,39 @@ public:
     endShifts.clear();
     endShifts.appendUninitialized(segment.frames.size());
     largeShifts.clear();
-    walk(segment,
-         [&](uint64_t modelNs, uint64_t shown, Event event, uint32_t frame) {
-           if (event != Event::End)
-             return true;
-           // A displayed time is never before the model's (show()).
-           uint64_t by = shown - modelNs;
-           if (by < LargeShift) {
-             endShifts[frame] = uint16_t(by);
-           } else {
-             endShifts[frame] = LargeShift;
-             largeShifts[frame] = by;
-           }
-           return true;
-         });
+    walk(segment, [&](uint64_t modelNs, uint64_t shown, Event event,
+                      uint32_t frame) {
+      // Displayed times are never before the model's (show()). The
+      // walk's stack holds the frame and its ancestors at its begin,
+      // its ancestors at its end: its depth indexes openShifts.
+      if (event == Event::Begin) {
+        size_t depth = stack.size() - 1;
+        if (openShifts.size() <= depth)
+          openShifts.resize(depth + 1);
+        openShifts[depth] = shown - modelNs;
+        return true;
+      }
+      if (event != Event::End)
+        return true;
+      int64_t by = int64_t(shown - modelNs) - int64_t(openShifts[stack.size()]);
+      if (by > -LargeShift && by < LargeShift) {
+        endShifts[frame] = int16_t(by);
+      } else {
+        endShifts[frame] = int16_t(-LargeShift);
+        largeShifts[frame] = by;
+      }
+      return true;
+    });
   }
 
   /// `write(frame, displayedBegin, displayedEnd)` for each frame of the
   /// segment place() was given, in pre-order. The begins are the same walk
-  /// again (from the clock place() started at), so only the ends are kept,
-  /// as their shift past the model's end: 2 bytes a frame of the largest
-  /// segment (the rare shift of 65535 ns or more in a map), reused from
-  /// thread to thread.
+  /// again (from the clock place() started at), so only the ends are kept:
+  /// by how much more the end is shifted past the model's than the begin
+  /// (the shifts themselves drift far where many frames share a time; this
+  /// grows only inside frames whose descendants moved the clock), 2 bytes
+  /// a frame of the largest segment (the rare difference of 32767 ns or
+  /// more either way in a map), reused from thread to thread.
   template <typename Write>
   void forEachFrame(const Segment &segment, Write write) {
     last = before;
@@ -72,10 +83,10 @@ public:
     const PodVector<Frame> &frames = segment.frames;
     walk(segment, [&](uint64_t, uint64_t shown, Event event, uint32_t frame) {
       if (event == Event::Begin) {
-        uint16_t by = endShifts[frame];
-        write(frame, shown,
-              frames[frame].end +
-                  (by < LargeShift ? by : largeShifts.find(frame)->second));
+        int16_t by = endShifts[frame];
+        int64_t more = by != -LargeShift ? by : largeShifts.find(frame)->second;
+        uint64_t beginShift = shown - frames[frame].begin;
+        write(frame, shown, frames[frame].end + beginShift + uint64_t(more));
       }
       return true;
     });
@@ -145,11 +156,16 @@ private:
     return at;
   }
 
-  /// Shifts of this size and more are kept in largeShifts.
-  static constexpr uint16_t LargeShift = UINT16_MAX;
-  /// Of place()'s segment's frames: the displayed end less the model's.
-  PodVector<uint16_t> endShifts;
-  llvm::DenseMap<uint32_t, uint64_t> largeShifts;
+  /// Differences of this size and more, either way, are kept in
+  /// largeShifts (-LargeShift marks them).
+  static constexpr int16_t LargeShift = INT16_MAX;
+  /// Of place()'s segment's frames: the displayed end's shift past the
+  /// model's less the displayed begin's.
+  PodVector<int16_t> endShifts;
+  llvm::DenseMap<uint32_t, int64_t> largeShifts;
+  /// While place() walks: the displayed begin's shift past the model's of
+  /// each frame open, by depth.
+  std::vector<uint64_t> openShifts;
   std::vector<uint32_t> stack;
   uint32_t justBegun = NoFrame;
   uint64_t segmentBeginNs = 0;
