@@ -165,17 +165,25 @@ static Expected<EmulateResult> readBundle(StringRef dir) {
 
 /// Where a wrapped ring's decode starts in the ground truth: the index of
 /// its first decoded instruction (the decode runs to the stop, as the truth
-/// does). None when the first decoded block is not at that instruction.
+/// does). None unless the first decoded blocks (up to 1000) begin at the
+/// truth's instructions their counts place them at.
 static std::optional<uint64_t> wrappedStart(const ThreadTruth &truth,
                                             const ThreadDecode &decode) {
   if (decode.instructions > truth.insns.size())
     return std::nullopt;
   uint64_t first = truth.insns.size() - decode.instructions;
-  for (const TraceItem &item : decode.items)
-    if (item.kind == ItemKind::Block && item.detail)
-      return item.ip == truth.insns[first] ? std::optional<uint64_t>(first)
-                                           : std::nullopt;
-  return std::nullopt;
+  uint64_t at = first;
+  unsigned checked = 0;
+  for (const TraceItem &item : decode.items) {
+    if (item.kind != ItemKind::Block || !item.detail)
+      continue;
+    if (at >= truth.insns.size() || item.ip != truth.insns[at])
+      return std::nullopt;
+    at += item.detail;
+    if (++checked == 1000)
+      break;
+  }
+  return checked ? std::optional<uint64_t>(first) : std::nullopt;
 }
 
 /// `truth` from instruction `first` on: what a ring that starts there
