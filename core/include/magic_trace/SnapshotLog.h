@@ -98,9 +98,9 @@ public:
 
 private:
   /// Releases every kept snapshot but the last that does not fit the
-  /// budget and the count beside `incoming` bytes of one more snapshot
-  /// (0: none coming).
-  void releaseOld(uint64_t incoming = 0);
+  /// budget and the count beside `incoming` more snapshots of
+  /// `incomingBytes` in all.
+  void releaseOld(unsigned incoming = 0, uint64_t incomingBytes = 0);
   std::vector<std::unique_ptr<SnapshotRecord>> records;
   unsigned kept = kDefaultKeptSnapshots;
   uint64_t budget = defaultSnapshotMemory();

@@ -112,18 +112,18 @@ std::string keptSnapshotsLine(const SnapshotLog &log) {
 
 void SnapshotLog::makeRoom() {
   if (!records.empty() && !records.back()->released)
-    releaseOld(records.back()->bytes);
+    releaseOld(1, records.back()->bytes);
 }
 
-void SnapshotLog::releaseOld(uint64_t incoming) {
+void SnapshotLog::releaseOld(unsigned incoming, uint64_t incomingBytes) {
   // A released model's large arrays go to the page pool, for the next
   // decode to take (PodVector.h): at most half the budget, 512 MiB.
   setPagePoolLimit(std::min<uint64_t>(budget / 2, uint64_t(512) << 20));
   bool released = false;
   // The newest snapshots that fit the budget and the count stay, the
   // newest always; every older one goes.
-  uint64_t bytes = incoming;
-  unsigned count = incoming ? 1 : 0;
+  uint64_t bytes = incomingBytes;
+  unsigned count = incoming;
   for (size_t i = records.size(); i-- > 0;) {
     SnapshotRecord &record = *records[i];
     if (record.released)

@@ -323,11 +323,11 @@ int main(int argc, char **argv) {
                   "instruction "
                << *firstIndex << " on, where the decode starts\n";
       else
-        outs() << "  ring wrapped: its first decoded instruction is not the "
-                  "truth's "
+        outs() << "  ring wrapped: its first decoded blocks are not at the "
+                  "truth's instructions from the "
                << truth.insns.size() - std::min<uint64_t>(decode->instructions,
                                                           truth.insns.size())
-               << "th: nothing to compare\n";
+               << "th on: nothing to compare\n";
       ok = ok && firstIndex.has_value();
     }
     if (dump) {
