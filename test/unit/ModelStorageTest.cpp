@@ -12,10 +12,14 @@
 
 #include "gtest/gtest.h"
 
+#include <chrono>
 #include <map>
 #include <random>
+#include <thread>
 #include <tuple>
 #include <vector>
+
+#include <sys/mman.h>
 
 using namespace magic_trace;
 
@@ -220,6 +224,49 @@ TEST(PodVector, FreedPagesAreTakenBackFromThePool) {
   EXPECT_EQ(pagePoolBytes(), size_t(8) << 20);
   setPagePoolLimit(0);
   EXPECT_EQ(pagePoolBytes(), 0u);
+  setPagePoolLimit(size_t(256) << 20);
+}
+
+TEST(PodVector, FilledPagesArePresentAndBoundedByTheLimit) {
+  // fillPagePool adds new pages on a thread of its own: as many as asked,
+  // as far as the limit allows; an array then takes them with their pages
+  // present (mincore), beyond the part it populated itself.
+  setPagePoolLimit(0);
+  setPagePoolLimit(size_t(40) << 20);
+  auto poolReaches = [](size_t bytes) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (pagePoolBytes() < bytes &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    stopPagePoolFill();
+    return pagePoolBytes();
+  };
+  fillPagePool(size_t(24) << 20);
+  EXPECT_EQ(poolReaches(size_t(24) << 20), size_t(24) << 20);
+  {
+    const size_t count = (size_t(16) << 20) / sizeof(uint64_t);
+    PodVector<uint64_t> taker;
+    taker.reserve(count);
+    taker.push_back(1); // Populates its first 8 MiB only.
+    EXPECT_EQ(pagePoolBytes(), size_t(8) << 20);
+    size_t pages = (size_t(16) << 20) / 4096;
+    std::vector<unsigned char> present(pages);
+    ASSERT_EQ(mincore(taker.data(), size_t(16) << 20, present.data()), 0);
+    size_t resident = 0;
+    for (unsigned char page : present)
+      resident += page & 1;
+    EXPECT_EQ(resident, pages) << "the pool's pages were not present";
+  }
+  // Back from the array: the 8 MiB it knew it had. Asked for more than the
+  // limit, the fill stops at it.
+  EXPECT_EQ(pagePoolBytes(), size_t(16) << 20);
+  fillPagePool(size_t(400) << 20);
+  EXPECT_EQ(poolReaches(size_t(40) << 20), size_t(40) << 20);
+  // Nothing to add: no thread, nothing changes.
+  fillPagePool(0);
+  stopPagePoolFill();
+  EXPECT_EQ(pagePoolBytes(), size_t(40) << 20);
+  setPagePoolLimit(0);
   setPagePoolLimit(size_t(256) << 20);
 }
 

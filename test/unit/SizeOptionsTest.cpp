@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "magic_trace/SizeOptions.h"
+#include "magic_trace/PodVector.h"
 #include "magic_trace/SnapshotLog.h"
 
 #include "gtest/gtest.h"
@@ -122,4 +123,41 @@ TEST(SnapshotLog, MakeRoomReleasesBeforeTheDecodeWhatItsResultWould) {
   EXPECT_EQ(releasedOf(log),
             (std::vector<bool>{true, true, true, true, false}));
   EXPECT_GT(log.keptBytes(), uint64_t(40) << 20);
+}
+
+// While a core is free (reading a snapshot's trace, writing it), a session
+// fills the page pool (fillPagePool) with the pages the next decode's model
+// would otherwise take new: what neither the pool nor the snapshots that
+// makeRoom() releases give it.
+TEST(SnapshotLog, NewPagesAreWhatThePoolAndTheReleasedDoNotGive) {
+  SnapshotLog log;
+  log.setMemory(100 << 20);
+  setPagePoolLimit(0); // Empty.
+  // Nothing kept: all of the next model.
+  EXPECT_EQ(log.newPagesAfter(40 << 20, 30 << 20), 30u << 20);
+  log.add(recordOf(40 << 20));
+  const uint64_t first = log.all()[0]->bytes;
+  // Once one as big is decoded, it, the next and the kept one are over
+  // 100 MiB: the kept one's bytes will come back.
+  EXPECT_EQ(log.newPagesAfter(first, 30 << 20), 0u);
+  EXPECT_EQ(log.newPagesAfter(first, 50 << 20), (50u << 20) - first);
+  // Under a bigger budget, nothing will.
+  log.setMemory(1 << 30);
+  EXPECT_EQ(log.newPagesAfter(first, 30 << 20), 30u << 20);
+  // The pool's pages count too.
+  {
+    PodVector<uint64_t> freed;
+    freed.appendUninitialized((size_t(16) << 20) / sizeof(uint64_t));
+  }
+  EXPECT_EQ(pagePoolBytes(), size_t(16) << 20);
+  EXPECT_EQ(log.newPagesAfter(first, 30 << 20), 14u << 20);
+  // A small one leaves room for the kept one: only the pool gives.
+  log.setMemory(100 << 20);
+  EXPECT_EQ(log.newPagesAfter(1 << 20, 30 << 20), 14u << 20);
+  // The next decode's room then releases what was counted.
+  log.add(recordOf(40 << 20));
+  log.makeRoom();
+  EXPECT_EQ(releasedOf(log), (std::vector<bool>{true, false}));
+  setPagePoolLimit(0);
+  setPagePoolLimit(size_t(256) << 20);
 }

@@ -155,6 +155,17 @@ inline void release(void *block, size_t bytes, size_t presentBytes) {
 void setPagePoolLimit(size_t bytes);
 /// Bytes of pages the pool holds now.
 size_t pagePoolBytes();
+/// Adds up to `bytes` of new pages to the pool (as far as its limit
+/// allows), on a thread of its own, 8 MiB at a time, until done or
+/// stopPagePoolFill(); a later call stops the earlier one first. A debugging
+/// session calls it once a decode is done, while its snapshot is written on
+/// one core, so that the next decode's model takes pages instead of waiting
+/// for the kernel to zero new ones (1-2 ms a MB on a VM whose balloon took
+/// the free ones back).
+void fillPagePool(size_t bytes);
+/// Stops fillPagePool()'s thread and waits for it: at most the 8 MiB it is
+/// populating.
+void stopPagePoolFill();
 
 /// A std::vector subset for trivially copyable T (elements move with
 /// memcpy/realloc). Out of memory ends the process through LLVM's bad-alloc

@@ -73,6 +73,12 @@ public:
   /// take (PodVector.h) and the kept ones and the decode together stay
   /// within the budget. The last snapshot stays.
   void makeRoom();
+  /// Once a snapshot of `recordBytes` (its model `modelBytes`) is decoded,
+  /// before add(): the bytes of new pages the next decode would need for
+  /// a model as big, beyond the pool's and those makeRoom() would then
+  /// release. The session fills the pool with them while it writes
+  /// (fillPagePool).
+  uint64_t newPagesAfter(uint64_t recordBytes, uint64_t modelBytes) const;
   /// Snapshot `number` (0: the last one). Errors say how many there are.
   llvm::Expected<SnapshotRecord *> find(unsigned number);
   /// find(), for what needs the decoded snapshot (report, save). Errors
@@ -101,6 +107,13 @@ private:
   /// budget and the count beside `incoming` more snapshots of
   /// `incomingBytes` in all.
   void releaseOld(unsigned incoming = 0, uint64_t incomingBytes = 0);
+  /// The first of the kept snapshots that stay beside `incoming` more of
+  /// `incomingBytes` in all (`lastStays`: the last one always does); those
+  /// before it are released.
+  size_t keptFrom(unsigned incoming, uint64_t incomingBytes,
+                  bool lastStays) const;
+  /// The bytes of the kept snapshots before `from`.
+  uint64_t releasedBy(size_t from) const;
   std::vector<std::unique_ptr<SnapshotRecord>> records;
   unsigned kept = kDefaultKeptSnapshots;
   uint64_t budget = defaultSnapshotMemory();

@@ -9,7 +9,10 @@
 
 #include "magic_trace/PodVector.h"
 
+#include <atomic>
+#include <cerrno>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace magic_trace {
@@ -44,7 +47,76 @@ Pool &pool() {
   return *thePool;
 }
 
+/// fillPagePool()'s thread.
+struct Filler {
+  std::mutex lock; ///< Held while it is started or stopped.
+  std::thread thread;
+  std::atomic<bool> stop{false};
+
+  void halt() {
+    stop = true;
+    if (thread.joinable())
+      thread.join();
+  }
+};
+
+Filler &filler() {
+  // Never destroyed, like the pool: a thread still filling at exit must
+  // not meet a destroyed std::thread (which would end the process).
+  static Filler *theFiller = new Filler;
+  return *theFiller;
+}
+
+/// Populates new pages for the pool, 8 MiB at a time, until it has added
+/// `bytes`, the pool is at its limit, or `stop`.
+void fill(size_t bytes, const std::atomic<bool> &stop) {
+#ifdef MADV_POPULATE_WRITE
+  constexpr int PopulateWrite = MADV_POPULATE_WRITE;
+#else
+  constexpr int PopulateWrite = 23;
+#endif
+  constexpr size_t Piece = 4 * podvector_detail::HugePage;
+  for (size_t added = 0; added + Piece <= bytes && !stop; added += Piece) {
+    {
+      Pool &p = pool();
+      std::lock_guard<std::mutex> hold(p.lock);
+      if (p.bytes + Piece > p.limit)
+        return;
+    }
+    void *block = podvector_detail::reserveAligned(Piece);
+    if (!block)
+      return;
+    // Before Linux 5.14 there is no populating: a write to each page.
+    // Any other failure (no memory): stop.
+    if (madvise(block, Piece, PopulateWrite) != 0) {
+      if (errno != EINVAL) {
+        munmap(block, Piece);
+        return;
+      }
+      for (size_t at = 0; at < Piece; at += 4096)
+        static_cast<volatile char *>(block)[at] = 0;
+    }
+    podvector_detail::poolPages(block, Piece, Piece);
+  }
+}
+
 } // namespace
+
+void fillPagePool(size_t bytes) {
+  Filler &f = filler();
+  std::lock_guard<std::mutex> hold(f.lock);
+  f.halt();
+  if (bytes == 0)
+    return;
+  f.stop = false;
+  f.thread = std::thread(fill, bytes, std::cref(f.stop));
+}
+
+void stopPagePoolFill() {
+  Filler &f = filler();
+  std::lock_guard<std::mutex> hold(f.lock);
+  f.halt();
+}
 
 namespace podvector_detail {
 

@@ -3,6 +3,7 @@
 
 #include "magic_trace/JitRecords.h"
 #include "magic_trace/MachineFacts.h"
+#include "magic_trace/PodVector.h"
 #include "magic_trace/QemuRings.h"
 #include "magic_trace/VirtualClock.h"
 
@@ -228,6 +229,10 @@ llvm::Expected<SnapshotRecord *> recordSnapshot(ProcessRecorder &recorder,
     return result.takeError();
   record->result = std::move(*result);
   record->window = request.pipeline.window;
+  // The snapshot is written on one core: the other makes pages ready for
+  // the next decode.
+  fillPagePool(log.newPagesAfter(recordBytes(*record),
+                                 record->result.modelStats.modelBytes));
   if (llvm::Error error = writeSnapshotFile(*record, request.path))
     return std::move(error);
   record->decodeSeconds =

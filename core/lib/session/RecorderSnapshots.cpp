@@ -3,6 +3,7 @@
 
 #include "magic_trace/Bundle.h"
 #include "magic_trace/GroundTruth.h"
+#include "magic_trace/PodVector.h"
 #include "magic_trace/QemuRings.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -122,6 +123,10 @@ bool RecorderSnapshots::decodeNext() {
       line = "error: magic-trace: " + llvm::toString(result.takeError());
     } else {
       record->result = std::move(*result);
+      // The snapshot is written on one core: the other makes pages ready
+      // for the next decode.
+      fillPagePool(log.newPagesAfter(recordBytes(*record),
+                                     record->result.modelStats.modelBytes));
       std::string path = host.outputPath(address, log.next());
       llvm::Error written = writeSnapshotFile(*record, path);
       record->decodeSeconds = std::chrono::duration<double>(

@@ -3,6 +3,7 @@
 
 #include "magic_trace/Bundle.h"
 #include "magic_trace/PerfData.h"
+#include "magic_trace/PodVector.h"
 #include "magic_trace/PrivateFiles.h"
 #include "magic_trace/TraceWriters.h"
 
@@ -101,9 +102,10 @@ std::string keptSnapshotsLine(const SnapshotLog &log) {
                         kept, log.size(), (log.keptBytes() + (1 << 19)) >> 20,
                         log.memory() >> 20, log.keep())
               .str();
-  // Pages of released models, which the next decode takes (PodVector.h).
+  // Pages of released models, and those made ready while a core was free,
+  // which the next decode takes (PodVector.h).
   if (size_t pooled = pagePoolBytes())
-    text += llvm::formatv("; {0} MB of released pages kept for the next "
+    text += llvm::formatv("; {0} MB of pages kept ready for the next "
                           "decode (at most half the budget)",
                           (pooled + (1 << 19)) >> 20)
                 .str();
@@ -111,27 +113,55 @@ std::string keptSnapshotsLine(const SnapshotLog &log) {
 }
 
 void SnapshotLog::makeRoom() {
+  // The decode takes both cores, and the pool's pages as they are.
+  stopPagePoolFill();
   if (!records.empty() && !records.back()->released)
     releaseOld(1, records.back()->bytes);
+}
+
+uint64_t SnapshotLog::newPagesAfter(uint64_t recordBytes,
+                                    uint64_t modelBytes) const {
+  // As makeRoom() will count once that snapshot is the last one.
+  uint64_t have = releasedBy(keptFrom(2, 2 * recordBytes, false));
+  have += pagePoolBytes();
+  return modelBytes > have ? modelBytes - have : 0;
+}
+
+size_t SnapshotLog::keptFrom(unsigned incoming, uint64_t incomingBytes,
+                             bool lastStays) const {
+  // The newest that fit the budget and the count stay; as the bytes and
+  // the count only grow going back, every one before the first that does
+  // not fit goes.
+  uint64_t bytes = incomingBytes;
+  unsigned count = incoming;
+  for (size_t i = records.size(); i-- > 0;) {
+    const SnapshotRecord &record = *records[i];
+    if (record.released)
+      return i + 1; // The ones before it were released already.
+    bytes += record.bytes;
+    ++count;
+    bool last = lastStays && i + 1 == records.size();
+    if (!last && (count > kept || bytes > budget))
+      return i + 1;
+  }
+  return 0;
+}
+
+uint64_t SnapshotLog::releasedBy(size_t from) const {
+  uint64_t bytes = 0;
+  for (size_t i = from; i-- > 0 && !records[i]->released;)
+    bytes += records[i]->bytes;
+  return bytes;
 }
 
 void SnapshotLog::releaseOld(unsigned incoming, uint64_t incomingBytes) {
   // A released model's large arrays go to the page pool, for the next
   // decode to take (PodVector.h): at most half the budget, 512 MiB.
   setPagePoolLimit(std::min<uint64_t>(budget / 2, uint64_t(512) << 20));
+  size_t from = keptFrom(incoming, incomingBytes, true);
   bool released = false;
-  // The newest snapshots that fit the budget and the count stay, the
-  // newest always; every older one goes.
-  uint64_t bytes = incomingBytes;
-  unsigned count = incoming;
-  for (size_t i = records.size(); i-- > 0;) {
+  for (size_t i = from; i-- > 0 && !records[i]->released;) {
     SnapshotRecord &record = *records[i];
-    if (record.released)
-      break; // The ones before it were released already.
-    bytes += record.bytes;
-    ++count;
-    if (i + 1 == records.size() || (count <= kept && bytes <= budget))
-      continue;
     record.snapshot = Snapshot();
     record.result.model = TraceModel();
     record.truth = {};
