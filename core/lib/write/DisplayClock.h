@@ -92,6 +92,14 @@ public:
     });
   }
 
+  /// The next segment of the thread `previous` placed its last segment of
+  /// (a clock per segment, placed ahead of the writing): the clock goes on
+  /// from where that one ended.
+  void resume(const DisplayClock &previous) {
+    last = previous.last;
+    shift = previous.shift;
+  }
+
   /// A new thread: the clock starts again (the buffers are kept).
   void reset() {
     stack.clear();

@@ -346,7 +346,11 @@ public:
     // The words are in host order: on a little-endian host, one copy.
     char *at = sink.claim(words.size());
     if (llvm::sys::IsLittleEndianHost) {
-      std::memcpy(at, words.data(), words.size() * 8);
+      // A compact slice's 4 words: a copy of known size, not a call.
+      if (words.size() == 4)
+        std::memcpy(at, words.data(), 4 * 8);
+      else
+        std::memcpy(at, words.data(), words.size() * 8);
       at += words.size() * 8;
     } else {
       for (uint64_t word : words) {

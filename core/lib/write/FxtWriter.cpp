@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/FxtWriter.h"
 
+#include "magic_trace/Parallel.h"
+
 #include "DisplayClock.h"
 #include "FxtEncoder.h"
 #include "ValidatedWriters.h"
@@ -22,6 +24,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace magic_trace {
@@ -67,12 +70,51 @@ public:
     std::string storage;
     enc.kernelObject(ProcessObject, model.pid,
                      FxtEncoder::inlineString(model.processName, storage), {});
-    for (size_t i = 0; i < model.threads.size(); ++i)
-      writeThread(model.threads[i], i);
+    // Each thread's displayed times are placed a thread ahead, on another
+    // core while the thread before is written, when the model is big (as
+    // validateModel checks it).
+    uint64_t frames = 0;
+    for (const ThreadModel &thread : model.threads)
+      for (const Segment &segment : thread.segments)
+        frames += segment.frames.size();
+    bool ahead = frames >= (uint64_t(1) << 20) && machineCores() > 1;
+    size_t count = model.threads.size();
+    Placed placed[2];
+    if (count)
+      place(model.threads[0], placed[0]);
+    for (size_t i = 0; i < count; ++i) {
+      Placed &following = placed[(i + 1) % 2];
+      std::thread helper;
+      if (ahead && i + 1 < count)
+        helper = std::thread(
+            [&, next = i + 1] { place(model.threads[next], following); });
+      writeThread(model.threads[i], i, placed[i % 2]);
+      if (helper.joinable())
+        helper.join();
+      else if (i + 1 < count)
+        place(model.threads[i + 1], following);
+    }
   }
 
 private:
-  void writeThread(const ThreadModel &thread, size_t index) {
+  /// A thread's displayed times: a clock per segment (DisplayClock.h).
+  using Placed = std::vector<writers::DisplayClock>;
+
+  /// Places each of `thread`'s segments on its clock in `clocks` (whose
+  /// buffers are reused from thread to thread).
+  static void place(const ThreadModel &thread, Placed &clocks) {
+    if (clocks.size() < thread.segments.size())
+      clocks.resize(thread.segments.size());
+    for (size_t s = 0; s < thread.segments.size(); ++s) {
+      if (s == 0)
+        clocks[s].reset();
+      else
+        clocks[s].resume(clocks[s - 1]);
+      clocks[s].place(thread.segments[s]);
+    }
+  }
+
+  void writeThread(const ThreadModel &thread, size_t index, Placed &clocks) {
     // More than 255 threads: thread slots are re-bound. Each thread's events
     // are written together right after its thread record, so a slot always
     // names the thread being written.
@@ -88,7 +130,6 @@ private:
     enc.kernelObject(ThreadObject, thread.tid,
                      FxtEncoder::inlineString(thread.name, storage), args);
     records.assign(thread.sites.size(), CachedRecord());
-    clock.reset();
     // Times estimated from instruction counts say so where the thread's
     // timeline starts, with the share in an argument.
     if (!clockText.empty() && !thread.segments.empty()) {
@@ -107,12 +148,12 @@ private:
                 thread.windowStart, note);
     }
     for (size_t s = 0; s < thread.segments.size(); ++s)
-      writeSegment(thread, thread.segments[s], s, slot);
+      writeSegment(thread, thread.segments[s], s, slot, clocks[s]);
   }
 
+  /// `clock`: the segment's, placed.
   void writeSegment(const ThreadModel &thread, const Segment &segment,
-                    size_t index, uint8_t slot) {
-    clock.place(segment);
+                    size_t index, uint8_t slot, writers::DisplayClock &clock) {
     if (index > 0 || !segment.gapReason.empty()) {
       std::string storage;
       llvm::SmallVector<Arg, 1> args;
@@ -215,7 +256,6 @@ private:
       argWindow, windowStartName;
   StrRef kindCategory[6];
   std::vector<CachedRecord> records; ///< Per site of the thread written.
-  writers::DisplayClock clock;
 };
 
 } // namespace
