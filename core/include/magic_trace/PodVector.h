@@ -45,6 +45,14 @@ constexpr size_t HugePage = size_t(2) << 20;
 constexpr size_t MappedFrom = 4 * HugePage;
 
 inline bool mapped(size_t bytes) { return bytes >= MappedFrom; }
+
+/// madvise's MADV_POPULATE_WRITE (Linux 5.14; older kernels fail it with
+/// EINVAL), where the C library's headers do not name it yet.
+#ifdef MADV_POPULATE_WRITE
+constexpr int PopulateWrite = MADV_POPULATE_WRITE;
+#else
+constexpr int PopulateWrite = 23;
+#endif
 inline size_t mappedSize(size_t bytes) {
   return (bytes + HugePage - 1) & ~(HugePage - 1);
 }
@@ -339,11 +347,6 @@ private:
   /// (MADV_POPULATE_WRITE, Linux 5.14; older kernels ignore it): one page
   /// fault per 4 KiB, dear on a VM, dominated appending frames.
   __attribute__((noinline)) void populateAhead() {
-#ifdef MADV_POPULATE_WRITE
-    constexpr int PopulateWrite = MADV_POPULATE_WRITE;
-#else
-    constexpr int PopulateWrite = 23;
-#endif
     constexpr size_t Window = 1u << 20;
     size_t bytes = room * sizeof(T);
     if (bytes < 4 * Window) {
@@ -365,7 +368,8 @@ private:
       end &= ~(align - 1);
     }
     if (end > begin)
-      madvise(reinterpret_cast<void *>(begin), end - begin, PopulateWrite);
+      madvise(reinterpret_cast<void *>(begin), end - begin,
+              podvector_detail::PopulateWrite);
     populated = next;
   }
 

@@ -154,6 +154,10 @@ struct TraceModel {
   TraceModel &operator=(TraceModel &&) = default;
 };
 
+/// The threads a pass over every frame of `model` takes: one per core when
+/// it holds 1 M frames or more, else 1 (the check, the writer's clocks).
+unsigned frameWorkers(const TraceModel &model);
+
 /// Checks the invariants above; the error names the thread, segment, frame.
 llvm::Error validateModel(const TraceModel &model);
 

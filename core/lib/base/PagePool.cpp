@@ -70,11 +70,6 @@ Filler &filler() {
 /// Populates new pages for the pool, 8 MiB at a time, until it has added
 /// `bytes`, the pool is at its limit, or `stop`.
 void fill(size_t bytes, const std::atomic<bool> &stop) {
-#ifdef MADV_POPULATE_WRITE
-  constexpr int PopulateWrite = MADV_POPULATE_WRITE;
-#else
-  constexpr int PopulateWrite = 23;
-#endif
   constexpr size_t Piece = 4 * podvector_detail::HugePage;
   for (size_t added = 0; added + Piece <= bytes && !stop; added += Piece) {
     {
@@ -88,7 +83,7 @@ void fill(size_t bytes, const std::atomic<bool> &stop) {
       return;
     // Before Linux 5.14 there is no populating: a write to each page.
     // Any other failure (no memory): stop.
-    if (madvise(block, Piece, PopulateWrite) != 0) {
+    if (madvise(block, Piece, podvector_detail::PopulateWrite) != 0) {
       if (errno != EINVAL) {
         munmap(block, Piece);
         return;

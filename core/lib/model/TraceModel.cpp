@@ -269,14 +269,18 @@ llvm::Error validateThread(const ThreadModel &thread, size_t stringCount) {
 
 } // namespace
 
-llvm::Error validateModel(const TraceModel &model) {
-  // A thread per worker when the model is big (the check walks every
-  // frame); the first thread's error in the model's order is the one said.
+unsigned frameWorkers(const TraceModel &model) {
   uint64_t frames = 0;
   for (const ThreadModel &thread : model.threads)
     for (const Segment &segment : thread.segments)
       frames += segment.frames.size();
-  unsigned workers = frames >= (uint64_t(1) << 20) ? machineCores() : 1;
+  return frames >= (uint64_t(1) << 20) ? machineCores() : 1;
+}
+
+llvm::Error validateModel(const TraceModel &model) {
+  // A thread per worker when the model is big (the check walks every
+  // frame); the first thread's error in the model's order is the one said.
+  unsigned workers = frameWorkers(model);
   std::vector<std::optional<std::string>> failures(model.threads.size());
   forEachParallel(model.threads.size(), workers, [&](size_t i) {
     if (llvm::Error err =

@@ -8,8 +8,6 @@
 //===----------------------------------------------------------------------===//
 #include "magic_trace/FxtWriter.h"
 
-#include "magic_trace/Parallel.h"
-
 #include "DisplayClock.h"
 #include "FxtEncoder.h"
 #include "ValidatedWriters.h"
@@ -71,13 +69,8 @@ public:
     enc.kernelObject(ProcessObject, model.pid,
                      FxtEncoder::inlineString(model.processName, storage), {});
     // Each thread's displayed times are placed a thread ahead, on another
-    // core while the thread before is written, when the model is big (as
-    // validateModel checks it).
-    uint64_t frames = 0;
-    for (const ThreadModel &thread : model.threads)
-      for (const Segment &segment : thread.segments)
-        frames += segment.frames.size();
-    bool ahead = frames >= (uint64_t(1) << 20) && machineCores() > 1;
+    // core while the thread before is written, when the model is big.
+    bool ahead = frameWorkers(model) > 1;
     size_t count = model.threads.size();
     Placed placed[2];
     if (count)
