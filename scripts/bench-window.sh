@@ -12,7 +12,10 @@
 #      `snapshot-on checkpoint --count 12 --continue` (recorder triggers):
 #      snapshots written and skipped, each snapshot's decode time (wall, in
 #      the session, from `status --json`), its slices
-#      (magic-trace-fxt-check), and the debugger's peak RSS.
+#      (magic-trace-fxt-check), and the debugger's peak RSS;
+#   3. the same in LLDB with busy_threads' LOOPS at 24 (each leaf call loops
+#      24 times: fewer calls per byte of trace, so that the decode's budget,
+#      --max-trace, not the slice budget, sets the window).
 # Build first (./scripts/build.sh). Environment: BUILD_DIR (build),
 # MT_WINDOW_PAIRS (3), MT_BENCH_DOC (docs/performance.md; empty: print only).
 set -euo pipefail
@@ -65,12 +68,17 @@ row "16 x 4 MiB, default window" "$(median "${WIN[@]}")" "$(median "${WINCPU[@]}
 
 # --- 2. busy_threads in LLDB and GDB --------------------------------------
 PROGRAM=$BUILD_DIR/test/inputs/busy_threads
-mkdir -p "$TMP/lldb" "$TMP/gdb"
-(cd "$TMP/lldb" && python3 "$OLDPWD/scripts/timeit.py" ../lldb.t lldb-22 --no-lldbinit -b \
-  -o "plugin load $OLDPWD/$BUILD_DIR/lib/libmagic-trace-lldb.so" -o "file $OLDPWD/$PROGRAM" \
-  -o 'magic-trace run --start main' \
-  -o 'magic-trace snapshot-on -n checkpoint --count 12 --continue -o big-%N.fxt' \
-  -o continue -o 'magic-trace status' -o 'magic-trace status --json' >../lldb.txt 2>&1) || true
+mkdir -p "$TMP/lldb" "$TMP/gdb" "$TMP/loops"
+lldb_session() {
+  local dir=$1 args=$2
+  (cd "$TMP/$dir" && python3 "$OLDPWD/scripts/timeit.py" "../$dir.t" lldb-22 --no-lldbinit -b \
+    -o "plugin load $OLDPWD/$BUILD_DIR/lib/libmagic-trace-lldb.so" -o "file $OLDPWD/$PROGRAM" \
+    -o "magic-trace run --start main $args" \
+    -o 'magic-trace snapshot-on -n checkpoint --count 12 --continue -o big-%N.fxt' \
+    -o continue -o 'magic-trace status' -o 'magic-trace status --json' >"../$dir.txt" 2>&1) || true
+}
+lldb_session lldb ""
+lldb_session loops "-- 16 8 300 24"
 (cd "$TMP/gdb" && python3 "$OLDPWD/scripts/timeit.py" ../gdb.t gdb -nx -batch \
   -x "$OLDPWD/$BUILD_DIR/lib/magic-trace-gdb.py" -ex "file $OLDPWD/$PROGRAM" \
   -ex 'magic-trace run --start main' \
@@ -78,7 +86,7 @@ mkdir -p "$TMP/lldb" "$TMP/gdb"
   -ex continue -ex 'magic-trace status' -ex 'magic-trace status --json' >../gdb.txt 2>&1) || true
 
 session_rows() {
-  local host=$1 text=$TMP/$1.txt
+  local host=$1 text=$TMP/$1.txt name=${2:-busy_threads in $1}
   read -r wall _ _ rss <"$TMP/$host.t"
   local written skipped most=0 files=0 over=0
   written=$(grep -c "^magic-trace: snapshot [0-9]*:" "$text" || true)
@@ -102,10 +110,11 @@ times = sorted(s["decodeSeconds"] for s in status["snapshots"])
 print("decode median %.2f s, max %.2f s" % (times[len(times) // 2], times[-1]))
 PY
 )
-  row "busy_threads in $host: $written snapshots written, ${skipped:-0} skipped; $files files, $over over 10 M slices; $decode" "$wall" "" "$((rss / 1024))" "$most (largest)" ""
+  row "$name: $written snapshots written, ${skipped:-0} skipped; $files files, $over over 10 M slices; $decode" "$wall" "" "$((rss / 1024))" "$most (largest)" ""
 }
 session_rows lldb
 session_rows gdb
+session_rows loops "busy_threads, 24 loops a leaf call, in lldb"
 
 TABLE=$(printf '%s\n' "| measurement | wall s | CPU s | peak RSS MiB | slices | vs whole |" "|---|---|---|---|---|---|" "${ROWS[@]}")
 echo "$TABLE"

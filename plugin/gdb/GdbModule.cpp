@@ -61,10 +61,11 @@ template <typename T> T take(llvm::Expected<T> value) {
 
 /// --window and --max-slices as the Python side passes them ("" when not
 /// given); raises their one-line error.
-WindowOptions windowOf(const std::string &window,
-                       const std::string &maxSlices) {
+WindowOptions windowOf(const std::string &window, const std::string &maxSlices,
+                       const std::string &maxTrace) {
   WindowOptions options;
-  if (llvm::Error error = parseWindowOptions(window, maxSlices, options))
+  if (llvm::Error error =
+          parseWindowOptions(window, maxSlices, maxTrace, options))
     raise(std::move(error));
   return options;
 }
@@ -109,9 +110,9 @@ public:
                     const std::vector<StopFrames> &stops,
                     const std::string &reason, const std::string &path,
                     const std::string &processName, const std::string &window,
-                    const std::string &maxSlices,
+                    const std::string &maxSlices, const std::string &maxTrace,
                     const py::object &readMemory) {
-    WindowOptions windowOptions = windowOf(window, maxSlices);
+    WindowOptions windowOptions = windowOf(window, maxSlices, maxTrace);
     std::vector<std::string> notes;
     SnapshotRecord *added = nullptr;
     {
@@ -250,8 +251,9 @@ public:
   /// Arms a recorder trigger (QemuRings.h) at `address` for `count`
   /// snapshots (0: every hit), whose files follow `pattern` (%N).
   void armTrigger(uint64_t address, uint32_t count, const std::string &pattern,
-                  const std::string &window, const std::string &maxSlices) {
-    WindowOptions windowOptions = windowOf(window, maxSlices);
+                  const std::string &window, const std::string &maxSlices,
+                  const std::string &maxTrace) {
+    WindowOptions windowOptions = windowOf(window, maxSlices, maxTrace);
     py::gil_scoped_release release;
     if (llvm::Error error =
             armQemuTrigger(ringDir, address, count ? count : kQemuTriggerEvery,
@@ -273,11 +275,13 @@ public:
   /// The call tree, as the LLDB plugin's `magic-trace report` prints it.
   std::string report(unsigned number, const std::string &last, unsigned depth,
                      int64_t tid, const std::string &window,
-                     const std::string &maxSlices) {
+                     const std::string &maxSlices,
+                     const std::string &maxTrace) {
     std::lock_guard<std::mutex> hold(lock);
     std::optional<PipelineResult> storage;
     SnapshotRecord &record = *take(log.findDecoded(number));
-    TraceModel &model = viewed(record, window, maxSlices, storage)->model;
+    TraceModel &model =
+        viewed(record, window, maxSlices, maxTrace, storage)->model;
     TreeOptions options;
     if (!last.empty())
       options.lastNs = take(parseDuration(last));
@@ -311,7 +315,8 @@ public:
   std::string view(unsigned number, const std::string &annotate, bool insns,
                    bool top, unsigned topRows, const std::string &by,
                    unsigned rows, uint64_t tid, bool json,
-                   const std::string &window, const std::string &maxSlices) {
+                   const std::string &window, const std::string &maxSlices,
+                   const std::string &maxTrace) {
     ViewRequest request;
     request.annotate = annotate;
     request.instructions = insns;
@@ -326,7 +331,8 @@ public:
     std::lock_guard<std::mutex> hold(lock);
     std::optional<PipelineResult> storage;
     SnapshotRecord &record = *take(log.findDecoded(number));
-    const TraceModel &model = viewed(record, window, maxSlices, storage)->model;
+    const TraceModel &model =
+        viewed(record, window, maxSlices, maxTrace, storage)->model;
     return take(renderReportView(record, model, symbols.get(), request));
   }
 
@@ -340,12 +346,13 @@ public:
   /// Writes snapshot `number` again; returns the line to print.
   std::string save(unsigned number, const std::string &path,
                    const std::string &format, const std::string &window,
-                   const std::string &maxSlices) {
+                   const std::string &maxSlices, const std::string &maxTrace) {
     std::lock_guard<std::mutex> hold(lock);
     std::optional<PipelineResult> storage;
     SnapshotRecord &record = *take(log.findDecoded(number));
-    return take(saveSnapshot(record, path, format,
-                             viewed(record, window, maxSlices, storage)));
+    return take(
+        saveSnapshot(record, path, format,
+                     viewed(record, window, maxSlices, maxTrace, storage)));
   }
 
   /// Recorded instructions so far and the recorder's note, without pausing.
@@ -460,11 +467,12 @@ private:
   /// keeps; else decoded again into `storage`). The caller holds the lock.
   PipelineResult *viewed(SnapshotRecord &record, const std::string &window,
                          const std::string &maxSlices,
+                         const std::string &maxTrace,
                          std::optional<PipelineResult> &storage) {
-    if (window.empty() && maxSlices.empty())
+    if (window.empty() && maxSlices.empty() && maxTrace.empty())
       return &record.result;
-    take(resultInWindow(record, windowOf(window, maxSlices), symbols.get(),
-                        storage));
+    take(resultInWindow(record, windowOf(window, maxSlices, maxTrace),
+                        symbols.get(), storage));
     return storage ? &*storage : &record.result;
   }
 
@@ -506,8 +514,9 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
   m.def("libipt_version", &libiptVersion);
   m.def(
       "check_window",
-      [](const std::string &window, const std::string &maxSlices) {
-        windowOf(window, maxSlices);
+      [](const std::string &window, const std::string &maxSlices,
+         const std::string &maxTrace) {
+        windowOf(window, maxSlices, maxTrace);
       },
       "Raises the one-line error of a bad --window or --max-slices.");
   m.def(
@@ -569,28 +578,30 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
       .def("snapshot", &GdbSession::snapshot, py::arg("pcs"), py::arg("alive"),
            py::arg("link_map"), py::arg("stops"), py::arg("reason"),
            py::arg("path"), py::arg("process_name"), py::arg("window") = "",
-           py::arg("max_slices") = "", py::arg("read_memory") = py::none())
+           py::arg("max_slices") = "", py::arg("max_trace") = "",
+           py::arg("read_memory") = py::none())
       .def("report", &GdbSession::report, py::arg("number") = 0,
            py::arg("last") = "", py::arg("depth") = 0, py::arg("tid") = -1,
-           py::arg("window") = "", py::arg("max_slices") = "")
+           py::arg("window") = "", py::arg("max_slices") = "",
+           py::arg("max_trace") = "")
       .def("view", &GdbSession::view, py::arg("number") = 0,
            py::arg("annotate") = "", py::arg("insns") = false,
            py::arg("top") = false, py::arg("top_rows") = kDefaultTopRows,
            py::arg("by") = "", py::arg("rows") = kDefaultViewRows,
            py::arg("tid") = 0, py::arg("json") = false, py::arg("window") = "",
-           py::arg("max_slices") = "")
+           py::arg("max_slices") = "", py::arg("max_trace") = "")
       .def("diff", &GdbSession::diff, py::arg("first"), py::arg("second"),
            py::arg("rows") = kDefaultViewRows, py::arg("json") = false)
       .def("save", &GdbSession::save, py::arg("number"), py::arg("path"),
            py::arg("format") = "", py::arg("window") = "",
-           py::arg("max_slices") = "")
+           py::arg("max_slices") = "", py::arg("max_trace") = "")
       .def("status", &GdbSession::status)
       .def("status_json", &GdbSession::statusJson)
       .def("set_modules", &GdbSession::setModules, py::arg("link_map"),
            py::arg("process_name"))
       .def("arm_trigger", &GdbSession::armTrigger, py::arg("address"),
            py::arg("count"), py::arg("pattern"), py::arg("window") = "",
-           py::arg("max_slices") = "")
+           py::arg("max_slices") = "", py::arg("max_trace") = "")
       .def("collect_triggered", &GdbSession::collectTriggered)
       .def("attach_perf", &GdbSession::attachPerf, py::arg("pid"),
            py::arg("tids"), py::arg("timer") = "normal",

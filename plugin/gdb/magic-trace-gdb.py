@@ -69,7 +69,7 @@ def read_inferior_memory(address, size):
         return b""
 
 
-def take_snapshot(reason, path, triggered_tid=0, window=("", "")):
+def take_snapshot(reason, path, triggered_tid=0, window=("", "", "")):
     need_core()
     if state.session is None:
         fail("nothing is being recorded (start with 'magic-trace run' or "
@@ -86,7 +86,7 @@ def take_snapshot(reason, path, triggered_tid=0, window=("", "")):
     try:
         result = state.session.snapshot(
             pcs, alive, link_map(state.program) if alive else [], stops, reason, path,
-            os.path.basename(state.program or ""), window[0], window[1],
+            os.path.basename(state.program or ""), *window,
             read_inferior_memory if alive else None)
     except RuntimeError as error:
         fail(str(error))
@@ -113,12 +113,12 @@ def arm_in_recorder(options):
              "for its library)" % location)
     pattern = options.get("output", "magic-trace-%N.fxt")
     count = options.number("count", 0)
-    window, max_slices = window_of(options)
+    window = window_of(options)
     try:
         for note in state.session.set_modules(
                 link_map(state.program), os.path.basename(state.program or "")):
             print("magic-trace: note: " + note)
-        state.session.arm_trigger(address, count, pattern, window, max_slices)
+        state.session.arm_trigger(address, count, pattern, *window)
     except RuntimeError as error:
         fail(str(error))
     print("magic-trace: the recorder takes a snapshot each time %s "
@@ -132,7 +132,7 @@ class Trigger:
         self.breakpoint = breakpoint
         self.pattern = pattern
         self.count = count
-        self.window = window  # (--window, --max-slices)
+        self.window = window  # (--window, --max-slices, --max-trace)
         self.hits = 0
 
 
@@ -412,6 +412,7 @@ class SnapshotOnCommand(gdb.Command):
 
 magic-trace snapshot-on LOCATION [-o PATTERN] [--count N] [--continue]
                         [--window DURATION|all] [--max-slices N]
+                   [--max-trace SIZE]
 
 LOCATION: as GDB's 'break' takes it (FUNCTION, FILE:LINE, *ADDRESS).
 -o PATTERN: output file; %N is the snapshot number (default
@@ -463,6 +464,7 @@ class SnapshotCommand(gdb.Command):
     __doc__ = """Take a snapshot now (the process must be stopped, or have exited).
 
 magic-trace snapshot [-o FILE] [--window DURATION|all] [--max-slices N]
+                     [--max-trace SIZE]
 
 """ + WINDOW_HELP
 
@@ -482,6 +484,7 @@ class ReportCommand(gdb.Command):
 
 magic-trace report [--last DURATION] [--thread TID] [--depth N] [--snapshot K]
                    [--window DURATION|all] [--max-slices N]
+                   [--max-trace SIZE]
 """ + views.REPORT_HELP + WINDOW_HELP
 
     def __init__(self):
@@ -537,6 +540,7 @@ class SaveCommand(gdb.Command):
 
 magic-trace save -o FILE [--format fxt|json|folded|bundle|perf] [--snapshot K]
                  [--window DURATION|all] [--max-slices N]
+                 [--max-trace SIZE]
 
 """ + WINDOW_HELP
 

@@ -23,14 +23,19 @@ except ImportError as error:  # doctor says why; every command fails in one line
 TIMERS = ("low", "normal", "high")
 SHORT_OPTIONS = {"o": "output", "c": "count", "k": "snapshot", "F": "format",
                  "d": "depth", "t": "thread", "l": "last", "w": "window",
-                 "m": "max-slices", "M": "keep-memory"}
-# --window and --max-slices, which every command that decodes takes.
-WINDOW_OPTIONS = {"window", "max-slices"}
+                 "m": "max-slices", "B": "max-trace",
+                 "M": "keep-memory"}
+# --window, --max-slices and --max-trace, which every command that decodes
+# takes.
+WINDOW_OPTIONS = {"window", "max-slices", "max-trace"}
 WINDOW_HELP = """--window DURATION|all: write the last DURATION of the trace at most
   (e.g. 5ms), or all of it (default: the longest window that fits
-  --max-slices).
+  --max-slices and --max-trace).
 --max-slices N: the output's budget in slices (default 10000000, what
-  Perfetto's UI opens; 2M = 2000000)."""
+  Perfetto's UI opens; 2M = 2000000).
+--max-trace SIZE: without --window, decode at most SIZE bytes of trace,
+  every thread's together (default 5M, about a second on 2 cores; K, M,
+  G)."""
 
 
 def need_core():
@@ -41,14 +46,16 @@ def need_core():
 
 
 def window_of(options):
-    """(window, max_slices) as given ("" when not), checked by the core."""
+    """(window, max_slices, max_trace) as given ("" when not), checked by
+    the core."""
     window = options.get("window", "")
     max_slices = options.get("max-slices", "")
+    max_trace = options.get("max-trace", "")
     try:
-        core.check_window(window, max_slices)
+        core.check_window(window, max_slices, max_trace)
     except RuntimeError as error:
         fail(str(error))
-    return window, max_slices
+    return window, max_slices, max_trace
 
 
 def parse_memory(text):

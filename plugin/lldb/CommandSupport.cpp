@@ -28,8 +28,9 @@ std::string jsonText(const llvm::json::Value &value) {
 
 llvm::Expected<WindowOptions> parseWindowArgs(const ParsedArgs &args) {
   WindowOptions options;
-  if (llvm::Error failed = parseWindowOptions(
-          args.get("window", ""), args.get("max-slices", ""), options))
+  if (llvm::Error failed =
+          parseWindowOptions(args.get("window", ""), args.get("max-slices", ""),
+                             args.get("max-trace", ""), options))
     return std::move(failed);
   return options;
 }

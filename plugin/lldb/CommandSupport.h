@@ -40,18 +40,23 @@ std::string jsonText(const llvm::json::Value &value);
 
 /// A --timer-resolution value: low, normal or high.
 llvm::Expected<TimerResolution> parseTimer(llvm::StringRef text);
-/// --window and --max-slices (WindowOptions in Pipeline.h), as every
-/// command that decodes takes them: list kWindowOption and kMaxSlicesOption
-/// in its options.
+/// --window, --max-slices and --max-trace (WindowOptions in Pipeline.h),
+/// as every command that decodes takes them: list kWindowOption,
+/// kMaxSlicesOption and kMaxTraceOption in its options.
 llvm::Expected<WindowOptions> parseWindowArgs(const ParsedArgs &args);
 inline constexpr OptionSpec kWindowOption{
     'w', "window", true, "DURATION|all",
     "Write the last DURATION of the trace at most (e.g. 5ms), or all of it "
-    "(default: the longest window that fits --max-slices)."};
+    "(default: the longest window that fits --max-slices and "
+    "--max-trace)."};
 inline constexpr OptionSpec kMaxSlicesOption{
     'm', "max-slices", true, "N",
     "The output's budget in slices (default 10000000, what Perfetto's UI "
     "opens; 2M = 2000000)."};
+inline constexpr OptionSpec kMaxTraceOption{
+    'B', "max-trace", true, "SIZE",
+    "Without --window: decode at most SIZE bytes of trace, every thread's "
+    "together (default 5M, about a second on 2 cores; K, M, G)."};
 
 /// A count option's value; `what` names it in the error.
 llvm::Expected<unsigned> parseCount(llvm::StringRef text, llvm::StringRef what);

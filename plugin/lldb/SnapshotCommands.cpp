@@ -29,6 +29,7 @@ const OptionSpec snapshotOptions[] = {
     {'j', "json", false, nullptr, "Also print the snapshot as JSON."},
     kWindowOption,
     kMaxSlicesOption,
+    kMaxTraceOption,
 };
 
 class SnapshotCommand : public lldb::SBCommandPluginInterface {
@@ -77,6 +78,7 @@ const OptionSpec snapshotOnOptions[] = {
      "Output file; %N is the snapshot number (default magic-trace-%N.fxt)."},
     kWindowOption,
     kMaxSlicesOption,
+    kMaxTraceOption,
 };
 
 class SnapshotOnCommand : public lldb::SBCommandPluginInterface {
@@ -232,7 +234,7 @@ void registerSnapshotCommands(lldb::SBCommand &root) {
       "magic-trace snapshot -o before-crash.fxt\n" +
           describeOptions(snapshotOptions),
       "magic-trace snapshot [-o FILE] [--json] [--window DURATION|all] "
-      "[--max-slices N]");
+      "[--max-slices N] [--max-trace SIZE]");
   addCommand(
       root, "snapshot-on", new SnapshotOnCommand(),
       "Take a snapshot whenever a breakpoint is hit (any thread) during "
@@ -244,7 +246,7 @@ void registerSnapshotCommands(lldb::SBCommand &root) {
           describeOptions(snapshotOnOptions),
       "magic-trace snapshot-on (-n FUNCTION | -f FILE -l LINE | -a ADDRESS | "
       "BREAKPOINT-ID) [--count N] [--continue] [-o PATTERN] [--window "
-      "DURATION|all] [--max-slices N]");
+      "DURATION|all] [--max-slices N] [--max-trace SIZE]");
 }
 
 } // namespace magic_trace::plugin

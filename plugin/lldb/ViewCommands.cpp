@@ -32,6 +32,7 @@ const OptionSpec saveOptions[] = {
     {'k', "snapshot", true, "K", "Which snapshot (default: the last)."},
     kWindowOption,
     kMaxSlicesOption,
+    kMaxTraceOption,
 };
 
 /// The snapshot a view reads, in the window its --window and --max-slices
@@ -46,7 +47,7 @@ viewedResult(Session &session, const ParsedArgs &args, unsigned number,
   if (!found)
     return found.takeError();
   record = *found;
-  if (!args.has("window") && !args.has("max-slices"))
+  if (!args.has("window") && !args.has("max-slices") && !args.has("max-trace"))
     return &record->result;
   llvm::Expected<WindowOptions> window = parseWindowArgs(args);
   if (!window)
@@ -99,6 +100,7 @@ const OptionSpec reportOptions[] = {
     {'k', "snapshot", true, "K", "Which snapshot (default: the last)."},
     kWindowOption,
     kMaxSlicesOption,
+    kMaxTraceOption,
     {'a', "annotate", true, "FUNCTION",
      "Per source line of FUNCTION: instructions executed (exact), times "
      "entered, self time."},
@@ -310,7 +312,8 @@ void registerViewCommands(lldb::SBCommand &root) {
           describeOptions(saveOptions),
       "magic-trace save -o FILE [--format "
       "fxt|fxt.gz|json|json.gz|folded|text|bundle|perf] "
-      "[--snapshot K] [--window DURATION|all] [--max-slices N]");
+      "[--snapshot K] [--window DURATION|all] [--max-slices N] [--max-trace "
+      "SIZE]");
   addCommand(
       root, "report", new ReportCommand(),
       "Print the call tree of a snapshot in the terminal, with total and "
@@ -322,7 +325,8 @@ void registerViewCommands(lldb::SBCommand &root) {
       "  (lldb) magic-trace report --top 10 --by calls\n" +
           describeOptions(reportOptions),
       "magic-trace report [--last DURATION] [--thread TID] [--depth N] "
-      "[--snapshot K] [--window DURATION|all] [--max-slices N] "
+      "[--snapshot K] [--window DURATION|all] [--max-slices N] [--max-trace "
+      "SIZE] "
       "[--annotate FUNCTION [--insns] [--rows N] | --top [N] [--by ORDER]] "
       "[--json]");
   addCommand(

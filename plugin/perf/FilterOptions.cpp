@@ -132,7 +132,7 @@ Expected<FilterOptions> parseFilterOptions(ArrayRef<const char *> args) {
     if (Error error = parseOne(arg ? arg : "", options, window, maxSlices))
       return std::move(error);
   // The debuggers' --window and --max-slices, named as dlargs.
-  if (Error error = parseWindowOptions(window, maxSlices, options.window)) {
+  if (Error error = parseWindowOptions(window, maxSlices, "", options.window)) {
     std::string message = toString(std::move(error));
     for (auto [option, dlarg] :
          {std::pair<StringRef, StringRef>{"--window all", "window=all"},

@@ -301,7 +301,9 @@ Error Filter::finish() {
     errs() << ", the last " << formatDuration(window.lengthNs) << " of "
            << formatDuration(window.traceNs) << " written ("
            << withCommas(window.slices) << " slices"
-           << (window.cutByBudget ? "; window=all writes all of it" : "")
+           << (window.cutByBudget || window.cutByTrace
+                   ? "; window=all writes all of it"
+                   : "")
            << ")";
   errs() << " -> " << options.output << "\n";
   return Error::success();

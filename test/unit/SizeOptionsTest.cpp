@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "magic_trace/SizeOptions.h"
+#include "magic_trace/Pipeline.h"
 #include "magic_trace/PodVector.h"
 #include "magic_trace/SnapshotLog.h"
 
@@ -70,6 +71,26 @@ TEST(SizeOptions, MemorySizesAreAnyPositiveCount) {
             "bad --keep-memory '0' (give bytes or K, M, G: e.g. 512M)");
   EXPECT_EQ(errorOf(parseMemorySize("lots")),
             "bad --keep-memory 'lots' (give bytes or K, M, G: e.g. 512M)");
+}
+
+TEST(SizeOptions, TraceBudgetsAreAnyPositiveCountAndTheWindowTakesThem) {
+  EXPECT_EQ(*parseTraceBudget("16M"), 16u << 20);
+  EXPECT_EQ(*parseTraceBudget("64KiB"), 64u << 10);
+  EXPECT_EQ(*parseTraceBudget("4096"), 4096u);
+  for (llvm::StringRef bad : {"0", "-1M", "much", ""})
+    EXPECT_EQ(errorOf(parseTraceBudget(bad)),
+              "invalid --max-trace '" + bad.str() +
+                  "' (give the trace to decode in bytes or K, M, G, above 0: "
+                  "e.g. 16M)")
+        << bad.str();
+  WindowOptions options;
+  EXPECT_EQ(options.maxTraceBytes, kDefaultMaxTraceBytes);
+  EXPECT_FALSE(llvm::errorToBool(parseWindowOptions("", "", "2M", options)));
+  EXPECT_EQ(options.maxTraceBytes, 2u << 20);
+  WindowOptions timed;
+  EXPECT_EQ(llvm::toString(parseWindowOptions("5ms", "", "2M", timed)),
+            "--max-trace sets the default window's length, and --window sets "
+            "it itself (leave out one of them)");
 }
 
 } // namespace

@@ -32,6 +32,14 @@ namespace magic_trace {
 /// file's size, so about 10 M slices of ours (32 bytes each).
 constexpr uint64_t kDefaultMaxSlices = 10000000;
 
+/// Trace the default window decodes at most, every thread's together. A
+/// decode costs about the same per byte of trace whatever the program (its
+/// branches make the bytes): about 0.2 us a byte on 2 cores of the machine
+/// in docs/performance.md, so this is about 1.3 s. Without it, a program
+/// with fewer calls per byte than the slice budget assumes (a loop in each
+/// call) was decoded whole, 7 s a snapshot (docs/performance.md, "Windows").
+constexpr uint64_t kDefaultMaxTraceBytes = uint64_t(5) << 20;
+
 /// Which stretch of a snapshot is decoded and written (docs/architecture.md,
 /// "Window"): a time window ending at the stop, the same for every thread, the
 /// longest that fits the budget and the user's limit.
@@ -44,14 +52,21 @@ struct WindowOptions {
   /// The output budget (`--max-slices`), in Perfetto's slices (complete and
   /// instant events).
   uint64_t maxSlices = kDefaultMaxSlices;
+  /// The decode's budget in bytes of trace, every thread's together, for
+  /// the default window only: `--window DURATION` asks for its length, and
+  /// `--window all` for everything. 0: none.
+  uint64_t maxTraceBytes = kDefaultMaxTraceBytes;
 };
 
-/// Parses the `--window DURATION|all` and `--max-slices N` options into
-/// `options` (empty text: the option was not given). Errors (one line, what
-/// to do): a window of 0, a negative one, one without a known unit, a
-/// budget of 0 or not a number, or a budget with `all`.
+/// Parses the `--window DURATION|all`, `--max-slices N` and `--max-trace
+/// SIZE` options into `options` (empty text: the option was not given).
+/// Errors (one line, what to do): a window of 0, a negative one, one
+/// without a known unit, a budget of 0 or not a number, a budget with
+/// `all`, or `--max-trace` with any `--window` (which sets the length
+/// itself).
 llvm::Error parseWindowOptions(llvm::StringRef window,
                                llvm::StringRef maxSlices,
+                               llvm::StringRef maxTrace,
                                WindowOptions &options);
 
 /// What a snapshot's output holds of its trace.
@@ -65,6 +80,9 @@ struct WindowSummary {
   bool whole = true;
   /// The budget, not `--window`, set the length.
   bool cutByBudget = false;
+  /// The decode's budget (WindowOptions::maxTraceBytes) set the length:
+  /// more of the trace would fit the slice budget.
+  bool cutByTrace = false;
   /// Slices in the output (an upper bound: ModelWindow.h's count).
   uint64_t slices = 0;
   /// Threads with something in the window.

@@ -1,7 +1,8 @@
 //===- SizeOptions.h - Sizes the debugger commands take ---------*- C++ -*-===//
 //
-// One reading of --snapshot-size and --keep-memory for both debugger hosts
-// (LLDB's commands and GDB's, through its module): a number of bytes,
+// One reading of --snapshot-size, --keep-memory and --max-trace for both
+// debugger hosts (LLDB's commands and GDB's, through its module) and
+// magic-trace-decode: a number of bytes,
 // decimal or 0x hexadecimal, with an optional unit K, M or G (powers of
 // 1024; KB, KiB and the like read the same), in any case.
 //
@@ -23,6 +24,10 @@ llvm::Expected<uint64_t> parseSnapshotSize(llvm::StringRef text);
 /// A memory budget (--keep-memory): more than 0 bytes. Errors: one line
 /// naming the text and what to give.
 llvm::Expected<uint64_t> parseMemorySize(llvm::StringRef text);
+
+/// The decode's budget (--max-trace, WindowOptions::maxTraceBytes): more
+/// than 0 bytes. Errors: one line naming the text and what to give.
+llvm::Expected<uint64_t> parseTraceBudget(llvm::StringRef text);
 
 } // namespace magic_trace
 

@@ -148,8 +148,8 @@ std::string snapshotLine(const SnapshotRecord &record);
 
 /// {number, reason, path, tid, spanNs, calls, errors, instructions,
 /// decodeSeconds, window:
-/// {lengthNs, traceNs, whole, cutByBudget, slices, threads, decodedBytes,
-/// traceBytes, note}, summary}.
+/// {lengthNs, traceNs, whole, cutByBudget, cutByTrace, maxTraceBytes,
+/// slices, maxSlices, threads, decodedBytes, traceBytes, note}, summary}.
 llvm::json::Value snapshotJson(const SnapshotRecord &record);
 
 /// The model of `record` in `window`: the one it keeps when it was decoded

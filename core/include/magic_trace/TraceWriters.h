@@ -71,6 +71,10 @@ std::string formatDuration(uint64_t ns);
 /// 1234567 -> "1,234,567".
 std::string withCommas(uint64_t value);
 
+/// 6291456 -> "6 MiB", 524288 -> "512 KiB", 1536 -> "1.5 KiB", 100 ->
+/// "100 bytes".
+std::string formatSize(uint64_t bytes);
+
 /// The first time at or after `from` where a window may start so that the
 /// writers display every later time of `thread` as they display the whole
 /// model's (docs/formats.md, "Displayed times", "Windows"): no frame begins

@@ -4,6 +4,7 @@
 #include "WindowedBuild.h"
 
 #include "magic_trace/ModelWindow.h"
+#include "magic_trace/SizeOptions.h"
 #include "magic_trace/VirtualClock.h"
 
 #include "magic_trace/FxtWriter.h"
@@ -252,9 +253,21 @@ llvm::Error buildModels(const Snapshot &snapshot,
 
 llvm::Error parseWindowOptions(llvm::StringRef window,
                                llvm::StringRef maxSlices,
+                               llvm::StringRef maxTrace,
                                WindowOptions &options) {
   window = window.trim();
   maxSlices = maxSlices.trim();
+  maxTrace = maxTrace.trim();
+  if (!maxTrace.empty()) {
+    if (!window.empty())
+      return llvm::createStringError(
+          "--max-trace sets the default window's length, and --window "
+          "sets it itself (leave out one of them)");
+    llvm::Expected<uint64_t> bytes = parseTraceBudget(maxTrace);
+    if (!bytes)
+      return bytes.takeError();
+    options.maxTraceBytes = *bytes;
+  }
   if (window == "all") {
     options.all = true;
   } else if (!window.empty()) {

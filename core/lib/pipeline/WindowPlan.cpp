@@ -92,6 +92,38 @@ uint64_t plannedWindow(llvm::ArrayRef<ThreadPlan> threads, uint64_t limitNs,
   return fits;
 }
 
+uint64_t bytesForWindow(llvm::ArrayRef<ThreadPlan> threads, uint64_t length) {
+  uint64_t total = 0;
+  for (const ThreadPlan &thread : threads) {
+    const PsbTimes &psbs = *thread.psbs;
+    if (!hasTimes(psbs)) {
+      total += psbs.bytes;
+      continue;
+    }
+    uint64_t at = thread.windowEnd > length ? thread.windowEnd - length : 0;
+    total += psbs.bytes - psbs.offsets[decodeStart(psbs, at)];
+  }
+  return total;
+}
+
+uint64_t traceBudgetWindow(llvm::ArrayRef<ThreadPlan> threads, uint64_t spanNs,
+                           uint64_t budget) {
+  if (spanNs == 0 || bytesForWindow(threads, spanNs) <= budget)
+    return spanNs;
+  if (bytesForWindow(threads, 1) > budget)
+    return 0;
+  // The bytes grow with the length: the longest that fits, by bisection.
+  uint64_t fits = 1, over = spanNs;
+  while (over - fits > 1) {
+    uint64_t middle = fits + (over - fits) / 2;
+    if (bytesForWindow(threads, middle) <= budget)
+      fits = middle;
+    else
+      over = middle;
+  }
+  return fits;
+}
+
 size_t decodeStart(const PsbTimes &psbs, uint64_t at) {
   size_t last = lastTimedAtOrBefore(psbs, at);
   if (last == SIZE_MAX)

@@ -67,6 +67,19 @@ uint64_t bytesAfter(const PsbTimes &psbs, uint64_t end, uint64_t at);
 uint64_t plannedWindow(llvm::ArrayRef<ThreadPlan> threads, uint64_t limitNs,
                        uint64_t budget);
 
+/// Trace a decode for a window of `length` reads, every thread's together:
+/// each from its PSB decodeStart(windowEnd - length) picks to its end (a
+/// thread without timing: all of it).
+uint64_t bytesForWindow(llvm::ArrayRef<ThreadPlan> threads, uint64_t length);
+
+/// The longest window of at most `spanNs` whose decode reads at most
+/// `budget` bytes (bytesForWindow; the decode's budget,
+/// WindowOptions::maxTraceBytes): `spanNs` when all of it fits; 0 when not
+/// even a window of 1 ns fits (the newest PSB pieces alone are over it),
+/// which the caller leaves unlimited.
+uint64_t traceBudgetWindow(llvm::ArrayRef<ThreadPlan> threads, uint64_t spanNs,
+                           uint64_t budget);
+
 /// The PSB to decode from so that everything from time `at` on is decoded
 /// as the whole buffer's decode has it: the timed PSB before the last timed
 /// PSB at or before `at` (one PSB of margin: a block that runs across the

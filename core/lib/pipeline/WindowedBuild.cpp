@@ -154,6 +154,7 @@ public:
     }
     if (llvm::Error error = sample())
       return error;
+    limitByTrace();
     for (unsigned round = 0; round < 2; ++round) {
       std::vector<size_t> wanted = plan();
       if (wanted == from)
@@ -183,6 +184,29 @@ private:
 
   uint64_t decodedBytes(size_t slot) const {
     return bytesFrom(slot, from[slot]);
+  }
+
+  /// The default window is at most what maxTraceBytes of trace cover
+  /// (WindowOptions::maxTraceBytes, traceBudgetWindow): it then stands as a
+  /// `--window` the user gave. A trace whose newest PSB pieces alone are
+  /// over the budget is left as it was.
+  void limitByTrace() {
+    if (options.maxLengthNs || !options.maxTraceBytes)
+      return;
+    std::vector<ThreadPlan> plans(models.size());
+    uint64_t span = 0;
+    for (size_t slot = 0; slot < models.size(); ++slot) {
+      plans[slot].psbs = &times(slot);
+      plans[slot].end = threadEnds[slot];
+      plans[slot].windowEnd = ends[slot];
+      if (ends[slot] > firsts[slot])
+        span = std::max(span, ends[slot] - firsts[slot]);
+    }
+    uint64_t length = traceBudgetWindow(plans, span, options.maxTraceBytes);
+    if (length == 0 || length == span)
+      return;
+    options.maxLengthNs = length;
+    traceLimited = true;
   }
 
   /// Decodes every slot whose `wanted` PSB is before the one it was
@@ -396,6 +420,8 @@ private:
     summarizeTrace();
     cutToLongestWindow(models, ends, options, budgetWindow(), coveredWindow(),
                        perThread, workers, window);
+    if (traceLimited && !window.whole && !window.cutByBudget)
+      window.cutByTrace = true;
     countSlices(models, window);
   }
 
@@ -445,7 +471,9 @@ private:
 
   const Snapshot &snapshot;
   const SnapshotDecoder &decoder;
-  const WindowOptions &options;
+  /// The user's, with the decode's budget as a length (limitByTrace).
+  WindowOptions options;
+  bool traceLimited = false;
   std::vector<ThreadModel> &models;
   const std::vector<ModelStats> *stats; ///< Per slot, of its model.
   unsigned workers;
@@ -513,6 +541,8 @@ std::string windowNote(const WindowSummary &window,
                      formatDuration(window.traceNs);
   if (window.cutByBudget)
     note += " (the " + withCommas(options.maxSlices) + "-slice budget)";
+  else if (window.cutByTrace)
+    note += " (the " + formatSize(options.maxTraceBytes) + " decode budget)";
   return note + "; 'save --window all' writes all of it";
 }
 

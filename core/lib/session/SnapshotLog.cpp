@@ -283,6 +283,12 @@ std::string snapshotLine(const SnapshotRecord &record) {
     os << "; the " << withCommas(record.window.maxSlices)
        << "-slice budget set the window ('magic-trace save --snapshot "
        << record.number << " --window all -o FILE' writes all of it)";
+  if (!window.whole && window.cutByTrace)
+    os << "; the " << formatSize(record.window.maxTraceBytes)
+       << " decode budget set the window ('magic-trace save --snapshot "
+       << record.number
+       << " --window DURATION -o FILE' decodes more, '--window all' all of "
+          "it)";
   if (!window.note.empty())
     os << "; " << window.note;
   // What the recorder skipped (a planted perf map, a FIFO): said, not
@@ -305,24 +311,26 @@ llvm::json::Value snapshotJson(const SnapshotRecord &record) {
   }
   object["decodeSeconds"] = record.decodeSeconds;
   const WindowSummary &window = record.result.window;
-  object["window"] =
-      llvm::json::Object{{"lengthNs", int64_t(window.lengthNs)},
-                         {"traceNs", int64_t(window.traceNs)},
-                         {"whole", window.whole},
-                         {"cutByBudget", window.cutByBudget},
-                         {"slices", int64_t(window.slices)},
-                         {"maxSlices", int64_t(record.window.maxSlices)},
-                         {"threads", int64_t(window.threads)},
-                         {"decodedBytes", int64_t(window.decodedBytes)},
-                         {"traceBytes", int64_t(window.traceBytes)},
-                         {"note", window.note}};
+  object["window"] = llvm::json::Object{
+      {"lengthNs", int64_t(window.lengthNs)},
+      {"traceNs", int64_t(window.traceNs)},
+      {"whole", window.whole},
+      {"cutByBudget", window.cutByBudget},
+      {"cutByTrace", window.cutByTrace},
+      {"maxTraceBytes", int64_t(record.window.maxTraceBytes)},
+      {"slices", int64_t(window.slices)},
+      {"maxSlices", int64_t(record.window.maxSlices)},
+      {"threads", int64_t(window.threads)},
+      {"decodedBytes", int64_t(window.decodedBytes)},
+      {"traceBytes", int64_t(window.traceBytes)},
+      {"note", window.note}};
   object["summary"] = summaryJson(record.result);
   return std::move(object);
 }
 
 static bool sameWindow(const WindowOptions &a, const WindowOptions &b) {
   return a.all == b.all && a.maxLengthNs == b.maxLengthNs &&
-         a.maxSlices == b.maxSlices;
+         a.maxSlices == b.maxSlices && a.maxTraceBytes == b.maxTraceBytes;
 }
 
 llvm::Expected<const PipelineResult *>

@@ -2,9 +2,11 @@
 #include "magic_trace/TraceWriters.h"
 
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 namespace magic_trace {
@@ -18,6 +20,20 @@ std::string withCommas(uint64_t value) {
     text += digits[i];
   }
   return text;
+}
+
+std::string formatSize(uint64_t bytes) {
+  static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  size_t unit = 0;
+  uint64_t scale = 1;
+  while (unit + 1 < std::size(units) && bytes >= scale * 1024) {
+    scale *= 1024;
+    ++unit;
+  }
+  if (bytes % scale == 0)
+    return std::to_string(bytes / scale) + " " + units[unit];
+  return llvm::formatv("{0:f1} {1}", double(bytes) / double(scale), units[unit])
+      .str();
 }
 
 std::string formatDuration(uint64_t ns) {

@@ -35,7 +35,8 @@ const char *const kUsage =
     "events|calls|insns|none] [--threads N] [--tid T] [--chunk-bytes B]\n"
     "                          [--cpu CPU] [-o FILE] [--slice-args "
     "compact|full] [--symfs DIR]\n"
-    "                          [--window DURATION|all] [--max-slices N]\n"
+    "                          [--window DURATION|all] [--max-slices N] "
+    "[--max-trace SIZE]\n"
     "  --dump events   one line per control-flow event (default)\n"
     "  --dump calls    only calls and returns\n"
     "  --dump insns    every executed instruction address\n"
@@ -58,9 +59,12 @@ const char *const kUsage =
     "                  or full (address, file, line, inlined; 64 bytes)\n"
     "  --window W      with -o: write the last W of the trace (5ms, 200us),\n"
     "                  at most; all: the whole trace (default: the longest\n"
-    "                  window that fits --max-slices)\n"
+    "                  window that fits --max-slices and --max-trace)\n"
     "  --max-slices N  with -o: the output's budget in slices (default\n"
-    "                  10000000, what Perfetto's UI opens; 2M = 2000000)\n";
+    "                  10000000, what Perfetto's UI opens; 2M = 2000000)\n"
+    "  --max-trace S   with -o, without --window: the default window decodes\n"
+    "                  at most S bytes of trace, every thread's together\n"
+    "                  (default 5M; K, M, G)\n";
 
 struct Args {
   std::string input;
@@ -72,7 +76,8 @@ struct Args {
   std::optional<CpuIdentity> cpu; ///< --cpu, over the bundle's cpuInfo.
   FxtOptions fxt;                 ///< --slice-args.
   std::string symfs;              ///< --symfs, for a perf.data's modules.
-  std::string window, maxSlices;  ///< --window, --max-slices (with -o).
+  /// --window, --max-slices, --max-trace (with -o).
+  std::string window, maxSlices, maxTrace;
 };
 
 /// Parses the command line by hand: libLLVM.so already registers a global
@@ -107,6 +112,8 @@ Expected<Args> parseArgs(int argc, char **argv) {
       args.window = value.str();
     } else if (name == "max-slices") {
       args.maxSlices = value.str();
+    } else if (name == "max-trace") {
+      args.maxTrace = value.str();
     } else if (name == "slice-args") {
       Expected<FxtSliceArgs> sliceArgs = parseFxtSliceArgs(value);
       if (!sliceArgs)
@@ -146,9 +153,11 @@ Expected<Args> parseArgs(int argc, char **argv) {
   }
   if (args.input.empty())
     return createStringError("no bundle given (pass BUNDLE_DIR_OR_JSON)");
-  if (args.output.empty() && (!args.window.empty() || !args.maxSlices.empty()))
-    return createStringError("--window and --max-slices choose what -o FILE "
-                             "writes (a --dump lists every decoded event)");
+  if (args.output.empty() && (!args.window.empty() || !args.maxSlices.empty() ||
+                              !args.maxTrace.empty()))
+    return createStringError("--window, --max-slices and --max-trace choose "
+                             "what -o FILE writes (a --dump lists every "
+                             "decoded event)");
   return args;
 }
 
@@ -211,6 +220,9 @@ std::string windowClause(const WindowSummary &window,
   if (window.cutByBudget)
     text += " (the " + withCommas(options.maxSlices) +
             "-slice budget; --window all writes all of it)";
+  else if (window.cutByTrace)
+    text += " (the " + formatSize(options.maxTraceBytes) +
+            " decode budget; --window DURATION or all decodes more)";
   return text;
 }
 
@@ -223,8 +235,8 @@ int writeOutput(const Args &args, const Snapshot &snapshot,
     return fail(toString(format.takeError()));
   PipelineOptions options;
   options.decode = decodeOptions;
-  if (Error error =
-          parseWindowOptions(args.window, args.maxSlices, options.window))
+  if (Error error = parseWindowOptions(args.window, args.maxSlices,
+                                       args.maxTrace, options.window))
     return fail(toString(std::move(error)));
   auto started = std::chrono::steady_clock::now();
   Expected<PipelineResult> result = runPipeline(snapshot, options);

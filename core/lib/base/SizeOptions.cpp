@@ -72,4 +72,13 @@ llvm::Expected<uint64_t> parseMemorySize(llvm::StringRef text) {
   return *bytes;
 }
 
+llvm::Expected<uint64_t> parseTraceBudget(llvm::StringRef text) {
+  std::optional<uint64_t> bytes = parseBytes(text);
+  if (!bytes || *bytes == 0)
+    return refused("invalid --max-trace '{0}' (give the trace to decode in "
+                   "bytes or K, M, G, above 0: e.g. 16M)",
+                   text);
+  return *bytes;
+}
+
 } // namespace magic_trace
