@@ -85,10 +85,9 @@ TEST(WindowPlan, TraceBudgetWindowOnTablesWorkedByHand) {
   // A: 10 PSBs every 1000 bytes at 100, 200, ..., 1000 ns; 10000 bytes.
   // B: 4 PSBs every 1000 bytes at 300, 600, 900, 1000 ns; 4000 bytes.
   // Both end at 1050 ns.
-  std::vector<PsbTimes> tables = {evenPsbs(10, 1000, 100, 100, 10000),
-                                  {{0, 1000, 2000, 3000},
-                                   {300, 600, 900, 1000},
-                                   4000}};
+  std::vector<PsbTimes> tables = {
+      evenPsbs(10, 1000, 100, 100, 10000),
+      {{0, 1000, 2000, 3000}, {300, 600, 900, 1000}, 4000}};
   std::vector<uint64_t> ends = {1050, 1050};
   std::vector<ThreadPlan> plans = plansOf(tables, ends);
   // A window starting at 1000 or later: each decodes from the PSB before
@@ -157,8 +156,8 @@ TEST(WindowPlan, TraceBudgetWindowIsTheDefinitionOnRandomTables) {
       return sum;
     };
     // Half the budgets are exactly what some window reads (the edge).
-    uint64_t budget = round % 4 < 2 ? random() % (total + 1)
-                                    : defined(1 + random() % span);
+    uint64_t budget =
+        round % 4 < 2 ? random() % (total + 1) : defined(1 + random() % span);
     SCOPED_TRACE("round " + std::to_string(round));
     for (uint64_t length : {uint64_t(1), span / 2, span})
       EXPECT_EQ(bytesForWindow(plans, length), defined(length));

@@ -32,6 +32,21 @@ size_t nextTimed(const PsbTimes &psbs, size_t index) {
   return SIZE_MAX;
 }
 
+/// The longest length in (fits, over) for which `holds` is true, else
+/// `fits`, by bisection: `holds` is true at `fits`, false at `over`, and
+/// once false stays false.
+template <typename Holds>
+uint64_t longestFitting(uint64_t fits, uint64_t over, Holds holds) {
+  while (over - fits > 1) {
+    uint64_t middle = fits + (over - fits) / 2;
+    if (holds(middle))
+      fits = middle;
+    else
+      over = middle;
+  }
+  return fits;
+}
+
 uint64_t predictedSlices(llvm::ArrayRef<ThreadPlan> threads, uint64_t window) {
   double slices = 0;
   for (const ThreadPlan &thread : threads) {
@@ -79,17 +94,10 @@ uint64_t plannedWindow(llvm::ArrayRef<ThreadPlan> threads, uint64_t limitNs,
                        uint64_t budget) {
   if (predictedSlices(threads, limitNs) <= budget)
     return limitNs;
-  // The prediction grows with the window: the longest that fits, by
-  // bisection.
-  uint64_t fits = 0, over = limitNs;
-  while (over - fits > 1) {
-    uint64_t middle = fits + (over - fits) / 2;
-    if (predictedSlices(threads, middle) <= budget)
-      fits = middle;
-    else
-      over = middle;
-  }
-  return fits;
+  // The prediction grows with the window.
+  return longestFitting(0, limitNs, [&](uint64_t length) {
+    return predictedSlices(threads, length) <= budget;
+  });
 }
 
 uint64_t bytesForWindow(llvm::ArrayRef<ThreadPlan> threads, uint64_t length) {
@@ -112,16 +120,10 @@ uint64_t traceBudgetWindow(llvm::ArrayRef<ThreadPlan> threads, uint64_t spanNs,
     return spanNs;
   if (bytesForWindow(threads, 1) > budget)
     return 0;
-  // The bytes grow with the length: the longest that fits, by bisection.
-  uint64_t fits = 1, over = spanNs;
-  while (over - fits > 1) {
-    uint64_t middle = fits + (over - fits) / 2;
-    if (bytesForWindow(threads, middle) <= budget)
-      fits = middle;
-    else
-      over = middle;
-  }
-  return fits;
+  // The bytes grow with the length.
+  return longestFitting(1, spanNs, [&](uint64_t length) {
+    return bytesForWindow(threads, length) <= budget;
+  });
 }
 
 size_t decodeStart(const PsbTimes &psbs, uint64_t at) {

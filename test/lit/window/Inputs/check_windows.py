@@ -21,6 +21,25 @@ def run(args):
     return subprocess.run(args, capture_output=True, text=True)
 
 
+def check_cut(bundle, whole, cut, option, value, line_pattern):
+    """Decodes `bundle` into `cut` with `option value`; returns (problems,
+    the summary's window match, the .fxt's events)."""
+    done = run(["magic-trace-decode", bundle, option, str(value), "-o", cut])
+    problems = []
+    if done.returncode != 0:
+        problems.append(done.stderr.strip())
+    window = re.search(line_pattern, done.stdout.strip())
+    valid = run(["magic-trace-fxt-check", cut])
+    if valid.returncode != 0:
+        problems.append(valid.stderr.strip())
+    events = re.search(r"(\d+) events", valid.stdout)
+    events = int(events.group(1)) if events else None
+    same = run(["magic-trace-fxt-check", "--cut-of", whole, cut])
+    if same.returncode != 0:
+        problems.append(same.stderr.strip())
+    return problems, window, events
+
+
 def main():
     args = sys.argv[1:]
     trace_budgets = []
@@ -32,6 +51,15 @@ def main():
     args = args[:args.index("--budgets")]
     out, bundles = args[0], args[1:]
     failed = 0
+
+    def report(name, label, problems, window):
+        nonlocal failed
+        if problems:
+            failed += 1
+            print("FAIL %s %s: %s" % (name, label, "; ".join(problems)))
+        else:
+            print("ok %s %s %s" % (name, label, "cut" if window else "whole"))
+
     for bundle in bundles:
         name = os.path.basename(bundle.rstrip("/"))
         whole = os.path.join(out, name + "-all.fxt")
@@ -42,62 +70,26 @@ def main():
             continue
         for budget in budgets:
             cut = os.path.join(out, "%s-%d.fxt" % (name, budget))
-            done = run(["magic-trace-decode", bundle, "--max-slices", str(budget),
-                        "-o", cut])
-            problems = []
-            if done.returncode != 0:
-                problems.append(done.stderr.strip())
-            summary = done.stdout.strip()
-            window = re.search(r"window: the last \S+ of \S+, ([\d,]+) slices",
-                               summary)
+            problems, window, events = check_cut(
+                bundle, whole, cut, "--max-slices", budget,
+                r"window: the last \S+ of \S+, ([\d,]+) slices")
             if window and int(window.group(1).replace(",", "")) > budget:
-                problems.append("over the budget: " + summary)
-            valid = run(["magic-trace-fxt-check", cut])
-            if valid.returncode != 0:
-                problems.append(valid.stderr.strip())
-            events = re.search(r"(\d+) events", valid.stdout)
-            if events and int(events.group(1)) > budget:
-                problems.append("%s events over the budget" % events.group(1))
-            same = run(["magic-trace-fxt-check", "--cut-of", whole, cut])
-            if same.returncode != 0:
-                problems.append(same.stderr.strip())
-            if problems:
-                failed += 1
-                print("FAIL %s %d: %s" % (name, budget, "; ".join(problems)))
-            else:
-                print("ok %s %d %s" % (name, budget, "cut" if window else "whole"))
+                problems.append("over the budget: " + window.group(0))
+            if events is not None and events > budget:
+                problems.append("%d events over the budget" % events)
+            report(name, str(budget), problems, window)
         previous = None
         for budget in sorted(trace_budgets, reverse=True):
             cut = os.path.join(out, "%s-trace%d.fxt" % (name, budget))
-            done = run(["magic-trace-decode", bundle, "--max-trace", str(budget),
-                        "-o", cut])
-            problems = []
-            if done.returncode != 0:
-                problems.append(done.stderr.strip())
-            summary = done.stdout.strip()
-            window = re.search(r"window: the last \S+ of \S+, ([\d,]+) slices "
-                               r"\(the (\d+) (bytes|KiB|MiB) decode budget",
-                               summary)
-            slices = None
-            valid = run(["magic-trace-fxt-check", cut])
-            if valid.returncode != 0:
-                problems.append(valid.stderr.strip())
-            events = re.search(r"(\d+) events", valid.stdout)
-            if events:
-                slices = int(events.group(1))
-            if previous is not None and slices is not None and slices > previous:
+            problems, window, events = check_cut(
+                bundle, whole, cut, "--max-trace", budget,
+                r"window: the last \S+ of \S+, [\d,]+ slices "
+                r"\(the \d+ (bytes|KiB|MiB) decode budget")
+            if None not in (previous, events) and events > previous:
                 problems.append("%d events, more than the larger budget's %d"
-                                % (slices, previous))
-            previous = slices
-            same = run(["magic-trace-fxt-check", "--cut-of", whole, cut])
-            if same.returncode != 0:
-                problems.append(same.stderr.strip())
-            if problems:
-                failed += 1
-                print("FAIL %s trace=%d: %s" % (name, budget, "; ".join(problems)))
-            else:
-                print("ok %s trace=%d %s" % (name, budget,
-                                             "cut" if window else "whole"))
+                                % (events, previous))
+            previous = events
+            report(name, "trace=%d" % budget, problems, window)
     return 1 if failed else 0
 
 
