@@ -1,5 +1,8 @@
 # lit configuration for magic-trace's end-to-end tests.
+import atexit
+import glob
 import os
+import time
 
 import lit.formats
 
@@ -150,3 +153,26 @@ elif "asan" not in config.available_features:
                     "that need it (REQUIRES: gdb) are unsupported")
 # -nx keeps a user's ~/.gdbinit out of the tests.
 config.substitutions.append(("%gdb", "gdb -nx -batch -x " + gdb_script))
+
+
+# The JIT programs the tests run (emu_jit, node, the JVM) name their code in
+# /tmp/perf-PID.map as real JITs do, and leave it there for a decode after
+# they exit. Once the whole run is over, the suite removes the ones it made:
+# its user's, written since it started, of a process that is gone. Another
+# process's, or an older one, stays.
+_started = time.time()
+
+
+def _remove_perf_maps():
+    for path in glob.glob("/tmp/perf-*.map"):
+        try:
+            pid = int(os.path.basename(path)[len("perf-"):-len(".map")])
+            info = os.stat(path)
+            if (info.st_uid == os.getuid() and info.st_mtime >= _started
+                    and not os.path.exists("/proc/%d" % pid)):
+                os.remove(path)
+        except (OSError, ValueError):
+            continue
+
+
+atexit.register(_remove_perf_maps)
