@@ -114,7 +114,7 @@ class Session:
 
     def snapshot_on(self, function=None, file=None, line=None, address=None,
                     breakpoint=None, count=None, continue_after=False,
-                    output=None):
+                    output=None, window=None, max_slices=None, max_trace=None):
         command = "magic-trace snapshot-on"
         if function:
             command += " -n " + shlex.quote(function)
@@ -130,22 +130,25 @@ class Session:
             command += " --continue"
         if output:
             command += " -o " + shlex.quote(output)
-        return self.run(command)
+        return self.run(command + _window_options(window, max_slices, max_trace))
 
     def continue_traced(self):
         """Runs traced; returns the snapshots taken on the way, as dicts."""
         return _json_lines(self.run("magic-trace continue --json"))
 
-    def snapshot(self, output=None):
+    def snapshot(self, output=None, window=None, max_slices=None,
+                 max_trace=None):
         command = "magic-trace snapshot --json"
         if output:
             command += " -o " + shlex.quote(output)
+        command += _window_options(window, max_slices, max_trace)
         return _json_lines(self.run(command))[0]
 
     def status(self):
         return json.loads(self.run("magic-trace status --json"))
 
-    def report(self, last=None, thread=None, depth=None, snapshot=None):
+    def report(self, last=None, thread=None, depth=None, snapshot=None,
+               window=None, max_slices=None, max_trace=None):
         command = "magic-trace report"
         if last:
             command += " --last " + last
@@ -155,18 +158,33 @@ class Session:
             command += " --depth " + str(depth)
         if snapshot:
             command += " --snapshot " + str(snapshot)
-        return self.run(command)
+        return self.run(command + _window_options(window, max_slices, max_trace))
 
-    def save(self, output, format=None, snapshot=None):
+    def save(self, output, format=None, snapshot=None, window=None,
+             max_slices=None, max_trace=None):
         command = "magic-trace save -o " + shlex.quote(output)
         if format:
             command += " --format " + format
         if snapshot:
             command += " --snapshot " + str(snapshot)
-        return self.run(command)
+        return self.run(command + _window_options(window, max_slices, max_trace))
 
     def detach(self):
         return self.run("magic-trace detach")
+
+
+def _window_options(window, max_slices, max_trace):
+    """--window DURATION|all, --max-slices N and --max-trace SIZE, as the
+    commands that decode take them (docs/user-guide.md, "Big snapshots"),
+    as command-line text."""
+    text = ""
+    if window:
+        text += " --window " + shlex.quote(str(window))
+    if max_slices:
+        text += " --max-slices " + shlex.quote(str(max_slices))
+    if max_trace:
+        text += " --max-trace " + shlex.quote(str(max_trace))
+    return text
 
 
 def _recording_options(snapshot_size, timer, threads):
