@@ -288,7 +288,10 @@ Error Filter::finish() {
   for (const std::string &problem : symbolizer.moduleProblems())
     errs() << "magic-trace-perf: warning: " << problem << "\n";
   // perf's clock is one for every thread.
-  WindowSummary window = cutToWindow(model, options.window, false);
+  Expected<WindowSummary> cut = cutToWindow(model, options.window, false);
+  if (!cut)
+    return cut.takeError();
+  const WindowSummary &window = *cut;
   if (Error error = writeTrace(model, *output, *options.format, options.fxt))
     return error;
   uint64_t calls = 0;

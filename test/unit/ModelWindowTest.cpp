@@ -149,6 +149,34 @@ TEST(ModelWindow, LongestWindowIsTheDefinitionsOnAnyWorkers) {
   }
 }
 
+TEST(ModelWindow, SlicesWithinIsTheBudgetALengthNeeds) {
+  std::mt19937_64 random(51);
+  for (int round = 0; round < 40; ++round) {
+    std::vector<ThreadModel> threads;
+    unsigned count = 1 + random() % 4;
+    for (unsigned t = 0; t < count; ++t)
+      threads.push_back(randomThread(random, 200 + t));
+    std::vector<uint64_t> ends;
+    std::vector<const ThreadModel *> pointers;
+    for (const ThreadModel &thread : threads) {
+      ends.push_back(thread.segments.back().end);
+      pointers.push_back(&thread);
+    }
+    for (uint64_t length : {uint64_t(1), 1 + random() % 30000}) {
+      uint64_t needed = slicesWithin(pointers, ends, length);
+      SCOPED_TRACE("round " + std::to_string(round) + ", length " +
+                   std::to_string(length));
+      // That budget gives at least the length, by the definition too; one
+      // less gives less, unless nothing more lies at the length itself.
+      EXPECT_GE(longestWindow(pointers, ends, 0, needed), length);
+      EXPECT_GE(plainLongest(threads, ends, UINT64_MAX, needed), length);
+      if (needed > slicesWithin(pointers, ends, length - 1)) {
+        EXPECT_LT(longestWindow(pointers, ends, 0, needed - 1), length);
+      }
+    }
+  }
+}
+
 /// The cut's definition, plainly: a frame stays when it ends after `from`
 /// or begins at or after it, or when a frame that stays is its descendant;
 /// in the same order, its times clamped to `from`, its parent the same

@@ -41,6 +41,11 @@ uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
                        llvm::ArrayRef<uint64_t> ends, uint64_t maxLengthNs,
                        uint64_t maxSlices, unsigned workers = 1);
 
+/// What longestWindow counts for a window of `lengthNs`: the smallest
+/// `maxSlices` for which it gives at least that length.
+uint64_t slicesWithin(llvm::ArrayRef<const ThreadModel *> threads,
+                      llvm::ArrayRef<uint64_t> ends, uint64_t lengthNs);
+
 /// Cuts `thread` at `from`: segments and frames that ended before it go
 /// (one that ends exactly there goes unless it also begins there), and
 /// what was open there begins there, as a frame open at a trace's start

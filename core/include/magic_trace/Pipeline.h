@@ -160,9 +160,11 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
 /// runPipeline cuts its own: the same time for every thread (or each
 /// thread's own end, `ownClocks`), the longest the budget allows, where
 /// the writers display the rest as the whole; sets model.windowNote when
-/// it cut. Returns what the window holds.
-WindowSummary cutToWindow(TraceModel &model, const WindowOptions &options,
-                          bool ownClocks);
+/// it cut. Returns what the window holds. Errors: the slice budget allows
+/// no window (the frames open at the end alone are over it; the error says
+/// what budget would).
+llvm::Expected<WindowSummary>
+cutToWindow(TraceModel &model, const WindowOptions &options, bool ownClocks);
 
 /// The PSB of a thread (its psbTimes) to decode from so that everything
 /// from time `at` on is decoded as the whole buffer's decode has it: the

@@ -60,7 +60,9 @@ uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
                        uint64_t maxSlices, unsigned workers) {
   uint64_t limit = maxLengthNs ? maxLengthNs : UINT64_MAX;
   uint64_t reserved = kThreadInstants * threads.size();
-  if (maxSlices <= reserved)
+  // A budget of the instants alone still fits a window that holds nothing
+  // else (below, with a budget of 0).
+  if (maxSlices < reserved)
     return 0;
   uint64_t budget = maxSlices - reserved;
   // No distance is past a thread's first segment's begin (frames and later
@@ -130,6 +132,17 @@ uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
     before += atDistance;
   }
   return std::min(limit, farthest); // Not reached: the bucket overflows.
+}
+
+uint64_t slicesWithin(llvm::ArrayRef<const ThreadModel *> threads,
+                      llvm::ArrayRef<uint64_t> ends, uint64_t lengthNs) {
+  uint64_t slices = kThreadInstants * threads.size();
+  for (size_t t = 0; t < threads.size(); ++t)
+    forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
+      if (distance <= lengthNs)
+        slices += n;
+    });
+  return slices;
 }
 
 void cutThreadModel(ThreadModel &thread, uint64_t from) {

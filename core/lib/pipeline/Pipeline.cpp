@@ -386,12 +386,12 @@ llvm::Expected<PipelineResult> runPipeline(const Snapshot &snapshot,
   return std::move(result);
 }
 
-WindowSummary cutToWindow(TraceModel &model, const WindowOptions &options,
-                          bool ownClocks) {
-  WindowSummary window =
+llvm::Expected<WindowSummary>
+cutToWindow(TraceModel &model, const WindowOptions &options, bool ownClocks) {
+  llvm::Expected<WindowSummary> window =
       cutModels(model.threads, options, ownClocks, defaultWorkers());
-  if (!window.whole)
-    model.windowNote = windowNote(window, options);
+  if (window && !window->whole)
+    model.windowNote = windowNote(*window, options);
   return window;
 }
 

@@ -82,14 +82,37 @@ uint64_t budgetWindowOf(const std::vector<ThreadModel> &models,
                        workers);
 }
 
+/// The error when the slice budget allows no window at all: the frames
+/// still open at the end (the stacks at the stop) alone are over it, and
+/// a cut would leave an empty file. Says what budget a window of 1 ns
+/// needs.
+llvm::Error noWindowFits(const std::vector<ThreadModel> &models,
+                         const std::vector<uint64_t> &ends,
+                         const WindowOptions &options) {
+  std::vector<const ThreadModel *> threads;
+  for (const ThreadModel &model : models)
+    threads.push_back(&model);
+  uint64_t needed = slicesWithin(threads, ends, 1);
+  return llvm::createStringError(llvm::formatv(
+      "--max-slices {0} leaves no window: the frames open at the end of the "
+      "trace alone make {1} slices (give --max-slices {1} or more, or "
+      "--window all)",
+      options.maxSlices, std::max(needed, options.maxSlices + 1)));
+}
+
 /// Cuts `models` to `budget` (budgetWindowOf), at most `covered` long, each
 /// ending at ends[i]; fills `window`'s whole, lengthNs (when cut) and
-/// cutByBudget.
-void cutToLongestWindow(std::vector<ThreadModel> &models,
-                        const std::vector<uint64_t> &ends,
-                        const WindowOptions &options, uint64_t budget,
-                        uint64_t covered, bool perThread, unsigned workers,
-                        WindowSummary &window) {
+/// cutByBudget. Errors: the budget allows no window (noWindowFits).
+llvm::Error cutToLongestWindow(std::vector<ThreadModel> &models,
+                               const std::vector<uint64_t> &ends,
+                               const WindowOptions &options, uint64_t budget,
+                               uint64_t covered, bool perThread,
+                               unsigned workers, WindowSummary &window) {
+  bool anything = false;
+  for (const ThreadModel &model : models)
+    anything = anything || !model.segments.empty();
+  if (budget == 0 && anything)
+    return noWindowFits(models, ends, options);
   uint64_t length = std::min(budget, covered);
   std::vector<uint64_t> starts = cutTimes(models, ends, length, perThread);
   forEachParallel(models.size(), workers, [&](size_t slot) {
@@ -107,9 +130,10 @@ void cutToLongestWindow(std::vector<ThreadModel> &models,
     window.whole = false;
   }
   if (window.whole)
-    return;
+    return llvm::Error::success();
   window.lengthNs = length;
   window.cutByBudget = options.maxLengthNs == 0 || budget < options.maxLengthNs;
+  return llvm::Error::success();
 }
 
 /// Slices and threads of the models as they are now.
@@ -165,8 +189,7 @@ public:
       if (coveredWindow() >= budgetWindow())
         break;
     }
-    cut();
-    return llvm::Error::success();
+    return cut();
   }
 
   const WindowSummary &summary() const { return window; }
@@ -415,14 +438,17 @@ private:
     window.note = window.note.empty() ? text : window.note + "; " + text;
   }
 
-  void cut() {
+  llvm::Error cut() {
     noteMissingRoots();
     summarizeTrace();
-    cutToLongestWindow(models, ends, options, budgetWindow(), coveredWindow(),
-                       perThread, workers, window);
+    if (llvm::Error error =
+            cutToLongestWindow(models, ends, options, budgetWindow(),
+                               coveredWindow(), perThread, workers, window))
+      return error;
     if (traceLimited && !window.whole && !window.cutByBudget)
       window.cutByTrace = true;
     countSlices(models, window);
+    return llvm::Error::success();
   }
 
   void finishWhole() {
@@ -494,9 +520,9 @@ private:
 
 } // namespace
 
-WindowSummary cutModels(std::vector<ThreadModel> &models,
-                        const WindowOptions &options, bool ownClocks,
-                        unsigned workers) {
+llvm::Expected<WindowSummary> cutModels(std::vector<ThreadModel> &models,
+                                        const WindowOptions &options,
+                                        bool ownClocks, unsigned workers) {
   WindowSummary window;
   std::vector<uint64_t> ends(models.size(), 0);
   uint64_t latest = 0, earliest = UINT64_MAX, span = 0;
@@ -515,9 +541,11 @@ WindowSummary cutModels(std::vector<ThreadModel> &models,
   window.traceNs = ownClocks || latest < earliest ? span : latest - earliest;
   window.lengthNs = window.traceNs;
   if (!options.all)
-    cutToLongestWindow(models, ends, options,
-                       budgetWindowOf(models, ends, options, workers),
-                       UINT64_MAX, ownClocks, workers, window);
+    if (llvm::Error error =
+            cutToLongestWindow(models, ends, options,
+                               budgetWindowOf(models, ends, options, workers),
+                               UINT64_MAX, ownClocks, workers, window))
+      return std::move(error);
   countSlices(models, window);
   return window;
 }

@@ -50,10 +50,11 @@ buildWindowed(const Snapshot &snapshot, const SnapshotDecoder &decoder,
               unsigned workers, BuildFn build);
 
 /// Cuts finished `models` to the window `options` asks for (cutToWindow),
-/// on up to `workers` threads.
-WindowSummary cutModels(std::vector<ThreadModel> &models,
-                        const WindowOptions &options, bool ownClocks,
-                        unsigned workers);
+/// on up to `workers` threads. Errors: the slice budget allows no window
+/// (the frames open at the end alone are over it).
+llvm::Expected<WindowSummary> cutModels(std::vector<ThreadModel> &models,
+                                        const WindowOptions &options,
+                                        bool ownClocks, unsigned workers);
 
 /// The note the writers put where a cut thread starts.
 std::string windowNote(const WindowSummary &window,
