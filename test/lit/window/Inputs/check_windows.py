@@ -4,9 +4,7 @@ budgets force (and small decode budgets, --max-trace), and checks every
 window against the whole trace: the windowed .fxt is valid and nests as
 Perfetto draws it (magic-trace-fxt-check), each of its slices is the whole
 trace's slice cut at the window's start (magic-trace-fxt-check --cut-of),
-and it holds no more slices than the slice budget. A slice budget below
-what the stacks at the end take is one error line naming the budget that
-fits, which is then checked the same way. A decode budget's window
+and it holds no more slices than the slice budget. A decode budget's window
 says so on its line, and a smaller decode budget never gives more slices.
 Prints one line per case: "ok NAME BUDGET cut|whole" ("ok NAME trace=BYTES
 cut|whole" for a decode budget), or "FAIL ..." with what differed.
@@ -71,32 +69,15 @@ def main():
             failed += 1
             continue
         for budget in budgets:
-            label = str(budget)
             cut = os.path.join(out, "%s-%d.fxt" % (name, budget))
             problems, window, events = check_cut(
                 bundle, whole, cut, "--max-slices", budget,
                 r"window: the last \S+ of \S+, ([\d,]+) slices")
-            # A budget below what the stacks at the end take: one line
-            # that names the budget that fits, and that budget's window is
-            # the whole trace cut, within it.
-            none = re.search(r"leaves no window: .* make (\d+) slices "
-                             r"\(give --max-slices (\d+) or more",
-                             problems[0] if problems else "")
-            if none:
-                needed = int(none.group(2))
-                problems, window, events = check_cut(
-                    bundle, whole, cut, "--max-slices", needed,
-                    r"window: the last \S+ of \S+, ([\d,]+) slices")
-                if needed <= budget or not window or events is None:
-                    problems.append("%d needed for a window of a budget of %d"
-                                    % (needed, budget))
-                label = "%d (no window; %d fits)" % (budget, needed)
-                budget = needed
             if window and int(window.group(1).replace(",", "")) > budget:
                 problems.append("over the budget: " + window.group(0))
             if events is not None and events > budget:
                 problems.append("%d events over the budget" % events)
-            report(name, label, problems, window)
+            report(name, str(budget), problems, window)
         previous = None
         for budget in sorted(trace_budgets, reverse=True):
             cut = os.path.join(out, "%s-trace%d.fxt" % (name, budget))
