@@ -117,26 +117,41 @@ uint64_t plainLongest(const std::vector<ThreadModel> &threads,
   return limit;
 }
 
+/// Up to `most` random threads (tids from `firstTid`), each window ending
+/// at its own end or, when `mayShare` and a coin says so, at the latest.
+struct RandomThreads {
+  std::vector<ThreadModel> threads;
+  std::vector<uint64_t> ends;
+  std::vector<const ThreadModel *> pointers; ///< Into `threads`.
+};
+
+RandomThreads randomThreads(std::mt19937_64 &random, unsigned most,
+                            uint64_t firstTid, bool mayShare) {
+  RandomThreads made;
+  unsigned count = 1 + random() % most;
+  for (unsigned t = 0; t < count; ++t)
+    made.threads.push_back(randomThread(random, firstTid + t));
+  uint64_t latest = 0;
+  for (const ThreadModel &thread : made.threads)
+    latest = std::max(latest, thread.segments.back().end);
+  bool common = mayShare && random() % 2;
+  for (const ThreadModel &thread : made.threads) {
+    made.ends.push_back(common ? latest : thread.segments.back().end);
+    made.pointers.push_back(&thread);
+  }
+  return made;
+}
+
 TEST(ModelWindow, LongestWindowIsTheDefinitionsOnAnyWorkers) {
   std::mt19937_64 random(49);
   for (int round = 0; round < 40; ++round) {
-    std::vector<ThreadModel> threads;
-    unsigned count = 1 + random() % 6;
-    for (unsigned t = 0; t < count; ++t)
-      threads.push_back(randomThread(random, 100 + t));
-    std::vector<uint64_t> ends;
-    uint64_t latest = 0;
-    for (const ThreadModel &thread : threads)
-      latest = std::max(latest, thread.segments.back().end);
-    bool common = random() % 2;
-    for (const ThreadModel &thread : threads)
-      ends.push_back(common ? latest : thread.segments.back().end);
-    std::vector<const ThreadModel *> pointers;
+    RandomThreads made = randomThreads(random, 6, 100, true);
+    const std::vector<ThreadModel> &threads = made.threads;
+    const std::vector<uint64_t> &ends = made.ends;
+    const std::vector<const ThreadModel *> &pointers = made.pointers;
     uint64_t all = 0;
-    for (const ThreadModel &thread : threads) {
-      pointers.push_back(&thread);
+    for (const ThreadModel &thread : threads)
       all += windowSlices(thread, 0);
-    }
     uint64_t maxSlices = 1 + random() % (all + 20);
     uint64_t maxLength = random() % 3 == 0 ? 1 + random() % 30000 : 0;
     uint64_t expected = plainLongest(
@@ -152,16 +167,10 @@ TEST(ModelWindow, LongestWindowIsTheDefinitionsOnAnyWorkers) {
 TEST(ModelWindow, SlicesWithinIsTheBudgetALengthNeeds) {
   std::mt19937_64 random(51);
   for (int round = 0; round < 40; ++round) {
-    std::vector<ThreadModel> threads;
-    unsigned count = 1 + random() % 4;
-    for (unsigned t = 0; t < count; ++t)
-      threads.push_back(randomThread(random, 200 + t));
-    std::vector<uint64_t> ends;
-    std::vector<const ThreadModel *> pointers;
-    for (const ThreadModel &thread : threads) {
-      ends.push_back(thread.segments.back().end);
-      pointers.push_back(&thread);
-    }
+    RandomThreads made = randomThreads(random, 4, 200, false);
+    const std::vector<ThreadModel> &threads = made.threads;
+    const std::vector<uint64_t> &ends = made.ends;
+    const std::vector<const ThreadModel *> &pointers = made.pointers;
     for (uint64_t length : {uint64_t(1), 1 + random() % 30000}) {
       uint64_t needed = slicesWithin(pointers, ends, length);
       SCOPED_TRACE("round " + std::to_string(round) + ", length " +

@@ -70,16 +70,22 @@ std::vector<uint64_t> cutTimes(const std::vector<ThreadModel> &models,
   return starts;
 }
 
+/// `models` as ModelWindow.h's functions take them.
+std::vector<const ThreadModel *>
+pointersTo(const std::vector<ThreadModel> &models) {
+  std::vector<const ThreadModel *> threads;
+  for (const ThreadModel &model : models)
+    threads.push_back(&model);
+  return threads;
+}
+
 /// The longest window the budget and the user's limit allow `models`, each
 /// ending at ends[i].
 uint64_t budgetWindowOf(const std::vector<ThreadModel> &models,
                         const std::vector<uint64_t> &ends,
                         const WindowOptions &options, unsigned workers) {
-  std::vector<const ThreadModel *> threads;
-  for (const ThreadModel &model : models)
-    threads.push_back(&model);
-  return longestWindow(threads, ends, options.maxLengthNs, options.maxSlices,
-                       workers);
+  return longestWindow(pointersTo(models), ends, options.maxLengthNs,
+                       options.maxSlices, workers);
 }
 
 /// The error when the slice budget allows no window at all: the frames
@@ -89,10 +95,7 @@ uint64_t budgetWindowOf(const std::vector<ThreadModel> &models,
 llvm::Error noWindowFits(const std::vector<ThreadModel> &models,
                          const std::vector<uint64_t> &ends,
                          const WindowOptions &options) {
-  std::vector<const ThreadModel *> threads;
-  for (const ThreadModel &model : models)
-    threads.push_back(&model);
-  uint64_t needed = slicesWithin(threads, ends, 1);
+  uint64_t needed = slicesWithin(pointersTo(models), ends, 1);
   return llvm::createStringError(llvm::formatv(
       "--max-slices {0} leaves no window: the frames open at the end of the "
       "trace alone make {1} slices (give --max-slices {1} or more, or "
@@ -209,6 +212,17 @@ private:
     return bytesFrom(slot, from[slot]);
   }
 
+  /// Each thread's PSBs, end and window end, for the planner (no density).
+  std::vector<ThreadPlan> threadPlans() const {
+    std::vector<ThreadPlan> plans(models.size());
+    for (size_t slot = 0; slot < models.size(); ++slot) {
+      plans[slot].psbs = &times(slot);
+      plans[slot].end = threadEnds[slot];
+      plans[slot].windowEnd = ends[slot];
+    }
+    return plans;
+  }
+
   /// The default window is at most what maxTraceBytes of trace cover
   /// (WindowOptions::maxTraceBytes, traceBudgetWindow): it then stands as a
   /// `--window` the user gave. A trace whose newest PSB pieces alone are
@@ -216,16 +230,12 @@ private:
   void limitByTrace() {
     if (options.maxLengthNs || !options.maxTraceBytes)
       return;
-    std::vector<ThreadPlan> plans(models.size());
     uint64_t span = 0;
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      plans[slot].psbs = &times(slot);
-      plans[slot].end = threadEnds[slot];
-      plans[slot].windowEnd = ends[slot];
+    for (size_t slot = 0; slot < models.size(); ++slot)
       if (ends[slot] > firsts[slot])
         span = std::max(span, ends[slot] - firsts[slot]);
-    }
-    uint64_t length = traceBudgetWindow(plans, span, options.maxTraceBytes);
+    uint64_t length =
+        traceBudgetWindow(threadPlans(), span, options.maxTraceBytes);
     if (length == 0 || length == span)
       return;
     options.maxLengthNs = length;
@@ -319,15 +329,11 @@ private:
   /// The PSB each thread should be decoded from for the longest window
   /// the budget allows, by the densities decoded so far.
   std::vector<size_t> plan() {
-    std::vector<ThreadPlan> plans(models.size());
+    std::vector<ThreadPlan> plans = threadPlans();
     plannedDensity.assign(models.size(), 0);
-    for (size_t slot = 0; slot < models.size(); ++slot) {
-      plans[slot].psbs = &times(slot);
-      plans[slot].end = threadEnds[slot];
-      plans[slot].windowEnd = ends[slot];
+    for (size_t slot = 0; slot < models.size(); ++slot)
       plans[slot].slicesPerByte = plannedDensity[slot] =
           density(slot).slicesPerByte;
-    }
     uint64_t limit = options.maxLengthNs ? options.maxLengthNs : UINT64_MAX;
     uint64_t length = plannedWindow(plans, limit, options.maxSlices);
     std::vector<size_t> wanted = from;
