@@ -2,6 +2,7 @@
 import atexit
 import glob
 import os
+import stat
 import time
 
 import lit.formats
@@ -167,8 +168,10 @@ def _remove_perf_maps():
     for path in glob.glob("/tmp/perf-*.map"):
         try:
             pid = int(os.path.basename(path)[len("perf-"):-len(".map")])
-            info = os.stat(path)
-            if (info.st_uid == os.getuid() and info.st_mtime >= _started
+            # lstat: another user's symlink there is theirs, not followed.
+            info = os.lstat(path)
+            if (stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid()
+                    and info.st_mtime >= _started
                     and not os.path.exists("/proc/%d" % pid)):
                 os.remove(path)
         except (OSError, ValueError):
