@@ -288,9 +288,14 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
         keep_truth = "ground-truth" in options.flags
         if keep_truth:
             arguments += ",ground-truth=on"
+        # GDB connects to the recorder, which relays to QEMU's gdbstub and
+        # holds the other threads while GDB has the program stopped
+        # (QEMU's user mode runs them on: docs/qemu.md "GDB's all-stop").
         sock = os.path.join(state.ring_dir, "gdb.sock")
+        stub = os.path.join(state.ring_dir, "gdbstub.sock")
+        arguments += ",relay=%s,stub=%s" % (sock, stub)
         state.qemu = subprocess.Popen(
-            [qemu, "-plugin", arguments, "-g", sock, program] +
+            [qemu, "-plugin", arguments, "-g", stub, program] +
             options.positional, stdin=subprocess.DEVNULL)
         wait_for_socket(sock, state.qemu, SOCKET_DEADLINE_S)
         state.program = program

@@ -355,6 +355,8 @@ __attribute__((noinline)) void blockExecutedSlowly(const BlockInfo &block) {
   if (rec.has(SlowForked))
     return;
   ThreadRecorder *thread = current;
+  if (thread && rec.has(SlowDebuggerStop))
+    waitForDebugger(*thread, block.start);
   if (thread && rec.has(SlowFlush))
     waitForFlush(*thread, block.start);
   if (thread)

@@ -340,6 +340,10 @@ llvm::Error parseOptions(int argc, char **argv, Options &options) {
         return llvm::createStringError("parent= must be watch or keep, not " +
                                        value);
       options.parent = value == "keep" ? 0 : getppid();
+    } else if (key == "relay") {
+      options.relayPath = value.str();
+    } else if (key == "stub") {
+      options.stubPath = value.str();
     } else if (key == "log") {
       if (llvm::Error error = needPowerOfTwo(1024))
         return error;
@@ -348,9 +352,13 @@ llvm::Error parseOptions(int argc, char **argv, Options &options) {
       return llvm::createStringError(
           "unknown option '" + key +
           "' (dir, size, timer, noretcomp, psb-period, overflow-every, "
-          "max-insns, start, stop, ground-truth, log, parent)");
+          "max-insns, start, stop, ground-truth, log, parent, relay, "
+          "stub)");
     }
   }
+  if (options.relayPath.empty() != options.stubPath.empty())
+    return llvm::createStringError(
+        "relay= and stub= go together (where GDB connects, and QEMU's -g)");
   if (options.dir.empty())
     return llvm::createStringError(
         "no dir= given (the directory for the rings, e.g. dir=/dev/shm/mt)");
@@ -505,6 +513,8 @@ llvm::Error install(int argc, char **argv) {
   std::memcpy(header.magic, kQemuRingMagic, sizeof(kQemuRingMagic));
   pthread_atfork(nullptr, nullptr, inForkedChild);
   startFlusher();
+  if (!options.relayPath.empty())
+    return startDebuggerRelay(options.relayPath, options.stubPath);
   return llvm::Error::success();
 }
 

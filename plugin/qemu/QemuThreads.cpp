@@ -292,8 +292,6 @@ void flushToStop(ThreadRecorder &thread, uint64_t pc) {
   flushCount(thread);
 }
 
-namespace {
-
 /// Makes every thread of the process pass a full memory barrier:
 /// membarrier(2)'s private expedited command, registered at the first
 /// call; where the kernel refuses it, a 2 ms sleep, far longer than a store
@@ -307,6 +305,8 @@ void everyThreadBarrier() {
     return;
   std::this_thread::sleep_for(std::chrono::milliseconds(2));
 }
+
+namespace {
 
 /// Whether `thread`, outside its block callbacks, can be stopped at `pc`:
 /// its newest block (logged or pending) goes there or holds it.

@@ -135,6 +135,9 @@ struct Options {
   /// The process that started QEMU (the debugger): when it is gone, the
   /// program ends with it (parent=keep keeps it running; 0 = no watch).
   int parent = 0;
+  /// relay=, stub=: where GDB connects, and QEMU's gdbstub (-g), which the
+  /// recorder relays between (QemuDebugger.cpp); empty: no relay.
+  std::string relayPath, stubPath;
 };
 
 /// A thread's state as the block callback's fast path needs it: together,
@@ -226,6 +229,9 @@ enum SlowReason : uint32_t {
   /// until it ends (waitForFlush), so that the flusher may end the trace of
   /// a thread the debugger does not hold (GDB: QemuThreads.cpp).
   SlowFlush = 32,
+  /// GDB has the program stopped: a thread's next block waits at its start
+  /// until GDB resumes the program (waitForDebugger, QemuDebugger.cpp).
+  SlowDebuggerStop = 64,
 };
 
 /// Why blocks cannot take the fast path (Slow* bits): one word the block
@@ -341,6 +347,17 @@ void answerSync(ThreadRecorder &thread);
 
 // QemuThreads.cpp: the stop flush, also how a trigger ends a thread's trace.
 void flushToStop(ThreadRecorder &thread, uint64_t pc);
+/// Makes every thread of the process pass a full memory barrier.
+void everyThreadBarrier();
+// QemuDebugger.cpp: GDB's all-stop, the relay between GDB and the gdbstub.
+/// Listens for GDB at `listenPath` and relays its connection to the
+/// gdbstub at `stubPath`, holding the threads while GDB has the program
+/// stopped.
+llvm::Error startDebuggerRelay(const std::string &listenPath,
+                               const std::string &stubPath);
+/// At the start of a block while SlowDebuggerStop is set: the thread waits
+/// there, outside its callback, until GDB resumes the program.
+void waitForDebugger(ThreadRecorder &thread, uint64_t start);
 // QemuTriggers.cpp: snapshots the recorder takes itself.
 /// Whether a block starting at `start` is an armed trigger (translation).
 bool isArmedTrigger(uint64_t start);
