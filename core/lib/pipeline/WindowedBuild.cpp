@@ -103,9 +103,44 @@ llvm::Error noWindowFits(const std::vector<ThreadModel> &models,
       options.maxSlices, std::max(needed, options.maxSlices + 1)));
 }
 
+/// The shortest of the windows `starts` leave the threads cut (ends[i] -
+/// starts[i]); `length` when none is cut.
+uint64_t shownLength(const std::vector<uint64_t> &starts,
+                     const std::vector<uint64_t> &ends, uint64_t length) {
+  for (size_t slot = 0; slot < starts.size(); ++slot)
+    if (starts[slot])
+      length = std::min(length, ends[slot] - std::min(ends[slot], starts[slot]));
+  return length;
+}
+
+/// The error when the slice budget's window is empty once cut: the cut
+/// moves to where the writers display the rest as the whole (cutTimes),
+/// and for a short window at a trace whose last events are displayed
+/// together that is the trace's end. Names the budget of the shortest
+/// window, by doubling, that keeps a non-empty one (a longer window's cut
+/// is never later: the move only goes forward from an earlier start).
+llvm::Error emptyWindow(const std::vector<ThreadModel> &models,
+                        const std::vector<uint64_t> &ends,
+                        const WindowOptions &options, uint64_t length,
+                        uint64_t covered, bool perThread) {
+  uint64_t shown = std::max<uint64_t>(length, 1);
+  while (shown < covered &&
+         shownLength(cutTimes(models, ends, shown, perThread), ends, shown) ==
+             0)
+    shown = std::min(covered, shown * 2);
+  uint64_t needed = slicesWithin(pointersTo(models), ends, shown);
+  return llvm::createStringError(llvm::formatv(
+      "--max-slices {0} leaves an empty window: its start moves to the "
+      "trace's end, where the last events are shown, and a window that "
+      "holds one makes {1} slices (give --max-slices {1} or more, or "
+      "--window all)",
+      options.maxSlices, std::max(needed, options.maxSlices + 1)));
+}
+
 /// Cuts `models` to `budget` (budgetWindowOf), at most `covered` long, each
 /// ending at ends[i]; fills `window`'s whole, lengthNs (when cut) and
-/// cutByBudget. Errors: the budget allows no window (noWindowFits).
+/// cutByBudget. Errors: the budget allows no window (noWindowFits) or an
+/// empty one (emptyWindow).
 llvm::Error cutToLongestWindow(std::vector<ThreadModel> &models,
                                const std::vector<uint64_t> &ends,
                                const WindowOptions &options, uint64_t budget,
@@ -118,20 +153,23 @@ llvm::Error cutToLongestWindow(std::vector<ThreadModel> &models,
     return noWindowFits(models, ends, options);
   uint64_t length = std::min(budget, covered);
   std::vector<uint64_t> starts = cutTimes(models, ends, length, perThread);
+  bool byBudget = options.maxLengthNs == 0 || budget < options.maxLengthNs;
+  if (byBudget && budget < covered && anything &&
+      shownLength(starts, ends, length) == 0)
+    return emptyWindow(models, ends, options, length, covered, perThread);
   forEachParallel(models.size(), workers, [&](size_t slot) {
     if (starts[slot])
       cutThreadModel(models[slot], starts[slot]);
   });
   window.whole = true;
+  std::vector<uint64_t> cuts(models.size(), 0);
   for (size_t slot = 0; slot < models.size(); ++slot) {
-    uint64_t start = models[slot].windowStart;
-    if (start == 0)
-      continue;
-    // The shortest of the threads' windows (displaySafeCut moved them a
-    // few nanoseconds each).
-    length = std::min(length, ends[slot] - std::min(ends[slot], start));
-    window.whole = false;
+    cuts[slot] = models[slot].windowStart;
+    window.whole = window.whole && cuts[slot] == 0;
   }
+  // The shortest of the threads' windows (displaySafeCut moved them a few
+  // nanoseconds each).
+  length = shownLength(cuts, ends, length);
   if (window.whole)
     return llvm::Error::success();
   window.lengthNs = length;

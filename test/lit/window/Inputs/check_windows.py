@@ -4,7 +4,11 @@ budgets force (and small decode budgets, --max-trace), and checks every
 window against the whole trace: the windowed .fxt is valid and nests as
 Perfetto draws it (magic-trace-fxt-check), each of its slices is the whole
 trace's slice cut at the window's start (magic-trace-fxt-check --cut-of),
-and it holds no more slices than the slice budget. A decode budget's window
+and it holds no more slices than the slice budget, and at least one. A
+slice budget that leaves no window, or an empty one (its start moved to the
+trace's end for the displayed times), is one error line naming a budget;
+the budgets named are followed until one gives a window, checked the same
+way, within its budget and not empty. A decode budget's window
 says so on its line, and a smaller decode budget never gives more slices.
 Prints one line per case: "ok NAME BUDGET cut|whole" ("ok NAME trace=BYTES
 cut|whole" for a decode budget), or "FAIL ..." with what differed.
@@ -70,14 +74,31 @@ def main():
             continue
         for budget in budgets:
             cut = os.path.join(out, "%s-%d.fxt" % (name, budget))
-            problems, window, events = check_cut(
-                bundle, whole, cut, "--max-slices", budget,
-                r"window: the last \S+ of \S+, ([\d,]+) slices")
-            if window and int(window.group(1).replace(",", "")) > budget:
+            label = str(budget)
+            for _ in range(4):
+                problems, window, events = check_cut(
+                    bundle, whole, cut, "--max-slices", budget,
+                    r"window: the last (\S+) of \S+, ([\d,]+) slices")
+                named = re.search(r"leaves (no|an empty) window: .*"
+                                  r"\(give --max-slices (\d+) or more",
+                                  problems[0] if problems else "")
+                if not named:
+                    break
+                if int(named.group(2)) <= budget:
+                    problems.append("names %s, not above %d"
+                                    % (named.group(2), budget))
+                    break
+                budget = int(named.group(2))
+                label = "%s (%d fits)" % (label.split(" ")[0], budget)
+            if window and int(window.group(2).replace(",", "")) > budget:
                 problems.append("over the budget: " + window.group(0))
+            if window and window.group(1) == "0ns":
+                problems.append("an empty window: " + window.group(0))
             if events is not None and events > budget:
                 problems.append("%d events over the budget" % events)
-            report(name, str(budget), problems, window)
+            if events == 0:
+                problems.append("no events")
+            report(name, label, problems, window)
         previous = None
         for budget in sorted(trace_budgets, reverse=True):
             cut = os.path.join(out, "%s-trace%d.fxt" % (name, budget))
