@@ -82,8 +82,7 @@ void releaseForDebugger() {
     return;
   recorder->clear(SlowDebuggerStop);
   debuggerHold.store(0, std::memory_order_release);
-  syscall(SYS_futex, &debuggerHold, FUTEX_WAKE, INT32_MAX, nullptr, nullptr,
-          0);
+  syscall(SYS_futex, &debuggerHold, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 /// A file descriptor closed with its owner.
@@ -238,8 +237,8 @@ llvm::Error startDebuggerRelay(const std::string &listenPath,
                                    " is too long for a socket path");
   int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0 ||
-      bind(listener, reinterpret_cast<sockaddr *>(&address),
-           sizeof(address)) != 0 ||
+      bind(listener, reinterpret_cast<sockaddr *>(&address), sizeof(address)) !=
+          0 ||
       listen(listener, 1) != 0) {
     std::string reason = std::strerror(errno);
     if (listener >= 0)

@@ -82,8 +82,8 @@ TEST(GdbPackets, AnswersToQueriesAreNotStops) {
   // stop letters but not with two hex digits after them.
   for (llvm::StringRef answer :
        {"OK", "E01", "", "Text=0;Data=0", "T0;tnotrun:0", "l", "mp1.7cdd",
-        "QCp1.7cdd", "PacketSize=1000;qXfer:features:read+",
-        "vCont;c;C;s;S", "0000000000000000"})
+        "QCp1.7cdd", "PacketSize=1000;qXfer:features:read+", "vCont;c;C;s;S",
+        "0000000000000000"})
     EXPECT_EQ(readStubReply(answer, tid), StubReply::Other) << answer.str();
 }
 
@@ -94,8 +94,8 @@ TEST(GdbPackets, ResumePacketsFromGdb) {
     EXPECT_TRUE(resumesProgram(resume)) << resume.str();
   for (llvm::StringRef query :
        {"", "vCont?", "?", "g", "m4000001260,1", "Z0,4000001260,1",
-        "z0,4000001260,1", "qSupported:multiprocess+", "Hgp1.7cdd",
-        "T7cdd", "QStartNoAckMode", "qfThreadInfo", "vMustReplyEmpty"})
+        "z0,4000001260,1", "qSupported:multiprocess+", "Hgp1.7cdd", "T7cdd",
+        "QStartNoAckMode", "qfThreadInfo", "vMustReplyEmpty"})
     EXPECT_FALSE(resumesProgram(query)) << query.str();
 }
 

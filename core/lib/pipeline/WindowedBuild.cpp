@@ -109,7 +109,8 @@ uint64_t shownLength(const std::vector<uint64_t> &starts,
                      const std::vector<uint64_t> &ends, uint64_t length) {
   for (size_t slot = 0; slot < starts.size(); ++slot)
     if (starts[slot])
-      length = std::min(length, ends[slot] - std::min(ends[slot], starts[slot]));
+      length =
+          std::min(length, ends[slot] - std::min(ends[slot], starts[slot]));
   return length;
 }
 
