@@ -37,6 +37,8 @@ config.substitutions.append(("%plugin", plugin))
 # The perf dlfilter (plugin/perf), built where perf's header is installed;
 # not in the ASan build (an instrumented filter cannot be loaded into perf).
 dlfilter = os.path.join(config.mt_lib_dir, "libmagic-trace-perf.so")
+config.substitutions.append(
+    ("%qemu_recorder", os.path.join(config.mt_lib_dir, "libmagic-trace-qemu.so")))
 config.substitutions.append(("%dlfilter", dlfilter))
 if os.path.exists(dlfilter) and config.mt_sanitize.upper() not in (
         "ON", "1", "TRUE", "YES"):
