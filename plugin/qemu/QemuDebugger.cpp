@@ -16,10 +16,11 @@
 // sees the reply; when GDB sends a packet that resumes the program, it
 // lets them go before the stub sees it. Every breakpoint change GDB makes
 // then meets threads that wait inside a block callback, away from their
-// breakpoint lists, as GDB's all-stop mode means. They are let go before
-// the stopped thread runs, since that thread's first act is a tb_flush
-// that waits for every other vCPU to leave its block (start_exclusive).
-// docs/qemu.md "GDB's all-stop".
+// breakpoint lists, as GDB's all-stop mode means; a thread whose syscall
+// returns while GDB has the program stopped waits at the return. They are let
+// go before the stopped thread runs, since that thread's first act is a
+// tb_flush that waits for every other vCPU to leave its block
+// (start_exclusive). docs/qemu.md "GDB's all-stop".
 //
 //===----------------------------------------------------------------------===//
 #include "Recorder.h"
@@ -227,6 +228,16 @@ void waitForDebugger(ThreadRecorder &thread, uint64_t start) {
   }
   thread.waitingAt.store(0, std::memory_order_relaxed);
   thread.activity.store(activity + 2, std::memory_order_relaxed);
+}
+
+void syscallReturned(qemu_plugin_id_t, unsigned int, int64_t, int64_t) {
+  // Outside cpu_exec: a thread that waits here is not one the stopped
+  // thread's exclusive section waits for, and its next step would be a
+  // walk of its breakpoint list before its next block.
+  while (debuggerHold.load(std::memory_order_acquire)) {
+    timespec timeout{0, 100 * 1000 * 1000};
+    syscall(SYS_futex, &debuggerHold, FUTEX_WAIT, 1, &timeout, nullptr, 0);
+  }
 }
 
 llvm::Error startDebuggerRelay(const std::string &listenPath,

@@ -537,6 +537,8 @@ int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc,
   }
   qemu_plugin_register_vcpu_tb_trans_cb(id, blockTranslated);
   qemu_plugin_register_vcpu_syscall_cb(id, syscallEntered);
+  if (!recorder->options.relayPath.empty())
+    qemu_plugin_register_vcpu_syscall_ret_cb(id, syscallReturned);
   qemu_plugin_register_atexit_cb(id, atExit, nullptr);
   return 0;
 }

@@ -358,6 +358,9 @@ llvm::Error startDebuggerRelay(const std::string &listenPath,
 /// At the start of a block while SlowDebuggerStop is set: the thread waits
 /// there, outside its callback, until GDB resumes the program.
 void waitForDebugger(ThreadRecorder &thread, uint64_t start);
+/// The syscall-return callback with a relay: a thread whose syscall
+/// returns while GDB has the program stopped waits there until it resumes.
+void syscallReturned(qemu_plugin_id_t, unsigned int, int64_t, int64_t);
 // QemuTriggers.cpp: snapshots the recorder takes itself.
 /// Whether a block starting at `start` is an armed trigger (translation).
 bool isArmedTrigger(uint64_t start);
