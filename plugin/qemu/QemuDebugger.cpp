@@ -78,6 +78,14 @@ void holdForDebugger(uint64_t stoppedTid) {
   }
 }
 
+/// Until GDB resumes the program (releaseForDebugger).
+void waitWhileHeld() {
+  while (debuggerHold.load(std::memory_order_acquire)) {
+    timespec timeout{0, 100 * 1000 * 1000};
+    syscall(SYS_futex, &debuggerHold, FUTEX_WAIT, 1, &timeout, nullptr, 0);
+  }
+}
+
 void releaseForDebugger() {
   if (!debuggerHold.load(std::memory_order_acquire))
     return;
@@ -182,11 +190,10 @@ void relay(int debugger, int stub) {
           .feed(llvm::StringRef(buffer, size_t(count)), pieces);
       for (const GdbStreamPiece &piece : pieces) {
         if (piece.isPacket && isStub) {
-          uint64_t tid = 0;
-          StubReply reply = readStubReply(piece.data(), tid);
-          if (reply == StubReply::Stopped)
-            holdForDebugger(tid);
-          else if (reply == StubReply::Exited)
+          StubReply reply = readStubReply(piece.data());
+          if (reply.kind == StubReply::Stopped)
+            holdForDebugger(reply.thread);
+          else if (reply.kind == StubReply::Exited)
             releaseForDebugger();
         } else if (piece.isPacket && resumesProgram(piece.data())) {
           releaseForDebugger();
@@ -218,26 +225,14 @@ void relayLoop(int listener, std::string listenPath, std::string stubPath) {
 } // namespace
 
 void waitForDebugger(ThreadRecorder &thread, uint64_t start) {
-  // As waitForFlush: outside the callback (even), at the block's start.
-  uint64_t activity = thread.activity.load(std::memory_order_relaxed);
-  thread.waitingAt.store(start, std::memory_order_relaxed);
-  thread.activity.store(activity + 1, std::memory_order_release);
-  while (debuggerHold.load(std::memory_order_acquire)) {
-    timespec timeout{0, 100 * 1000 * 1000};
-    syscall(SYS_futex, &debuggerHold, FUTEX_WAIT, 1, &timeout, nullptr, 0);
-  }
-  thread.waitingAt.store(0, std::memory_order_relaxed);
-  thread.activity.store(activity + 2, std::memory_order_relaxed);
+  thread.waitAtBlockStart(start, waitWhileHeld);
 }
 
 void syscallReturned(qemu_plugin_id_t, unsigned int, int64_t, int64_t) {
   // Outside cpu_exec: a thread that waits here is not one the stopped
   // thread's exclusive section waits for, and its next step would be a
   // walk of its breakpoint list before its next block.
-  while (debuggerHold.load(std::memory_order_acquire)) {
-    timespec timeout{0, 100 * 1000 * 1000};
-    syscall(SYS_futex, &debuggerHold, FUTEX_WAIT, 1, &timeout, nullptr, 0);
-  }
+  waitWhileHeld();
 }
 
 llvm::Error startDebuggerRelay(const std::string &listenPath,

@@ -339,14 +339,8 @@ void onSyscall(ThreadRecorder &thread, int64_t number) {
 /// flusher ends the thread's trace at that start (QemuThreads.cpp).
 __attribute__((noinline)) void waitForFlush(ThreadRecorder &thread,
                                             uint64_t start) {
-  uint64_t activity = thread.activity.load(std::memory_order_relaxed);
-  thread.waitingAt.store(start, std::memory_order_relaxed);
-  thread.activity.store(activity + 1, std::memory_order_release);
-  {
-    std::lock_guard<std::mutex> hold(recorder->flushLock);
-  }
-  thread.waitingAt.store(0, std::memory_order_relaxed);
-  thread.activity.store(activity + 2, std::memory_order_relaxed);
+  thread.waitAtBlockStart(
+      start, [] { std::lock_guard<std::mutex> hold(recorder->flushLock); });
 }
 
 /// blockExecuted for every case but the common one.

@@ -213,6 +213,18 @@ struct alignas(64) ThreadRecorder {
   /// block it is about to run), 0 when it does not: set before `activity`
   /// turns even at the wait, read by the flusher.
   std::atomic<uint64_t> waitingAt{0};
+
+  /// From a block callback: runs `wait` with the thread outside its
+  /// callback (`activity` even) and `start`, the block it is about to run,
+  /// published in `waitingAt` (the stop flush's and GDB's holds).
+  template <typename Wait> void waitAtBlockStart(uint64_t start, Wait wait) {
+    uint64_t count = activity.load(std::memory_order_relaxed);
+    waitingAt.store(start, std::memory_order_relaxed);
+    activity.store(count + 1, std::memory_order_release);
+    wait();
+    waitingAt.store(0, std::memory_order_relaxed);
+    activity.store(count + 2, std::memory_order_relaxed);
+  }
 };
 
 /// Recorder::slow bits.

@@ -50,16 +50,20 @@ private:
 };
 
 /// What a packet from the stub says about the program.
-enum class StubReply {
-  Other,   ///< An answer to a query.
-  Stopped, ///< A stop reply: "T" or "S" and a signal number.
-  Exited,  ///< "W" or "X" and a status: the process is gone.
+struct StubReply {
+  enum Kind {
+    Other,   ///< An answer to a query.
+    Stopped, ///< A stop reply: "T" or "S" and a signal number.
+    Exited,  ///< "W" or "X" and a status: the process is gone.
+  };
+  Kind kind = Other;
+  /// For a stop reply, the host thread id of its "thread:" field
+  /// ("pPID.TID" or "TID", in hex); 0 when it has none.
+  uint64_t thread = 0;
 };
 
-/// Reads a packet's data from the stub. For a stop reply, `thread` is the
-/// host thread id of its "thread:" field ("pPID.TID" or "TID", in hex), 0
-/// when it has none.
-StubReply readStubReply(llvm::StringRef data, uint64_t &thread);
+/// Reads a packet's data from the stub.
+StubReply readStubReply(llvm::StringRef data);
 
 /// Whether a packet's data from GDB lets the program run or ends the
 /// session: continue and step ("c", "C", "s", "S", "vCont;..."), detach

@@ -174,7 +174,7 @@ llvm::Error cutToLongestWindow(std::vector<ThreadModel> &models,
   if (window.whole)
     return llvm::Error::success();
   window.lengthNs = length;
-  window.cutByBudget = options.maxLengthNs == 0 || budget < options.maxLengthNs;
+  window.cutByBudget = byBudget;
   return llvm::Error::success();
 }
 

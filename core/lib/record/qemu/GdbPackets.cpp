@@ -59,14 +59,14 @@ static bool letterAndHexByte(llvm::StringRef data, char letter) {
          llvm::isHexDigit(data[2]);
 }
 
-StubReply readStubReply(llvm::StringRef data, uint64_t &thread) {
-  thread = 0;
+StubReply readStubReply(llvm::StringRef data) {
   if (letterAndHexByte(data, 'W') || letterAndHexByte(data, 'X'))
-    return StubReply::Exited;
+    return {StubReply::Exited, 0};
   if (letterAndHexByte(data, 'S'))
-    return StubReply::Stopped;
+    return {StubReply::Stopped, 0};
   if (!letterAndHexByte(data, 'T'))
-    return StubReply::Other;
+    return {StubReply::Other, 0};
+  StubReply reply{StubReply::Stopped, 0};
   // "Tss" then "n:r;" pairs, one of them "thread:[pPID.]TID".
   llvm::StringRef fields = data.drop_front(3);
   while (!fields.empty()) {
@@ -79,9 +79,9 @@ StubReply readStubReply(llvm::StringRef data, uint64_t &thread) {
       value = value.split('.').second;
     uint64_t tid = 0;
     if (!value.getAsInteger(16, tid))
-      thread = tid;
+      reply.thread = tid;
   }
-  return StubReply::Stopped;
+  return reply;
 }
 
 bool resumesProgram(llvm::StringRef data) {
