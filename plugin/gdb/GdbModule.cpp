@@ -561,11 +561,12 @@ PYBIND11_MODULE(magic_trace_gdb, m) {
       "others), or '' when it may.");
   m.def(
       "make_private_temp_dir",
-      [](const std::string &prefix) {
-        return take(makePrivateTempDir(prefix));
+      [](const std::string &prefix, const std::string &parent) {
+        return take(makePrivateTempDir(prefix, parent));
       },
-      "A new directory $TMPDIR/PREFIX-XXXXXX, 0700, naming this process as "
-      "its owner.");
+      py::arg("prefix"), py::arg("parent") = "",
+      "A new directory PARENT/PREFIX-XXXXXX (PARENT: $TMPDIR's choice when "
+      "empty), 0700, naming this process as its owner.");
   m.def("remove_stale_temp_dirs", &removeStaleTempDirs,
         "Removes this user's magic-trace directories whose owner process is "
         "gone; returns how many.");

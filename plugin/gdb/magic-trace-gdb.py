@@ -20,8 +20,8 @@ sys.path.insert(0, HERE)
 # The target: QEMU, its gdbstub, the program's modules and stacks.
 from magic_trace_gdb_target import (SOCKET_DEADLINE_S, connect, fail,  # noqa
                                     find_qemu, find_recorder, link_map,
-                                    target_description, thread_stacks,
-                                    wait_for_socket)
+                                    socket_dir, target_description,
+                                    thread_stacks, wait_for_socket)
 # report --annotate, report --top and diff: their options to the core's views.
 import magic_trace_gdb_views as views  # noqa
 
@@ -36,6 +36,7 @@ class State:
     session = None  # core.Session of the current `run`
     qemu = None  # the QEMU process
     ring_dir = None
+    socket_dir = None  # the sockets' directory when ring_dir's is too long
     program = None
     keep_truth = False
     exited = None  # exit code once the process exited
@@ -53,8 +54,10 @@ def cleanup():
             state.qemu.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
-    if state.ring_dir:
-        shutil.rmtree(state.ring_dir, ignore_errors=True)
+    for directory in (state.ring_dir, state.socket_dir):
+        if directory:
+            shutil.rmtree(directory, ignore_errors=True)
+    state.socket_dir = None
 
 
 atexit.register(cleanup)
@@ -291,8 +294,12 @@ magic-trace run [--start FUNCTION] [--snapshot-size BYTES]
         # GDB connects to the recorder, which relays to QEMU's gdbstub and
         # holds the other threads while GDB has the program stopped
         # (QEMU's user mode runs them on: docs/qemu.md "GDB's all-stop").
-        sock = os.path.join(state.ring_dir, "gdb.sock")
-        stub = os.path.join(state.ring_dir, "gdbstub.sock")
+        sockets = socket_dir(state.ring_dir, "gdbstub.sock",
+                             "magic-trace-gdb")
+        if sockets != state.ring_dir:
+            state.socket_dir = sockets
+        sock = os.path.join(sockets, "gdb.sock")
+        stub = os.path.join(sockets, "gdbstub.sock")
         arguments += ",relay=%s,stub=%s" % (sock, stub)
         state.qemu = subprocess.Popen(
             [qemu, "-plugin", arguments, "-g", stub, program] +

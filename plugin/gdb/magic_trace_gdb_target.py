@@ -14,6 +14,8 @@ import gdb
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Every wait has a deadline.
 SOCKET_DEADLINE_S = 10.0
+# A Unix socket's path: sockaddr_un's sun_path, less its NUL.
+SOCKET_PATH_MAX = 107
 TDESC_DEADLINE_S = 30
 
 
@@ -82,6 +84,16 @@ def trusted_description(path):
             text.rstrip().endswith("</target>"))
 
 
+def socket_dir(directory, name, prefix):
+    """`directory` when a socket `name` in it has a path that fits a
+    sockaddr_un; under a long TMPDIR, a new private directory PREFIX-XXXXXX
+    of its own in /tmp, which the caller removes."""
+    if len(os.path.join(directory, name)) <= SOCKET_PATH_MAX:
+        return directory
+    import magic_trace_gdb as core
+    return core.make_private_temp_dir(prefix, "/tmp")
+
+
 def target_description(qemu, program, scratch_dir):
     """QEMU's x86-64 target description, as its gdbstub sends it, with
     osabi GNU/Linux and orig_rax (GDB's amd64 Linux ABI needs both) so that
@@ -106,7 +118,8 @@ def target_description(qemu, program, scratch_dir):
     if trusted_description(path):
         return path
     scratch = core.make_private_temp_dir("magic-trace-tdesc")
-    sock = os.path.join(scratch, "sock")
+    sockets = socket_dir(scratch, "sock", "magic-trace-tdesc")
+    sock = os.path.join(sockets, "sock")
     process = subprocess.Popen([qemu, "-g", sock, program],
                                stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL,
@@ -131,7 +144,8 @@ def target_description(qemu, program, scratch_dir):
     finally:
         process.kill()
         process.wait(timeout=5)
-        shutil.rmtree(scratch, ignore_errors=True)
+        for directory in {scratch, sockets}:
+            shutil.rmtree(directory, ignore_errors=True)
     begin, end = dump.find("<?xml"), dump.find("</target>")
     if begin < 0 or end < 0 or "</architecture>" not in dump:
         fail("qemu-x86_64's gdbstub gave no target description (check "

@@ -237,9 +237,14 @@ void syscallReturned(qemu_plugin_id_t, unsigned int, int64_t, int64_t) {
 
 llvm::Error startDebuggerRelay(const std::string &listenPath,
                                const std::string &stubPath) {
-  sockaddr_un address;
+  sockaddr_un address, stubAddress;
   if (!socketAddress(listenPath, address))
     return llvm::createStringError("relay=" + listenPath +
+                                   " is too long for a socket path");
+  // Checked here, not when GDB has connected: QEMU's -g cannot listen
+  // there either, and GDB would only see its connection closed.
+  if (!socketAddress(stubPath, stubAddress))
+    return llvm::createStringError("stub=" + stubPath +
                                    " is too long for a socket path");
   int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0 ||
