@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -47,11 +48,28 @@ TEST(VersionIndex, AgreesWithTheRuleOnRandomHistories) {
     }
     VersionIndex index;
     index.build(changes, ranges);
-    for (uint64_t address = 0xff0; address < 0x1060; ++address)
-      for (uint64_t seq = 0; seq <= changes.size() + 1; ++seq)
-        ASSERT_EQ(index.holder(address, seq),
-                  naiveHolder(changes, address, seq))
+    constexpr uint64_t low = 0xff0, high = 0x1060;
+    for (uint64_t seq = 0; seq <= changes.size() + 1; ++seq) {
+      std::vector<const CodeChange *> rule;
+      for (uint64_t address = low; address < high; ++address)
+        rule.push_back(naiveHolder(changes, address, seq));
+      for (uint64_t address = low; address < high; ++address) {
+        ASSERT_EQ(index.holder(address, seq), rule[address - low])
             << "round " << round << " address " << address << " seq " << seq;
+        // The span its answer holds over (a reader's cache): every address
+        // in it has the same holder by the rule.
+        VersionIndex::Span span;
+        const CodeChange *found = index.holder(address, seq, &span);
+        ASSERT_LE(span.begin, address);
+        ASSERT_LT(address, span.end);
+        for (uint64_t other = std::max(span.begin, low);
+             other < std::min(span.end, high); ++other)
+          ASSERT_EQ(rule[other - low], found)
+              << "round " << round << " address " << address << " seq " << seq
+              << " span [" << span.begin << ", " << span.end << ") at "
+              << other;
+      }
+    }
   }
 }
 

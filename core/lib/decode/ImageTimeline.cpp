@@ -167,8 +167,16 @@ uint64_t ImageTimeline::seqAtTime(uint64_t tsc) const {
   return at == timed.begin() ? 0 : std::prev(at)->second;
 }
 
-const CodeChange *ImageTimeline::holder(uint64_t address, uint64_t seq) const {
-  return index.holder(address, seq);
+const CodeChange *ImageTimeline::holder(uint64_t address, uint64_t seq,
+                                        ReadCache *cache) const {
+  if (!cache)
+    return index.holder(address, seq);
+  if (cache->seq != seq || address < cache->span.begin ||
+      address >= cache->span.end) {
+    cache->seq = seq;
+    cache->change = index.holder(address, seq, &cache->span);
+  }
+  return cache->change;
 }
 
 template <class Visit>
@@ -225,11 +233,11 @@ Expected<const PtImage *> ImageTimeline::imageAt(uint64_t seq) const {
 }
 
 size_t ImageTimeline::read(uint64_t address, uint64_t seq, uint8_t *buffer,
-                           size_t size) const {
+                           size_t size, ReadCache *cache) const {
   size_t got = 0;
   // An instruction may run into the next version's range: read on.
   while (got < size) {
-    const CodeChange *change = holder(address + got, seq);
+    const CodeChange *change = holder(address + got, seq, cache);
     if (!change) {
       if (got == 0 && readMemory)
         return readMemory(address, buffer, size);

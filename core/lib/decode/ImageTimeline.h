@@ -55,12 +55,21 @@ public:
   /// as long as the timeline. Errors: libipt cannot allocate or copy.
   llvm::Expected<const PtImage *> imageAt(uint64_t seq) const;
 
+  /// One reader's last answer: libipt reads JIT code an instruction at a
+  /// time, and a run of them falls in one span of the same holder.
+  struct ReadCache {
+    uint64_t seq = UINT64_MAX;
+    VersionIndex::Span span; ///< Empty: nothing cached.
+    const CodeChange *change = nullptr;
+  };
+
   /// Reads up to `size` bytes of code outside files at `address`, as it
   /// was at `seq`; else through the snapshot's memory callback. Returns the
   /// bytes read, 0 where a file holds the address at `seq` (its section
-  /// did not make it into the image) or nothing is known.
-  size_t read(uint64_t address, uint64_t seq, uint8_t *buffer,
-              size_t size) const;
+  /// did not make it into the image) or nothing is known. `cache`, when
+  /// given, is one reader's (not shared between threads).
+  size_t read(uint64_t address, uint64_t seq, uint8_t *buffer, size_t size,
+              ReadCache *cache = nullptr) const;
 
   /// Why no code is known at `address` at `seq`, for a decode error there
   /// ("no memory mapped"): one line that says what was missing.
@@ -74,8 +83,10 @@ private:
     uint64_t end = 0;
     size_t change = 0; ///< Into `changes`.
   };
-  /// The change holding `address` at `seq` (codeChangeWins), or null.
-  const CodeChange *holder(uint64_t address, uint64_t seq) const;
+  /// The change holding `address` at `seq` (codeChangeWins), or null;
+  /// from `cache` when it holds the answer, else into it.
+  const CodeChange *holder(uint64_t address, uint64_t seq,
+                           ReadCache *cache = nullptr) const;
   /// Calls `visit` with each change whose range overlaps [begin, end).
   template <class Visit>
   void forEachOverlap(uint64_t begin, uint64_t end, Visit visit) const;

@@ -25,6 +25,7 @@ struct InstructionWalker::Impl {
   const PtImage *image = nullptr;
   /// Code outside files, as it was at `seq` (a timeline with a history).
   ReadMemoryFn reader;
+  decode_detail::ImageTimeline::ReadCache readCache;
   decode_detail::ModeClassifiers classifiers;
   /// Instruction lengths at `seq`, one cache per execution mode.
   DenseMap<uint64_t, uint8_t> sizes[3];
@@ -51,7 +52,8 @@ InstructionWalker::create(const Snapshot &snapshot,
   if (impl->timeline->versioned()) {
     Impl *state = impl.get();
     impl->reader = [state](uint64_t address, uint8_t *buffer, size_t size) {
-      return state->timeline->read(address, state->seq, buffer, size);
+      return state->timeline->read(address, state->seq, buffer, size,
+                                   &state->readCache);
     };
   }
   return std::unique_ptr<InstructionWalker>(

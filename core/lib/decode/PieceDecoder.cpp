@@ -87,7 +87,8 @@ PieceDecoder::create(const pt_config &config, const ImageTimeline &timeline,
   PieceDecoder &piece = *result;
   if (timeline.versioned())
     piece.reader = [&piece](uint64_t address, uint8_t *buffer, size_t size) {
-      return piece.timeline.read(address, piece.seq, buffer, size);
+      return piece.timeline.read(address, piece.seq, buffer, size,
+                                 &piece.readCache);
     };
   auto image = timeline.imageAt(0);
   if (!image)

@@ -162,6 +162,7 @@ private:
   PtImageHandle imageCopy;
   /// Reads code outside files as of `seq` (the copy's callback).
   ReadMemoryFn reader;
+  ImageTimeline::ReadCache readCache;
   BlockDecoderHandle decoder;
   ModeClassifiers classifiers;
   /// Last-instruction classes of 64-bit code by address: of file code, and

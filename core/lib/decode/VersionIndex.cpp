@@ -71,10 +71,20 @@ const CodeChange *VersionIndex::bestAt(size_t index, uint64_t seq) const {
   return first == UINT32_MAX ? nullptr : &(*changes)[first];
 }
 
-const CodeChange *VersionIndex::holder(uint64_t address, uint64_t seq) const {
-  if (bounds.size() < 2 || address < bounds.front() || address >= bounds.back())
+const CodeChange *VersionIndex::holder(uint64_t address, uint64_t seq,
+                                       Span *span) const {
+  if (bounds.size() < 2 || address < bounds.front() ||
+      address >= bounds.back()) {
+    // Outside every range: before the first, or from the last end on.
+    if (span)
+      *span = bounds.size() < 2          ? Span{0, UINT64_MAX}
+              : address < bounds.front() ? Span{0, bounds.front()}
+                                         : Span{bounds.back(), UINT64_MAX};
     return nullptr;
+  }
   size_t leaf = llvm::upper_bound(bounds, address) - bounds.begin() - 1;
+  if (span)
+    *span = {bounds[leaf], bounds[leaf + 1]};
   const CodeChange *best = nullptr;
   size_t node = 1, low = 0, high = bounds.size() - 1;
   while (true) {

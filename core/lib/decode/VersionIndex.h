@@ -34,9 +34,18 @@ public:
   void build(const std::vector<CodeChange> &changes,
              const std::vector<Range> &ranges);
 
+  /// Addresses [begin, end) that, at any one seq, share one holder.
+  struct Span {
+    uint64_t begin = 0;
+    uint64_t end = 0;
+  };
+
   /// The change holding `address` at `seq` (codeChangeWins among the
-  /// ranges that cover it), or null when none does.
-  const CodeChange *holder(uint64_t address, uint64_t seq) const;
+  /// ranges that cover it), or null when none does. With `span`, also the
+  /// addresses around `address` that the same ranges cover (its elementary
+  /// interval): at `seq`, each of them has the same holder.
+  const CodeChange *holder(uint64_t address, uint64_t seq,
+                           Span *span = nullptr) const;
 
 private:
   /// The best of node's changes at `seq`: the last with a seq up to it,
