@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -209,6 +210,10 @@ protected:
 
   // What stepQuietly reads, fixed at creation.
   bool quietAllowed = false; ///< No overflow injection.
+  /// The ring, where QuietRuns may write a full TNT itself (as the
+  /// implementation would: short TNTs, no PAD, no deferred TIP), else null.
+  RingBuffer *tntRing = nullptr;
+  bool cycPackets = false; ///< Cycle-accurate: a CYC before each TNT.
   bool compressReturns = false;
   unsigned tntLimit = 0; ///< Bits in a full TNT.
   uint64_t psbPeriod = 0;
@@ -220,6 +225,7 @@ protected:
   uint64_t expectedIp = 0;   ///< Where the next step() must be.
   uint64_t sincePsb = 0;     ///< Bytes written since the last PSB began.
   uint64_t cycles = 0;       ///< Virtual core cycles of traced execution.
+  uint64_t lastCyc = 0;      ///< `cycles` at the last CYC packet (or PSB).
   uint64_t mtcDueCycles = 0; ///< When `cycles` reaches it, an MTC is due.
   /// runChecksPass' bound on `cycles`: mtcDueCycles while runs may be quiet
   /// (quietAllowed, no overflow in progress, tracing enabled, no PSB+ due),
@@ -263,17 +269,24 @@ public:
                     unsigned(BranchClass::DirectJump) == 2);
       bit = last.branch == BranchClass::CondBranch;
       uint64_t next = (tnt << bit) | (taken & bit);
-      if (next >> writer.tntLimit) // The TNT would be full: a packet.
-        return false;
+      if (next >> writer.tntLimit) { // The TNT is full: its packet.
+        if (!writeFullTnt(next, ran + count + 1))
+          return false;
+        next = 1;
+      }
       tnt = next;
     } else if (last.branch == BranchClass::DirectCall) {
       if (taken)
         writer.returns.push(last.ip + last.size);
     } else if (last.branch == BranchClass::Return) {
       uint64_t next = (tnt << 1) | 1;
-      if (!writer.compressReturns || !writer.returns.topIs(last.nextIp) ||
-          next >> writer.tntLimit)
+      if (!writer.compressReturns || !writer.returns.topIs(last.nextIp))
         return false;
+      if (next >> writer.tntLimit) {
+        if (!writeFullTnt(next, ran + count + 1))
+          return false;
+        next = 1;
+      }
       writer.returns.pop();
       tnt = next;
       bit = 1;
@@ -292,6 +305,10 @@ public:
 
   /// The copy back into the writer.
   __attribute__((always_inline)) void commit() {
+    if (wrote) {
+      writer.lastCyc = lastCyc;
+      writer.refreshQuiet(); // A PSB+ may be due now.
+    }
     if (!ran)
       return;
     unsigned bits = 63 - __builtin_clzll(tnt);
@@ -305,7 +322,53 @@ public:
     writer.cycles += ran * kCpi;
   }
 
+  /// A CYC packet's bytes for `value` (> 0), as the SDM lays them out and
+  /// libipt's encoder writes them: 5 bits in the header byte (bits 1:0 =
+  /// 11b, bit 2 = more), then 7 bits a byte (bit 0 = more). Returns the
+  /// byte count (at most 10).
+  static size_t encodeCyc(uint64_t value, uint8_t *out) {
+    size_t size = 0;
+    uint8_t header = uint8_t(0x3 | (value & 0x1f) << 3);
+    value >>= 5;
+    out[size++] = uint8_t(header | (value ? 0x4 : 0));
+    while (value) {
+      uint8_t byte = uint8_t((value & 0x7f) << 1);
+      value >>= 7;
+      out[size++] = uint8_t(byte | (value ? 1 : 0));
+    }
+    return size;
+  }
+
 private:
+  /// Writes the full TNT `next` (tnt's form) as the implementation would
+  /// when the run that makes `after` instructions stepped ends: [CYC] TNT,
+  /// straight into the ring. False, with nothing written, when it must
+  /// write it (no ring for it here, or no room before the ring's end).
+  __attribute__((noinline)) bool writeFullTnt(uint64_t next, uint64_t after) {
+    RingBuffer *ring = writer.tntRing;
+    if (!ring)
+      return false;
+    uint8_t bytes[11];
+    size_t size = 0;
+    uint64_t now = writer.cycles + after * kCpi;
+    if (writer.cycPackets && now != lastCyc)
+      size = encodeCyc(now - lastCyc, bytes);
+    bytes[size++] = uint8_t(next << 1); // Short TNT: bit 0 clear.
+    uint8_t *at = ring->reserve(size);
+    if (!at)
+      return false;
+    std::memcpy(at, bytes, size);
+    ring->commit(size);
+    if (writer.cycPackets)
+      lastCyc = now;
+    writer.sincePsb += size;
+    // A PSB+ due comes before the next instruction: no more quiet runs.
+    if (writer.sincePsb >= writer.psbPeriod)
+      budget = 0;
+    wrote = true;
+    return true;
+  }
+
   static constexpr uint64_t kCpi = VirtualClock::cyclesPerInstruction;
   PacketWriter &writer;
   uint64_t expectedIp;
@@ -315,6 +378,8 @@ private:
   uint64_t budget;
   uint64_t ran = 0;       ///< Instructions stepped.
   uint64_t lastBitAt = 0; ///< `ran` after the last run that added a bit.
+  uint64_t lastCyc = writer.lastCyc; ///< The writer's, as TNTs are written.
+  bool wrote = false;                ///< A full TNT went into the ring.
 };
 
 __attribute__((always_inline)) inline bool

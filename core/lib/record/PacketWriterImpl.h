@@ -64,7 +64,13 @@ public:
   PacketWriterImpl(Options options, RingBuffer ring, pt_encoder *encoder)
       : PacketWriter(options), options(options), ring(std::move(ring)),
         encoder(encoder),
-        plainPackets(!options.dialect.padEvery && !options.dialect.deferTips) {}
+        plainPackets(!options.dialect.padEvery && !options.dialect.deferTips) {
+    // QuietRuns writes a full TNT itself only in the shapes it knows: short
+    // TNTs, no PAD, no TIP deferred behind a TNT.
+    if (plainPackets && !options.dialect.tnt64 && quietAllowed)
+      tntRing = &this->ring;
+    cycPackets = cycleAccurate();
+  }
 
   llvm::Error init();
   static bool needsPacket(const ExecutedInsn &insn) {
@@ -177,7 +183,6 @@ private:
   std::vector<uint64_t> deferredTips;
   uint64_t packetsWritten = 0; ///< For padEvery.
 
-  uint64_t lastCyc = 0;      ///< `cycles` at the last CYC packet (or PSB).
   uint64_t lastMtc = 0;      ///< MTC period of the last MTC or TSC.
   uint64_t nextOverflow = 0; ///< Index from which the next overflow is due.
   std::vector<std::pair<uint64_t, uint64_t>> lost;
