@@ -21,7 +21,6 @@
 
 #include <array>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -306,6 +305,8 @@ public:
   /// The copy back into the writer.
   __attribute__((always_inline)) void commit() {
     if (wrote) {
+      if (batched)
+        writer.tntRing->endBatch();
       writer.lastCyc = lastCyc;
       writer.refreshQuiet(); // A PSB+ may be due now.
     }
@@ -348,16 +349,26 @@ private:
     RingBuffer *ring = writer.tntRing;
     if (!ring)
       return false;
-    uint8_t bytes[11];
+    // One batch for the loop's TNTs: the ring's gate entered once (a
+    // fence), its head published once, by commit().
+    if (!wrote && !ring->inBatch()) {
+      ring->beginBatch();
+      batched = true;
+    }
+    // Room for the longest [CYC] TNT, encoded in place.
+    uint8_t *at = ring->reserve(kMaxFullTnt);
+    if (!at) {
+      if (batched && !wrote) {
+        ring->endBatch();
+        batched = false;
+      }
+      return false;
+    }
     size_t size = 0;
     uint64_t now = writer.cycles + after * kCpi;
     if (writer.cycPackets && now != lastCyc)
-      size = encodeCyc(now - lastCyc, bytes);
-    bytes[size++] = uint8_t(next << 1); // Short TNT: bit 0 clear.
-    uint8_t *at = ring->reserve(size);
-    if (!at)
-      return false;
-    std::memcpy(at, bytes, size);
+      size = encodeCyc(now - lastCyc, at);
+    at[size++] = uint8_t(next << 1); // Short TNT: bit 0 clear.
     ring->commit(size);
     if (writer.cycPackets)
       lastCyc = now;
@@ -370,6 +381,8 @@ private:
   }
 
   static constexpr uint64_t kCpi = VirtualClock::cyclesPerInstruction;
+  /// A CYC of 64 bits (10 bytes) and a short TNT.
+  static constexpr size_t kMaxFullTnt = 11;
   PacketWriter &writer;
   uint64_t expectedIp;
   /// tntPayload's bits under a 1 bit at position tntBits: one word.
@@ -380,6 +393,7 @@ private:
   uint64_t lastBitAt = 0; ///< `ran` after the last run that added a bit.
   uint64_t lastCyc = writer.lastCyc; ///< The writer's, as TNTs are written.
   bool wrote = false;                ///< A full TNT went into the ring.
+  bool batched = false;              ///< This loop began the ring's batch.
 };
 
 __attribute__((always_inline)) inline bool
