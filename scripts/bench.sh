@@ -181,7 +181,7 @@ for name in $PROGRAMS; do
   BUNDLES+=("$name")
 done
 
-declare -A INSNS MODEL_BPI MODEL_BYTES PT_BYTES PERF_LINES
+declare -A INSNS MODEL_BPI MODEL_BYTES MODEL_BPF PT_BYTES PERF_LINES
 # pt_bytes BUNDLE_DIR: the PT bytes of every thread of a bundle.
 pt_bytes() {
   python3 -c 'import json, os, sys
@@ -286,8 +286,9 @@ stages() {
   read -r WALL CPU RSS <<<"$(median_run "${starts[@]}")"
   row "floor: start the process (--help)" "$bundle" 1 "$bundle" "median of $PIPELINE_RUNS"
   rm -f "$TMP/$bundle".[012].fxt
-  MODEL_BPI[$bundle]=$(sed -n 's/.*model [0-9]* bytes (\([0-9.]*\) per instruction).*/\1/p' "$TMP/pipeline.out")
+  MODEL_BPI[$bundle]=$(sed -n 's/.*model [0-9]* bytes (\([0-9.]*\) per instruction[,)].*/\1/p' "$TMP/pipeline.out")
   MODEL_BYTES[$bundle]=$(sed -n 's/.*model \([0-9]*\) bytes.*/\1/p' "$TMP/pipeline.out")
+  MODEL_BPF[$bundle]=$(sed -n 's/.* per instruction, \([0-9.]*\) per frame).*/\1/p' "$TMP/pipeline.out")
 }
 # median_run "WALL CPU RSS"...: the run with the median wall time.
 median_run() {
@@ -333,7 +334,7 @@ for t in 1 2; do
     BASE_WALL[lldb]=$WALL
     BASE_CPU[lldb]=$CPU
     OURS_RSS=$RSS
-    MODEL_BPI[1M]=$(sed -n 's/.*model [0-9]* bytes (\([0-9.]*\) per instruction).*/\1/p' "$TMP/pipeline.out")
+    MODEL_BPI[1M]=$(sed -n 's/.*model [0-9]* bytes (\([0-9.]*\) per instruction[,)].*/\1/p' "$TMP/pipeline.out")
     INSNS[1M]=$(sed -n 's/^summary: [0-9]* threads, \([0-9]*\) instructions.*/\1/p' "$TMP/pipeline.out")
   fi
   row "magic-trace-decode -o out.fxt" 1M "$t" lldb
@@ -519,6 +520,7 @@ goals() {
   echo "- 1M-instruction trace, >= 100x faster and >= 100x less peak memory than LLDB's"
   echo "  \`thread trace dump function-calls\`: $LLDB_VERDICT; $LLDB_SMALL_VERDICT."
   echo "- Model <= 4 bytes per traced instruction: 10M ${MODEL_BPI[10M]:-?}, wrap4M ${MODEL_BPI[wrap4M]:-?}, 1M ${MODEL_BPI[1M]:-?} bytes per instruction."
+  echo "- Model <= 12 bytes a frame (issue 51; the whole model, sites and strings included, over its frames): 10M ${MODEL_BPF[10M]:-?}, wrap4M ${MODEL_BPF[wrap4M]:-?}, clang ${MODEL_BPF[clang]:-?}, node ${MODEL_BPF[node]:-?} bytes a frame."
 }
 
 TABLE=$(table)

@@ -38,7 +38,7 @@ TraceModel makeSyntheticModel(const SyntheticOptions &options) {
         bool call = open.empty() ||
                     (open.size() < options.maxDepth && random() % 2 == 0);
         if (!call) {
-          segment.frames[open.back()].end = time;
+          segment.frames.setEnd(open.back(), time);
           open.pop_back();
           continue;
         }
@@ -62,7 +62,7 @@ TraceModel makeSyntheticModel(const SyntheticOptions &options) {
       }
       time += 1;
       while (!open.empty()) {
-        segment.frames[open.back()].end = time;
+        segment.frames.setEnd(open.back(), time);
         open.pop_back();
         time += 1;
       }

@@ -43,9 +43,14 @@ struct ModelBuilder {
     thread.segments.back().end = end;
     return thread.segments.back();
   }
-  Frame &frame(Segment &segment, llvm::StringRef name, uint64_t begin,
-               uint64_t end, uint32_t parent = Frame::NoParent,
-               FrameKind kind = FrameKind::Physical) {
+  /// A frame frame() added: its segment and index.
+  struct Added {
+    Segment &segment;
+    size_t index;
+  };
+  Added frame(Segment &segment, llvm::StringRef name, uint64_t begin,
+              uint64_t end, uint32_t parent = Frame::NoParent,
+              FrameKind kind = FrameKind::Physical) {
     FrameSite site;
     site.name = model.strings.intern(name);
     site.kind = kind;
@@ -55,17 +60,19 @@ struct ModelBuilder {
     frame.end = end;
     frame.parent = parent;
     segment.frames.push_back(frame);
-    return segment.frames.back();
+    return {segment, segment.frames.size() - 1};
   }
-  /// Gives `frame` (of the last thread made) an address, file and line.
-  void place(Frame &frame, uint64_t address, llvm::StringRef file,
+  /// Gives `added` (of the last thread made) an address, file and line.
+  void place(const Added &added, uint64_t address, llvm::StringRef file,
              uint32_t line) {
     SiteTable &sites = model.threads[current].sites;
+    Frame frame = added.segment.frames[added.index];
     FrameSite site = sites[frame.site];
     site.address = address;
     site.file = model.strings.intern(file);
     site.line = line;
     frame.site = sites.intern(site);
+    added.segment.frames.set(added.index, frame);
   }
   size_t current = 0;
 };

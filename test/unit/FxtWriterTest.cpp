@@ -112,7 +112,7 @@ TEST(FxtWriter, OneFrameWordByWord) {
   b.model.pid = 100;
   b.model.processName = "app";
   Segment &seg = ModelBuilder::segment(b.thread(101), 10, 50);
-  Frame &main = b.frame(seg, "main", 10, 50);
+  auto main = b.frame(seg, "main", 10, 50);
   b.place(main, 0x401000, "a.c", 7);
 
   // The default, compact slice: 4 words.
@@ -215,7 +215,7 @@ TEST(FxtWriter, ReaderSeesEveryFrameWithItsNesting) {
   b.frame(seg, "h", 50, 100, 0);
   Segment &next = ModelBuilder::segment(thread, 100, 120);
   next.stitchedToPrevious = true;
-  b.frame(next, "main", 100, 120).inferred = true;
+  next.frames.setInferred(b.frame(next, "main", 100, 120).index, true);
 
   FxtOptions full;
   full.sliceArgs = FxtSliceArgs::Full;
@@ -284,9 +284,11 @@ TEST(FxtWriter, PerfettoNestsTheFileAsTheModel) {
         for (Segment &segment : thread.segments) {
           segment.begin = segment.begin / tick * tick;
           segment.end = segment.end / tick * tick;
-          for (Frame &frame : segment.frames) {
+          for (size_t i = 0; i < segment.frames.size(); ++i) {
+            Frame frame = segment.frames[i];
             frame.begin = frame.begin / tick * tick;
             frame.end = frame.end / tick * tick;
+            segment.frames.set(i, frame);
           }
         }
       ASSERT_FALSE(bool(validateModel(model)));
@@ -389,7 +391,7 @@ TEST(FxtWriter, MoreStringsThanTheTableHoldsRebindSlots) {
   Segment &seg = ModelBuilder::segment(b.thread(1), 0, 100000);
   const size_t count = 40000; // More than the 32767 table slots.
   for (size_t i = 0; i < count; ++i) {
-    Frame &f = b.frame(seg, "fn" + std::to_string(i), 2 * i, 2 * i + 1);
+    auto f = b.frame(seg, "fn" + std::to_string(i), 2 * i, 2 * i + 1);
     b.place(f, 0, "file" + std::to_string(i % 50000), 0);
   }
   // Names used again after their slot was re-bound.
@@ -421,7 +423,7 @@ TEST(FxtWriter, RepeatedSitesStayCorrectWhenTheirStringsAreEvicted) {
   uint64_t time = 0;
   auto repeated = [&](int round) {
     for (int k = 0; k < 3; ++k) {
-      Frame &f = b.frame(seg, "hot" + std::to_string(k), time, time + 1);
+      auto f = b.frame(seg, "hot" + std::to_string(k), time, time + 1);
       b.place(f, 0x1000 + k, "hot.c", 10 + k);
       time += 2;
     }
@@ -430,7 +432,7 @@ TEST(FxtWriter, RepeatedSitesStayCorrectWhenTheirStringsAreEvicted) {
     repeated(round);
     repeated(round);
     for (int i = 0; i < 20000; ++i) {
-      Frame &f =
+      auto f =
           b.frame(seg, "cold" + std::to_string(round) + "_" + std::to_string(i),
                   time, time + 1);
       b.place(f, 0, "cold" + std::to_string(i) + ".c", 1);
@@ -586,9 +588,11 @@ TEST(FxtWriter, BigModelsPlaceEachThreadAheadAsTheRuleSays) {
     for (Segment &segment : thread.segments) {
       segment.begin = segment.begin / 100000 * 100000;
       segment.end = segment.end / 100000 * 100000;
-      for (Frame &frame : segment.frames) {
+      for (size_t i = 0; i < segment.frames.size(); ++i) {
+        Frame frame = segment.frames[i];
         frame.begin = frame.begin / 100000 * 100000;
         frame.end = frame.end / 100000 * 100000;
+        segment.frames.set(i, frame);
       }
     }
   ASSERT_FALSE(bool(validateModel(model)));

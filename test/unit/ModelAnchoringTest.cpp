@@ -66,7 +66,7 @@ TEST_F(ModelBuilderTest, AnchoringOpensTheFunctionTheStopIsAtTheEntryOf) {
                              "    a 10-10 anchored\n");
   ThreadModel model = build({}, &stop);
   ASSERT_EQ(model.segments.size(), 1u);
-  const PodVector<Frame> &frames = model.segments[0].frames;
+  const FrameList &frames = model.segments[0].frames;
   ASSERT_EQ(frames.size(), 3u);
   const Frame &innermost = frames.back();
   const SiteTable &sites = model.sites;
@@ -136,7 +136,7 @@ TEST_F(ModelBuilderTest, AnchoringFollowsATailCallIntoTheStopFunction) {
                              "  a 10-20\n"
                              "  c 20-20 anchored\n");
   ThreadModel model = build({}, &stop);
-  const PodVector<Frame> &frames = model.segments[0].frames;
+  const FrameList &frames = model.segments[0].frames;
   ASSERT_EQ(frames.size(), 3u);
   EXPECT_FALSE(frames[1].open); // a ended with its jump.
   EXPECT_TRUE(frames[2].open);
@@ -156,7 +156,7 @@ TEST_F(ModelBuilderTest, AnchoringAfterAFinalReturn) {
                              "  main 0-20 inferred anchored\n"
                              "    a 10-20\n");
   ThreadModel model = build({}, &stop);
-  const PodVector<Frame> &frames = model.segments[0].frames;
+  const FrameList &frames = model.segments[0].frames;
   ASSERT_EQ(frames.size(), 3u);
   EXPECT_FALSE(frames[2].open); // a returned.
   EXPECT_TRUE(frames[1].open);

@@ -309,7 +309,158 @@ TEST(Frame, DefaultFrameIsValidAndSmall) {
   EXPECT_EQ(frame.site, SiteTable::MaxSite) << "the site field holds 29 bits";
   EXPECT_TRUE(frame.open);
   EXPECT_FALSE(frame.inferred);
-  EXPECT_EQ(sizeof(Frame), 24u);
+  EXPECT_EQ(sizeof(PackedFrame), 16u) << "a stored frame is 16 bytes";
+}
+
+/// Random frames whose times reach every case of the packing: offsets from
+/// the base that fit and that do not (before it, 2^36 ns and more after
+/// it), lengths that fit and that do not (2^28 ns and more, negative).
+static Frame randomFrame(std::mt19937_64 &random, uint64_t base) {
+  static const uint64_t Offsets[] = {0,
+                                     1,
+                                     PackedFrame::WideBegin - 1,
+                                     PackedFrame::WideBegin,
+                                     PackedFrame::WideBegin + 1,
+                                     uint64_t(1) << 50};
+  static const uint64_t Lengths[] = {0, 7, PackedFrame::WideLength - 1,
+                                     PackedFrame::WideLength,
+                                     uint64_t(1) << 40};
+  Frame frame;
+  switch (random() % 4) {
+  case 0:
+    frame.begin = base + Offsets[random() % std::size(Offsets)];
+    break;
+  case 1:
+    frame.begin = base - 1 - random() % 1000; // Before the base.
+    break;
+  default:
+    frame.begin = base + random() % 100000;
+  }
+  switch (random() % 4) {
+  case 0:
+    frame.end = frame.begin + Lengths[random() % std::size(Lengths)];
+    break;
+  case 1:
+    frame.end = frame.begin - 1 - random() % 10; // Ends before it begins.
+    break;
+  default:
+    frame.end = frame.begin + random() % 1000;
+  }
+  frame.parent = random() % 3 == 0 ? Frame::NoParent : uint32_t(random());
+  frame.site = random() & SiteTable::MaxSite;
+  frame.inferred = random() & 1;
+  frame.anchored = random() & 1;
+  frame.open = random() & 1;
+  return frame;
+}
+
+static void expectSameFrames(const FrameList &ours,
+                             const std::vector<Frame> &reference) {
+  ASSERT_EQ(ours.size(), reference.size());
+  for (size_t i = 0; i < reference.size(); ++i) {
+    Frame got = ours[i];
+    const Frame &want = reference[i];
+    ASSERT_EQ(got.begin, want.begin) << "frame " << i;
+    ASSERT_EQ(got.end, want.end) << "frame " << i;
+    ASSERT_EQ(ours.beginOf(i), want.begin) << "frame " << i;
+    ASSERT_EQ(ours.endOf(i), want.end) << "frame " << i;
+    ASSERT_EQ(got.parent, want.parent) << "frame " << i;
+    ASSERT_EQ(got.site, want.site) << "frame " << i;
+    ASSERT_EQ(got.inferred, want.inferred) << "frame " << i;
+    ASSERT_EQ(got.anchored, want.anchored) << "frame " << i;
+    ASSERT_EQ(got.open, want.open) << "frame " << i;
+  }
+}
+
+TEST(FrameList, EveryTimeRoundTripsThroughEveryEdit) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    std::mt19937_64 random(seed);
+    uint64_t base = uint64_t(1) << 40;
+    FrameList ours;
+    ours.setBase(base);
+    std::vector<Frame> reference;
+    for (int step = 0; step < 3000; ++step) {
+      switch (random() % 8) {
+      case 0:
+      case 1:
+      case 2: {
+        Frame frame = randomFrame(random, base);
+        ours.push_back(frame);
+        reference.push_back(frame);
+        break;
+      }
+      case 3: {
+        Frame frame = randomFrame(random, base);
+        frame.end = frame.begin;
+        frame.anchored = frame.open = false;
+        ours.pushAt(frame.begin, frame.parent, frame.site, frame.inferred);
+        reference.push_back(frame);
+        break;
+      }
+      case 4:
+        if (!reference.empty()) {
+          size_t i = random() % reference.size();
+          reference[i] = randomFrame(random, base);
+          ours.set(i, reference[i]);
+        }
+        break;
+      case 5:
+        if (!reference.empty()) {
+          size_t i = random() % reference.size();
+          reference[i].end = randomFrame(random, base).end;
+          ours.setEnd(i, reference[i].end);
+          reference[i].parent = uint32_t(random());
+          ours.setParent(i, reference[i].parent);
+          reference[i].open = !reference[i].open;
+          ours.setOpen(i, reference[i].open);
+        }
+        break;
+      case 6: {
+        // shift(from, to), then the caller sets the grown gap.
+        size_t from = random() % (reference.size() + 1);
+        size_t to = random() % (reference.size() + 1);
+        std::vector<Frame> moved(reference.begin() + from, reference.end());
+        reference.resize(to);
+        ours.shift(from, to);
+        for (size_t i = std::min(from, to); i < to; ++i) {
+          reference[i] = randomFrame(random, base);
+          ours.set(i, reference[i]);
+        }
+        reference.insert(reference.end(), moved.begin(), moved.end());
+        break;
+      }
+      case 7:
+        if (random() % 8 == 0) {
+          size_t count = random() % (reference.size() + 1);
+          reference.resize(count);
+          ours.truncate(count);
+        }
+        break;
+      }
+    }
+    expectSameFrames(ours, reference);
+    std::vector<Frame> iterated(ours.begin(), ours.end());
+    ASSERT_EQ(iterated.size(), reference.size());
+    ours.shrinkToFit();
+    expectSameFrames(ours, reference);
+  }
+}
+
+TEST(FrameList, TakesItsBaseFromTheFirstFrame) {
+  FrameList ours;
+  Frame first;
+  first.begin = 1234567890123456;
+  first.end = first.begin + 5;
+  ours.push_back(first);
+  EXPECT_EQ(ours.bytes(), ours.capacity() * sizeof(PackedFrame))
+      << "a frame near the first needs no wide time";
+  EXPECT_EQ(ours.endOf(0), first.end);
+  ours.clear();
+  Frame early;
+  early.begin = early.end = 3;
+  ours.push_back(early);
+  EXPECT_EQ(ours.bytes(), ours.capacity() * sizeof(PackedFrame))
+      << "clear() forgets the base";
 }
 
 } // namespace

@@ -198,7 +198,7 @@ ThreadModel plainCut(const ThreadModel &thread, uint64_t from) {
       continue;
     Segment kept = segment;
     if (segment.begin < from) {
-      const PodVector<Frame> &frames = segment.frames;
+      const FrameList &frames = segment.frames;
       std::vector<bool> stays(frames.size());
       for (size_t i = 0; i < frames.size(); ++i)
         if (frames[i].end > from || frames[i].begin >= from)

@@ -34,7 +34,7 @@ TraceModel smallModel() {
   auto add = [&](Segment &segment, llvm::StringRef name, uint64_t begin,
                  uint64_t end, uint32_t parent,
                  FrameKind kind = FrameKind::Physical, uint64_t address = 0,
-                 llvm::StringRef file = "", uint32_t line = 0) -> Frame & {
+                 llvm::StringRef file = "", uint32_t line = 0) -> Frame {
     FrameSite site;
     site.name = model.strings.intern(name);
     site.kind = kind;
@@ -63,7 +63,8 @@ TraceModel smallModel() {
   second.end = 120;
   second.stitchedToPrevious = true;
   second.gapReason = "overflow";
-  add(second, "main", 100, 120, Frame::NoParent).inferred = true;
+  add(second, "main", 100, 120, Frame::NoParent);
+  second.frames.setInferred(0, true);
   return model;
 }
 
@@ -129,9 +130,11 @@ TEST(ChromeJson, ParsesAndMatchesTheModelsFramesAndNesting) {
     for (Segment &segment : thread.segments) {
       segment.begin += 1234567890123456;
       segment.end += 1234567890123456;
-      for (Frame &frame : segment.frames) {
+      for (size_t i = 0; i < segment.frames.size(); ++i) {
+        Frame frame = segment.frames[i];
         frame.begin += 1234567890123456;
         frame.end += 1234567890123456;
+        segment.frames.set(i, frame);
       }
     }
   std::string text;

@@ -20,7 +20,9 @@
 #include "llvm/Support/Error.h"
 
 #include <cstdint>
+#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,8 +81,8 @@ private:
   std::vector<SiteId> slots; ///< Open addressing (linear probing) into sites.
 };
 
-/// 24 bytes: the model holds one per call and inlined frame traced, so it is
-/// most of a snapshot's memory. Times are nanoseconds on the snapshot's clock.
+/// A frame's fields, as readers see them: FrameList hands out copies.
+/// Times are nanoseconds on the snapshot's clock.
 struct Frame {
   uint64_t begin = 0;
   uint64_t end = 0;
@@ -100,12 +102,234 @@ struct Frame {
 
   static constexpr uint32_t NoParent = UINT32_MAX;
 };
-static_assert(sizeof(Frame) == 24, "Frame is the model's unit of memory");
+
+/// A frame as a segment stores it, in 16 bytes: the model holds one per
+/// call and inlined frame traced, so it is most of a snapshot's memory.
+/// `times` holds the begin as an offset from the list's base (low
+/// BeginBits) and the length (the rest); a field of all ones says the
+/// value is in the list's table of wide times instead (a segment longer
+/// than 68 s, a frame longer than 268 ms).
+struct PackedFrame {
+  static constexpr unsigned BeginBits = 36;
+  static constexpr uint64_t WideBegin = (uint64_t(1) << BeginBits) - 1;
+  static constexpr uint64_t WideLength = (uint64_t(1) << (64 - BeginBits)) - 1;
+  static constexpr uint32_t SiteMask = (1u << 29) - 1;
+  static constexpr uint32_t InferredBit = 1u << 29;
+  static constexpr uint32_t AnchoredBit = 1u << 30;
+  static constexpr uint32_t OpenBit = 1u << 31;
+
+  uint64_t times;
+  uint32_t parent;
+  uint32_t bits; ///< site | InferredBit | AnchoredBit | OpenBit.
+};
+static_assert(sizeof(PackedFrame) == 16, "a frame is the model's unit");
+
+/// A segment's frames: a std::vector-like list of Frame values kept as
+/// PackedFrames. Reads return copies; writes go through set() and the
+/// field setters. Every uint64_t time round-trips exactly.
+class FrameList {
+public:
+  class const_iterator {
+  public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = Frame;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = Frame;
+
+    const_iterator() = default;
+    const_iterator(const FrameList *list, size_t index)
+        : list(list), index(index) {}
+    Frame operator*() const { return (*list)[index]; }
+    Frame operator[](difference_type n) const { return (*list)[index + n]; }
+    const_iterator &operator++() { return ++index, *this; }
+    const_iterator operator++(int) { return {list, index++}; }
+    const_iterator &operator--() { return --index, *this; }
+    const_iterator operator--(int) { return {list, index--}; }
+    const_iterator &operator+=(difference_type n) { return index += n, *this; }
+    const_iterator &operator-=(difference_type n) { return index -= n, *this; }
+    const_iterator operator+(difference_type n) const {
+      return {list, index + n};
+    }
+    const_iterator operator-(difference_type n) const {
+      return {list, index - n};
+    }
+    difference_type operator-(const const_iterator &other) const {
+      return difference_type(index) - difference_type(other.index);
+    }
+    bool operator==(const const_iterator &o) const { return index == o.index; }
+    bool operator!=(const const_iterator &o) const { return index != o.index; }
+    bool operator<(const const_iterator &o) const { return index < o.index; }
+    bool operator>(const const_iterator &o) const { return index > o.index; }
+    bool operator<=(const const_iterator &o) const { return index <= o.index; }
+    bool operator>=(const const_iterator &o) const { return index >= o.index; }
+
+  private:
+    const FrameList *list = nullptr;
+    size_t index = 0;
+  };
+  using iterator = const_iterator;
+  using value_type = Frame;
+
+  size_t size() const { return packed.size(); }
+  bool empty() const { return packed.empty(); }
+  size_t capacity() const { return packed.capacity(); }
+  /// Heap bytes: the packed frames and the wide times.
+  size_t bytes() const {
+    return packed.capacity() * sizeof(PackedFrame) +
+           (wideBegins.capacity() + wideEnds.capacity()) * sizeof(WideTime);
+  }
+
+  /// Times are stored as offsets from the base: the first frame's begin
+  /// unless set first (the builder sets the segment's start, which no
+  /// frame of it precedes). Only while the list is empty.
+  void setBase(uint64_t time) {
+    base = time;
+    baseSet = true;
+  }
+
+  __attribute__((always_inline)) Frame operator[](size_t i) const {
+    const PackedFrame &packedFrame = packed[i];
+    Frame frame;
+    frame.begin = beginOf(i);
+    uint64_t length = packedFrame.times >> PackedFrame::BeginBits;
+    frame.end = length != PackedFrame::WideLength ? frame.begin + length
+                                                  : wide(wideEnds, i);
+    frame.parent = packedFrame.parent;
+    frame.site = packedFrame.bits & PackedFrame::SiteMask;
+    frame.inferred = packedFrame.bits & PackedFrame::InferredBit;
+    frame.anchored = packedFrame.bits & PackedFrame::AnchoredBit;
+    frame.open = packedFrame.bits & PackedFrame::OpenBit;
+    return frame;
+  }
+  Frame front() const { return (*this)[0]; }
+  Frame back() const { return (*this)[size() - 1]; }
+  const_iterator begin() const { return {this, 0}; }
+  const_iterator end() const { return {this, size()}; }
+
+  __attribute__((always_inline)) uint64_t beginOf(size_t i) const {
+    uint64_t offset = packed[i].times & PackedFrame::WideBegin;
+    return offset != PackedFrame::WideBegin ? base + offset
+                                            : wide(wideBegins, i);
+  }
+  __attribute__((always_inline)) uint64_t endOf(size_t i) const {
+    uint64_t length = packed[i].times >> PackedFrame::BeginBits;
+    return length != PackedFrame::WideLength ? beginOf(i) + length
+                                             : wide(wideEnds, i);
+  }
+  uint32_t parentOf(size_t i) const { return packed[i].parent; }
+  SiteId siteOf(size_t i) const {
+    return packed[i].bits & PackedFrame::SiteMask;
+  }
+  bool inferredAt(size_t i) const {
+    return packed[i].bits & PackedFrame::InferredBit;
+  }
+  bool anchoredAt(size_t i) const {
+    return packed[i].bits & PackedFrame::AnchoredBit;
+  }
+  bool openAt(size_t i) const { return packed[i].bits & PackedFrame::OpenBit; }
+
+  void push_back(const Frame &frame) {
+    if (packed.empty() && !baseSet)
+      setBase(frame.begin);
+    packed.push_back(PackedFrame{0, frame.parent, bitsOf(frame)});
+    setTimes(packed.size() - 1, frame.begin, frame.end);
+  }
+  /// Appends a frame that begins and ends at `time` (the builder's append,
+  /// written in place).
+  __attribute__((always_inline)) void pushAt(uint64_t time, uint32_t parent,
+                                             SiteId site, bool inferred) {
+    if (packed.empty() && !baseSet)
+      setBase(time);
+    PackedFrame *slot = packed.appendUninitialized(1);
+    uint64_t offset = time - base;
+    slot->parent = parent;
+    slot->bits = site | (inferred ? PackedFrame::InferredBit : 0);
+    if (time >= base && offset < PackedFrame::WideBegin) [[likely]] {
+      slot->times = offset;
+      return;
+    }
+    slot->times = 0;
+    setTimes(packed.size() - 1, time, time);
+  }
+  void set(size_t i, const Frame &frame) {
+    packed[i].parent = frame.parent;
+    packed[i].bits = bitsOf(frame);
+    setTimes(i, frame.begin, frame.end);
+  }
+  __attribute__((always_inline)) void setEnd(size_t i, uint64_t end) {
+    uint64_t &times = packed[i].times;
+    uint64_t offset = times & PackedFrame::WideBegin;
+    uint64_t begin =
+        offset != PackedFrame::WideBegin ? base + offset : wide(wideBegins, i);
+    uint64_t length = end - begin;
+    if (end >= begin && length < PackedFrame::WideLength &&
+        (times >> PackedFrame::BeginBits) != PackedFrame::WideLength)
+        [[likely]] {
+      times = offset | length << PackedFrame::BeginBits;
+      return;
+    }
+    setTimes(i, begin, end);
+  }
+  void setParent(size_t i, uint32_t parent) { packed[i].parent = parent; }
+  void setOpen(size_t i, bool open) { setBit(i, PackedFrame::OpenBit, open); }
+  void setInferred(size_t i, bool inferred) {
+    setBit(i, PackedFrame::InferredBit, inferred);
+  }
+  void setAnchored(size_t i, bool anchored) {
+    setBit(i, PackedFrame::AnchoredBit, anchored);
+  }
+
+  /// Empties the list and forgets its base.
+  void clear() {
+    packed.clear();
+    wideBegins.clear();
+    wideEnds.clear();
+    baseSet = false;
+  }
+  void reserve(size_t wanted) { packed.reserve(wanted); }
+  /// Drops the frames from `count` on.
+  void truncate(size_t count);
+  /// Gives back the capacity beyond size() + `spare`.
+  void shrinkToFit(size_t spare = 0) {
+    packed.shrinkToFit(spare);
+    wideBegins.shrink_to_fit();
+    wideEnds.shrink_to_fit();
+  }
+  /// Moves frames [from, size()) to start at `to` (either direction); the
+  /// frames in a grown gap are left for the caller to set().
+  void shift(size_t from, size_t to);
+
+private:
+  struct WideTime {
+    uint32_t index;
+    uint64_t time;
+  };
+  static uint32_t bitsOf(const Frame &frame) {
+    return frame.site | (frame.inferred ? PackedFrame::InferredBit : 0) |
+           (frame.anchored ? PackedFrame::AnchoredBit : 0) |
+           (frame.open ? PackedFrame::OpenBit : 0);
+  }
+  void setBit(size_t i, uint32_t bit, bool on) {
+    packed[i].bits = on ? packed[i].bits | bit : packed[i].bits & ~bit;
+  }
+  /// Frame `i`'s entry in `table` (sorted by index), which it has.
+  static uint64_t wide(const std::vector<WideTime> &table, size_t i);
+  /// Stores `time` as frame `i`'s entry in `table`, or drops its entry.
+  static void setWide(std::vector<WideTime> &table, size_t i,
+                      std::optional<uint64_t> time);
+  void setTimes(size_t i, uint64_t begin, uint64_t end);
+
+  PodVector<PackedFrame> packed;
+  uint64_t base = 0;
+  bool baseSet = false;
+  std::vector<WideTime> wideBegins, wideEnds;
+};
 
 struct Segment {
   uint64_t begin = 0;
   uint64_t end = 0;
-  PodVector<Frame> frames; ///< Pre-order; parent indices point backwards.
+  FrameList frames; ///< Pre-order; parent indices point backwards.
   /// Stitching joined this segment to the previous one: the stack at the end
   /// of the previous segment equals the stack implied at this one's start.
   bool stitchedToPrevious = false;

@@ -15,8 +15,7 @@ size_t magic_trace::threadModelBytes(const ThreadModel &model) {
                  model.segments.capacity() * sizeof(Segment) +
                  model.sites.bytes();
   for (const Segment &segment : model.segments)
-    bytes += segment.frames.capacity() * sizeof(Frame) +
-             segment.gapReason.capacity();
+    bytes += segment.frames.bytes() + segment.gapReason.capacity();
   return bytes;
 }
 

@@ -131,8 +131,27 @@ private:
   // Stack primitives. A frame id is its index in `frames`, or OuterTag |
   // its index in `outerFrames` (an outer chain frame, see inferParent).
   static constexpr uint32_t OuterTag = 0x80000000u;
-  Frame &at(uint32_t id) {
-    return id & OuterTag ? outerFrames[id & ~OuterTag] : frames[id];
+  void setEndAt(uint32_t id, uint64_t time) {
+    if (id & OuterTag)
+      outerFrames[id & ~OuterTag].end = time;
+    else
+      frames.setEnd(id, time);
+  }
+  bool inferredAt(uint32_t id) const {
+    return id & OuterTag ? outerFrames[id & ~OuterTag].inferred
+                         : frames.inferredAt(id);
+  }
+  void setParentAt(uint32_t id, uint32_t parent) {
+    if (id & OuterTag)
+      outerFrames[id & ~OuterTag].parent = parent;
+    else
+      frames.setParent(id, parent);
+  }
+  void setOpenAt(uint32_t id) {
+    if (id & OuterTag)
+      outerFrames[id & ~OuterTag].open = true;
+    else
+      frames.setOpen(id, true);
   }
   /// Appends `frame` as a child of the stack's top (or a root); its id. Per
   /// frame pushed: inline, with roots and outer chains out of line.
@@ -161,11 +180,7 @@ private:
       return newFrame(frame, outer);
     }
     uint32_t id = uint32_t(frames.size());
-    Frame *slot = new (frames.appendUninitialized(1)) Frame();
-    slot->begin = slot->end = time;
-    slot->parent = parent;
-    slot->site = site;
-    slot->inferred = inferred;
+    frames.pushAt(time, parent, site, inferred);
     return id;
   }
   /// `callTarget`: the address a call entered it at (0: not by a call).
@@ -225,7 +240,7 @@ private:
 
   // The open segment (frames in creation order), if any.
   bool inSegment = false;
-  PodVector<Frame> frames;
+  FrameList frames;
   std::vector<uint32_t> roots; ///< Frames without a parent, creation order.
   PodVector<OpenFrame> stack;
   /// Frames of the outer chains, and where each chain starts in it.
@@ -443,7 +458,7 @@ void SegmentBuilder::enterByReturn(const RangeInfo &range, uint64_t address,
   // what the previous segment's frame must have pushed to be the same
   // activation (stitching).
   const OpenFrame &returning = stack[topPhysical()];
-  if (returning.returnAddress == 0 && at(returning.frame).inferred)
+  if (returning.returnAddress == 0 && inferredAt(returning.frame))
     startReturns.push_back({returning.frame, address});
   if (pushed != SIZE_MAX && pushed > 0) {
     popTo(pushed, time);
@@ -600,7 +615,7 @@ void SegmentBuilder::pushInlined(const RangeInfo &range, size_t from,
 
 void SegmentBuilder::popTo(size_t depth, uint64_t time) {
   while (stack.size() > depth) {
-    at(stack.back().frame).end = time;
+    setEndAt(stack.back().frame, time);
     stack.pop_back();
   }
 }
@@ -655,14 +670,9 @@ void SegmentBuilder::resyncInlined(const RangeInfo &range, uint64_t time) {
   uint32_t id = uint32_t(frames.size());
   uint32_t parent = stack.back().frame;
   uint32_t physicalIndex = stack.back().physical;
-  Frame *frame = frames.appendUninitialized(count);
   OpenFrame *open = stack.appendUninitialized(count);
   for (size_t k = 0; k < count; ++k, ++level) {
-    Frame added;
-    added.begin = added.end = time;
-    added.parent = parent;
-    added.site = ranges.site(range, level);
-    frame[k] = added;
+    frames.pushAt(time, parent, ranges.site(range, level), false);
     OpenFrame inlined;
     inlined.frame = parent = id + uint32_t(k);
     inlined.physical = physicalIndex;
@@ -694,7 +704,7 @@ void SegmentBuilder::inferParent(const RangeInfo &range, uint64_t time) {
   pushPhysical(range, segmentStart, /*inferred=*/true, /*outer=*/true);
   uint32_t innermost = stack.back().frame;
   for (uint32_t root : oldRoots)
-    at(root).parent = innermost;
+    setParentAt(root, innermost);
 }
 
 void SegmentBuilder::startSegment(uint64_t time) {
@@ -703,6 +713,7 @@ void SegmentBuilder::startSegment(uint64_t time) {
   inSegment = true;
   segmentStart = time;
   frames.clear();
+  frames.setBase(time);
   roots.clear();
   stack.clear();
   outerFrames.clear();
@@ -726,7 +737,7 @@ void SegmentBuilder::startSegment(uint64_t time) {
 void SegmentBuilder::closeSpan(uint64_t time) {
   if (openSpan == NoFrame)
     return;
-  at(openSpan).end = time;
+  setEndAt(openSpan, time);
   openSpan = NoFrame;
 }
 
@@ -739,7 +750,7 @@ void SegmentBuilder::closeSegment(uint64_t time, bool gapFollows) {
   for (const OpenFrame &open : stack) {
     fact.endStack.push_back(open.frame);
     fact.endReturns.push_back(open.returnAddress);
-    at(open.frame).open = true;
+    setOpenAt(open.frame);
   }
   fact.startReturns = std::move(startReturns);
   startReturns.clear();
@@ -798,11 +809,11 @@ void SegmentBuilder::placeOuterChains() {
   };
   frames.shift(0, outer);
   for (size_t i = outer; i < frames.size(); ++i)
-    frames[i].parent = finalIndex(frames[i].parent);
+    frames.setParent(i, finalIndex(frames.parentOf(i)));
   for (uint32_t i = 0; i < outer; ++i) {
     Frame frame = outerFrames[i];
     frame.parent = finalIndex(frame.parent);
-    frames[position[i]] = frame;
+    frames.set(position[i], frame);
   }
   for (uint32_t &open : facts.back().endStack)
     open = finalIndex(open);
@@ -891,7 +902,7 @@ ThreadModel magic_trace::ThreadModelBuilder::finish(const ThreadStop *stop,
     // parents rule 3 inferred, stitching's and anchoring's outer frames, all
     // put in front): counted there, not by a pass over every frame.
     uint64_t prefix = 0;
-    while (prefix < segment.frames.size() && segment.frames[prefix].inferred)
+    while (prefix < segment.frames.size() && segment.frames.inferredAt(prefix))
       ++prefix;
     counters.inferredFrames += prefix;
   }

@@ -107,17 +107,17 @@ void model::reroot(Segment &segment, SegmentFacts &facts, uint32_t strip,
   };
   // In place: the frames after the stripped ones move to follow the new
   // roots (one memmove), then every parent index is renumbered.
-  PodVector<Frame> &frames = segment.frames;
+  FrameList &frames = segment.frames;
   frames.shift(strip, added);
   for (size_t i = added; i < frames.size(); ++i)
-    frames[i].parent = remap(frames[i].parent);
+    frames.setParent(i, remap(frames.parentOf(i)));
   for (uint32_t i = 0; i < added; ++i) {
     Frame frame = roots[i];
     frame.begin = segment.begin;
     frame.end = segment.end;
     frame.parent = i == 0 ? Frame::NoParent : i - 1;
     frame.open = true;
-    frames[i] = frame;
+    frames.set(i, frame);
   }
 
   std::vector<uint32_t> endStack;
@@ -180,12 +180,14 @@ void model::stitchSegments(ThreadModel &model, std::vector<SegmentFacts> &facts,
     // and the gap span nests under the innermost of them.
     // The others returned inside the gap: they end at the loss (frames an
     // earlier pass added as roots spanned the whole segment until now).
-    uint64_t loss = previous.frames[before.gapFrame].begin;
+    uint64_t loss = previous.frames.beginOf(before.gapFrame);
     for (uint32_t i = 0; i < before.endStack.size(); ++i) {
-      Frame &frame = previous.frames[before.endStack[i]];
-      frame.end = i < continued ? previous.end : std::min(frame.end, loss);
+      uint32_t frame = before.endStack[i];
+      previous.frames.setEnd(
+          frame, i < continued ? previous.end
+                               : std::min(previous.frames.endOf(frame), loss));
     }
-    previous.frames[before.gapFrame].parent = before.endStack[continued - 1];
+    previous.frames.setParent(before.gapFrame, before.endStack[continued - 1]);
 
     // Frames the next segment never reached continue here as its roots.
     std::vector<Frame> outer;
@@ -337,11 +339,11 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
     strip = uint32_t(wrong + 1);
   }
   for (size_t i = 0; i < matched; ++i)
-    segment.frames[final[final.size() - 1 - i]].anchored = true;
+    segment.frames.setAnchored(final[final.size() - 1 - i], true);
   // The tail-calling (or returning) frames ended with the jump (or the
   // return), at the segment's end.
   for (size_t i = 0; i < tailCalled; ++i)
-    segment.frames[fact.endStack[final.size() + i]].open = false;
+    segment.frames.setOpen(fact.endStack[final.size() + i], false);
   fact.endStack.resize(final.size());
   fact.endReturns.resize(final.size());
 
@@ -386,8 +388,8 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
     uint32_t continued = std::min<uint32_t>(facts[k].continued,
                                             uint32_t(before.endStack.size()));
     for (uint32_t i = 0; i < continued; ++i)
-      if (model.segments[k].frames[i].anchored)
-        previous.frames[before.endStack[i]].anchored = true;
+      if (model.segments[k].frames.anchoredAt(i))
+        previous.frames.setAnchored(before.endStack[i], true);
   }
 
   for (const Segment &each : model.segments)

@@ -11,6 +11,7 @@
 
 #include "llvm/Support/FormatVariadic.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,80 @@ std::string estimatedTimesNote(uint64_t estimated, uint64_t instructions) {
 
 std::string clockNote(const ThreadModel &thread) {
   return estimatedTimesNote(thread.estimatedInstructions, thread.instructions);
+}
+
+uint64_t FrameList::wide(const std::vector<WideTime> &table, size_t i) {
+  auto at = std::lower_bound(
+      table.begin(), table.end(), i,
+      [](const WideTime &entry, size_t index) { return entry.index < index; });
+  return at != table.end() && at->index == i ? at->time : 0;
+}
+
+void FrameList::setWide(std::vector<WideTime> &table, size_t i,
+                        std::optional<uint64_t> time) {
+  if (!time && table.empty())
+    return;
+  // Appends come in index order: the common case is the end.
+  auto at = !table.empty() && table.back().index < i
+                ? table.end()
+                : std::lower_bound(
+                      table.begin(), table.end(), i,
+                      [](const WideTime &entry, size_t index) {
+                        return entry.index < index;
+                      });
+  bool present = at != table.end() && at->index == i;
+  if (!time) {
+    if (present)
+      table.erase(at);
+    return;
+  }
+  if (present)
+    at->time = *time;
+  else
+    table.insert(at, WideTime{uint32_t(i), *time});
+}
+
+void FrameList::setTimes(size_t i, uint64_t begin, uint64_t end) {
+  uint64_t offset = begin - base;
+  bool wideBegin = begin < base || offset >= PackedFrame::WideBegin;
+  uint64_t length = end - begin;
+  bool wideEnd = end < begin || length >= PackedFrame::WideLength;
+  packed[i].times = (wideBegin ? PackedFrame::WideBegin : offset) |
+                    (wideEnd ? PackedFrame::WideLength : length)
+                        << PackedFrame::BeginBits;
+  setWide(wideBegins, i,
+          wideBegin ? std::optional<uint64_t>(begin) : std::nullopt);
+  setWide(wideEnds, i, wideEnd ? std::optional<uint64_t>(end) : std::nullopt);
+}
+
+void FrameList::truncate(size_t count) {
+  if (count >= packed.size())
+    return;
+  packed.shift(packed.size(), count);
+  for (std::vector<WideTime> *table : {&wideBegins, &wideEnds})
+    while (!table->empty() && table->back().index >= count)
+      table->pop_back();
+}
+
+void FrameList::shift(size_t from, size_t to) {
+  packed.shift(from, to);
+  for (std::vector<WideTime> *table : {&wideBegins, &wideEnds}) {
+    // Entries of frames that the move overwrote go; the moved ones follow.
+    std::vector<WideTime> moved;
+    moved.reserve(table->size());
+    for (const WideTime &entry : *table) {
+      if (entry.index < from) {
+        if (entry.index < to)
+          moved.push_back(entry);
+        continue;
+      }
+      moved.push_back(WideTime{uint32_t(entry.index - from + to), entry.time});
+    }
+    std::sort(
+        moved.begin(), moved.end(),
+        [](const WideTime &a, const WideTime &b) { return a.index < b.index; });
+    *table = std::move(moved);
+  }
 }
 
 SiteTable::SiteTable() {
@@ -113,7 +188,7 @@ llvm::Error frameError(const ThreadModel &thread, size_t segment, size_t frame,
 /// that every frame lies inside the segment.
 llvm::Error validateSegment(const ThreadModel &thread, size_t segIndex,
                             const Segment &segment, size_t stringCount) {
-  const PodVector<Frame> &frames = segment.frames;
+  const FrameList &frames = segment.frames;
   // Indices of the frames enclosing the next one in pre-order (root first).
   std::vector<uint32_t> open;
   for (size_t i = 0; i < frames.size(); ++i) {
@@ -179,7 +254,7 @@ llvm::Error validateSegment(const ThreadModel &thread, size_t segIndex,
 /// `open` is scratch space.
 bool segmentValid(const Segment &segment, size_t siteCount,
                   std::vector<uint32_t> &open) {
-  const Frame *frames = segment.frames.data();
+  const FrameList &frames = segment.frames;
   size_t count = segment.frames.size();
   // validateSegment's stack holds indices, which could not be told from
   // NoParent past 2^32 - 1 frames.

@@ -160,7 +160,7 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
   // Only the first segment can start before `from` (segments are ordered
   // and do not overlap).
   Segment &segment = segments.front();
-  PodVector<Frame> &frames = segment.frames;
+  FrameList &frames = segment.frames;
   // Pre-order gives begins that never decrease: every frame from `first`
   // on begins at or after `from` and is kept, and only the prefix before
   // it (the decode's lead-in before the window, a small share) is sorted
@@ -197,7 +197,7 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
     if (frame.parent != Frame::NoParent)
       frame.parent = newIndex[frame.parent];
     newIndex[i] = next;
-    frames[next++] = frame;
+    frames.set(next++, frame);
   }
   uint32_t dropped = uint32_t(first) - next;
   for (size_t i = first; i < frames.size(); ++i) {
@@ -205,9 +205,9 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
     if (frame.parent != Frame::NoParent)
       frame.parent = frame.parent < first ? newIndex[frame.parent]
                                           : frame.parent - dropped;
-    frames[next++] = frame;
+    frames.set(next++, frame);
   }
-  frames.resize(next);
+  frames.truncate(next);
   frames.shrinkToFit();
   segment.begin = from;
   segment.end = std::max(segment.end, from);

@@ -45,7 +45,7 @@ struct SiteTotals {
 /// name of the frames on it.
 void addSegment(const ThreadModel &thread, const Segment &segment,
                 std::vector<SiteTotals> &sites) {
-  const PodVector<Frame> &frames = segment.frames;
+  const FrameList &frames = segment.frames;
   std::vector<uint64_t> childNs(frames.size(), 0);
   for (size_t i = 0; i < frames.size(); ++i)
     if (frames[i].parent != Frame::NoParent)

@@ -80,13 +80,13 @@ public:
   void forEachFrame(const Segment &segment, Write write) {
     last = before;
     shift = beforeShift;
-    const PodVector<Frame> &frames = segment.frames;
+    const FrameList &frames = segment.frames;
     walk(segment, [&](uint64_t, uint64_t shown, Event event, uint32_t frame) {
       if (event == Event::Begin) {
         int16_t by = endShifts[frame];
         int64_t more = by != -LargeShift ? by : largeShifts.find(frame)->second;
-        uint64_t beginShift = shown - frames[frame].begin;
-        write(frame, shown, frames[frame].end + beginShift + uint64_t(more));
+        uint64_t beginShift = shown - frames.beginOf(frame);
+        write(frame, shown, frames.endOf(frame) + beginShift + uint64_t(more));
       }
       return true;
     });
@@ -115,7 +115,7 @@ public:
   /// then each frame's begin and end in pre-order. Stops early when `visit`
   /// returns false, and returns false then.
   template <typename Visit> bool walk(const Segment &segment, Visit visit) {
-    const PodVector<Frame> &frames = segment.frames;
+    const FrameList &frames = segment.frames;
     segmentBeginNs = show(segment.begin, 0);
     if (!visit(segment.begin, segmentBeginNs, Event::SegmentBegin, 0))
       return false;
@@ -125,18 +125,21 @@ public:
       uint32_t top = stack.back();
       stack.pop_back();
       // A frame without children ends at least 1 ns after it began.
-      uint64_t shown = show(frames[top].end, justBegun == top ? 1 : 0);
+      uint64_t end = frames.endOf(top);
+      uint64_t shown = show(end, justBegun == top ? 1 : 0);
       justBegun = NoFrame;
-      return visit(frames[top].end, shown, Event::End, top);
+      return visit(end, shown, Event::End, top);
     };
     for (uint32_t i = 0; i < frames.size(); ++i) {
-      while (!stack.empty() && stack.back() != frames[i].parent)
+      uint32_t parent = frames.parentOf(i);
+      while (!stack.empty() && stack.back() != parent)
         if (!closeTop())
           return false;
-      uint64_t shown = show(frames[i].begin, 0);
+      uint64_t begin = frames.beginOf(i);
+      uint64_t shown = show(begin, 0);
       stack.push_back(i);
       justBegun = i;
-      if (!visit(frames[i].begin, shown, Event::Begin, i))
+      if (!visit(begin, shown, Event::Begin, i))
         return false;
     }
     while (!stack.empty())

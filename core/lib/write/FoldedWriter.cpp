@@ -112,7 +112,7 @@ void writers::writeValidatedFolded(const TraceModel &model,
       base = trie.child(StackTrie::Root, uint32_t(labels.size() - 1));
     }
     for (const Segment &segment : thread.segments) {
-      const PodVector<Frame> &frames = segment.frames;
+      const FrameList &frames = segment.frames;
       std::vector<uint32_t> node(frames.size());
       std::vector<uint64_t> self(frames.size());
       for (size_t i = 0; i < frames.size(); ++i) {

@@ -158,9 +158,8 @@ private:
                 clock.segmentBegin(), args);
     }
     clock.forEachFrame(segment, [&](uint32_t i, uint64_t begin, uint64_t end) {
-      const Frame &frame = segment.frames[i];
-      writeFrame(thread.sites[frame.site], begin, end, slot,
-                 records[frame.site]);
+      SiteId site = segment.frames.siteOf(i);
+      writeFrame(thread.sites[site], begin, end, slot, records[site]);
     });
   }
 

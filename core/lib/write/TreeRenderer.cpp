@@ -163,7 +163,7 @@ private:
   }
 
   void printSegment(const ThreadModel &thread, const Segment &segment) {
-    const PodVector<Frame> &frames = segment.frames;
+    const FrameList &frames = segment.frames;
     std::vector<uint64_t> total(frames.size()), self(frames.size());
     std::vector<unsigned> depth(frames.size());
     for (size_t i = 0; i < frames.size(); ++i) {

@@ -269,8 +269,11 @@ int writeOutput(const Args &args, const Snapshot &snapshot,
          << llvm::format("%.3f", instructions
                                      ? double(stats.modelBytes) / instructions
                                      : 0.0)
-         << " per instruction), " << llvm::format("%.3f", seconds * 1000)
-         << " ms";
+         << " per instruction, "
+         << llvm::format("%.1f", stats.frames ? double(stats.modelBytes) /
+                                                    double(stats.frames)
+                                              : 0.0)
+         << " per frame), " << llvm::format("%.3f", seconds * 1000) << " ms";
   std::string note = estimatedTimesNote(estimated, instructions);
   if (!note.empty())
     outs() << ", " << note;
