@@ -187,7 +187,9 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
   for (size_t i = first; i-- > 0;)
     if (kept[i] && frames[i].parent != Frame::NoParent)
       kept[frames[i].parent] = true;
-  uint32_t next = 0;
+  // The kept prefix, clipped to `from`, goes in front of the suffix, which
+  // moves down as a block (one memmove) and only has its parents renumbered.
+  std::vector<Frame> prefix;
   for (size_t i = 0; i < first; ++i) {
     if (!kept[i])
       continue;
@@ -196,18 +198,19 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
     frame.end = std::max(frame.end, from);
     if (frame.parent != Frame::NoParent)
       frame.parent = newIndex[frame.parent];
-    newIndex[i] = next;
-    frames.set(next++, frame);
+    newIndex[i] = uint32_t(prefix.size());
+    prefix.push_back(frame);
   }
+  uint32_t next = uint32_t(prefix.size());
   uint32_t dropped = uint32_t(first) - next;
-  for (size_t i = first; i < frames.size(); ++i) {
-    Frame frame = frames[i];
-    if (frame.parent != Frame::NoParent)
-      frame.parent = frame.parent < first ? newIndex[frame.parent]
-                                          : frame.parent - dropped;
-    frames.set(next++, frame);
+  frames.shift(first, next);
+  for (uint32_t i = 0; i < next; ++i)
+    frames.set(i, prefix[i]);
+  for (size_t i = next; i < frames.size(); ++i) {
+    uint32_t parent = frames.parentOf(i);
+    if (parent != Frame::NoParent)
+      frames.setParent(i, parent < first ? newIndex[parent] : parent - dropped);
   }
-  frames.truncate(next);
   frames.shrinkToFit();
   segment.begin = from;
   segment.end = std::max(segment.end, from);
