@@ -39,7 +39,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       uint8_t op = in.byte();
       now += op % 17;
       if ((op & 0x80) && !open.empty()) {
-        segment.frames[open.back()].end = now;
+        segment.frames.setEnd(open.back(), now);
         open.pop_back();
         continue;
       }
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     now += 1;
     for (uint32_t index : open)
-      segment.frames[index].end = now;
+      segment.frames.setEnd(index, now);
     segment.end = now;
     thread.segments.push_back(std::move(segment));
     model.threads.push_back(std::move(thread));
