@@ -56,10 +56,15 @@ std::string clockNote(const ThreadModel &thread) {
   return estimatedTimesNote(thread.estimatedInstructions, thread.instructions);
 }
 
-uint64_t FrameList::wide(const std::vector<WideTime> &table, size_t i) {
-  auto at = std::lower_bound(
+/// The first entry of `table` (sorted by index) at frame `i` or after it.
+template <typename Table> static auto entryAt(Table &table, size_t i) {
+  return std::lower_bound(
       table.begin(), table.end(), i,
-      [](const WideTime &entry, size_t index) { return entry.index < index; });
+      [](const auto &entry, size_t index) { return entry.index < index; });
+}
+
+uint64_t FrameList::wide(const std::vector<WideTime> &table, size_t i) {
+  auto at = entryAt(table, i);
   return at != table.end() && at->index == i ? at->time : 0;
 }
 
@@ -68,13 +73,8 @@ void FrameList::setWide(std::vector<WideTime> &table, size_t i,
   if (!time && table.empty())
     return;
   // Appends come in index order: the common case is the end.
-  auto at = !table.empty() && table.back().index < i
-                ? table.end()
-                : std::lower_bound(
-                      table.begin(), table.end(), i,
-                      [](const WideTime &entry, size_t index) {
-                        return entry.index < index;
-                      });
+  auto at = !table.empty() && table.back().index < i ? table.end()
+                                                     : entryAt(table, i);
   bool present = at != table.end() && at->index == i;
   if (!time) {
     if (present)
@@ -111,22 +111,18 @@ void FrameList::truncate(size_t count) {
 
 void FrameList::shift(size_t from, size_t to) {
   packed.shift(from, to);
+  // In place, and still in index order: the entries of frames the move
+  // overwrote go, the moved ones follow them.
   for (std::vector<WideTime> *table : {&wideBegins, &wideEnds}) {
-    // Entries of frames that the move overwrote go; the moved ones follow.
-    std::vector<WideTime> moved;
-    moved.reserve(table->size());
-    for (const WideTime &entry : *table) {
-      if (entry.index < from) {
-        if (entry.index < to)
-          moved.push_back(entry);
-        continue;
-      }
-      moved.push_back(WideTime{uint32_t(entry.index - from + to), entry.time});
-    }
-    std::sort(
-        moved.begin(), moved.end(),
-        [](const WideTime &a, const WideTime &b) { return a.index < b.index; });
-    *table = std::move(moved);
+    table->erase(std::remove_if(table->begin(), table->end(),
+                                [&](const WideTime &entry) {
+                                  return entry.index >= to &&
+                                         entry.index < from;
+                                }),
+                 table->end());
+    for (WideTime &entry : *table)
+      if (entry.index >= from)
+        entry.index = uint32_t(entry.index - from + to);
   }
 }
 
