@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
@@ -309,12 +310,35 @@ TEST(Frame, DefaultFrameIsValidAndSmall) {
   EXPECT_EQ(frame.site, SiteTable::MaxSite) << "the site field holds 29 bits";
   EXPECT_TRUE(frame.open);
   EXPECT_FALSE(frame.inferred);
-  EXPECT_EQ(sizeof(PackedFrame), 16u) << "a stored frame is 16 bytes";
+  EXPECT_EQ(sizeof(PackedFrame), 11u) << "a stored frame is 11 bytes";
 }
 
-/// Random frames whose times reach every case of the packing: offsets from
-/// the base that fit and that do not (before it, 2^36 ns and more after
-/// it), lengths that fit and that do not (2^28 ns and more, negative).
+/// A parent for frame `index` that reaches every case of the packing: none,
+/// a distance back that fits and that does not, the frame itself, one
+/// after it, and any index.
+static uint32_t randomParent(std::mt19937_64 &random, size_t index) {
+  static const uint64_t Backs[] = {1, 2, PackedFrame::WideParent - 1,
+                                   PackedFrame::WideParent,
+                                   PackedFrame::WideParent + 1};
+  switch (random() % 6) {
+  case 0:
+    return Frame::NoParent;
+  case 1:
+    return uint32_t(index - Backs[random() % std::size(Backs)]);
+  case 2:
+    return uint32_t(index + random() % 2);
+  case 3:
+    return uint32_t(random());
+  default:
+    return index ? uint32_t(index - 1 - random() % index) : Frame::NoParent;
+  }
+}
+
+/// Random frames whose fields reach every case of the packing: offsets
+/// from the block's base that fit and that do not (before it, 2^30 ns and
+/// more after it), lengths that fit and that do not (2^22 ns and more,
+/// negative), sites that fit and that do not. Their parents are left for
+/// randomParent.
 static Frame randomFrame(std::mt19937_64 &random, uint64_t base) {
   static const uint64_t Offsets[] = {0,
                                      1,
@@ -346,8 +370,14 @@ static Frame randomFrame(std::mt19937_64 &random, uint64_t base) {
   default:
     frame.end = frame.begin + random() % 1000;
   }
-  frame.parent = random() % 3 == 0 ? Frame::NoParent : uint32_t(random());
-  frame.site = random() & SiteTable::MaxSite;
+  static const SiteId Sites[] = {0,
+                                 1,
+                                 PackedFrame::WideSite - 1,
+                                 PackedFrame::WideSite,
+                                 PackedFrame::WideSite + 1,
+                                 SiteTable::MaxSite};
+  frame.site = random() % 2 ? SiteId(random() % 5000)
+                            : Sites[random() % std::size(Sites)];
   frame.inferred = random() & 1;
   frame.anchored = random() & 1;
   frame.open = random() & 1;
@@ -385,6 +415,7 @@ TEST(FrameList, EveryTimeRoundTripsThroughEveryEdit) {
       case 1:
       case 2: {
         Frame frame = randomFrame(random, base);
+        frame.parent = randomParent(random, reference.size());
         ours.push_back(frame);
         reference.push_back(frame);
         break;
@@ -393,6 +424,7 @@ TEST(FrameList, EveryTimeRoundTripsThroughEveryEdit) {
         Frame frame = randomFrame(random, base);
         frame.end = frame.begin;
         frame.anchored = frame.open = false;
+        frame.parent = randomParent(random, reference.size());
         ours.pushAt(frame.begin, frame.parent, frame.site, frame.inferred);
         reference.push_back(frame);
         break;
@@ -401,6 +433,7 @@ TEST(FrameList, EveryTimeRoundTripsThroughEveryEdit) {
         if (!reference.empty()) {
           size_t i = random() % reference.size();
           reference[i] = randomFrame(random, base);
+          reference[i].parent = randomParent(random, i);
           ours.set(i, reference[i]);
         }
         break;
@@ -409,24 +442,38 @@ TEST(FrameList, EveryTimeRoundTripsThroughEveryEdit) {
           size_t i = random() % reference.size();
           reference[i].end = randomFrame(random, base).end;
           ours.setEnd(i, reference[i].end);
-          reference[i].parent = uint32_t(random());
+          reference[i].parent = randomParent(random, i);
           ours.setParent(i, reference[i].parent);
           reference[i].open = !reference[i].open;
           ours.setOpen(i, reference[i].open);
         }
         break;
       case 6: {
-        // shift(from, to), then the caller sets the grown gap.
+        // shift(from, to), then the caller sets the frames before `to`.
+        // A moved frame's parent that moved too follows it; any other
+        // becomes outside(parent), or stays.
         size_t from = random() % (reference.size() + 1);
         size_t to = random() % (reference.size() + 1);
+        size_t size = reference.size();
         std::vector<Frame> moved(reference.begin() + from, reference.end());
+        std::function<uint32_t(uint32_t)> outside;
+        if (random() % 2)
+          outside = [](uint32_t parent) { return parent ^ 0x2a5u; };
+        for (Frame &frame : moved) {
+          if (frame.parent >= from && frame.parent < size)
+            frame.parent = uint32_t(frame.parent - from + to);
+          else if (outside)
+            frame.parent = outside(frame.parent);
+        }
         reference.resize(to);
-        ours.shift(from, to);
-        for (size_t i = std::min(from, to); i < to; ++i) {
+        ours.shift(from, to, outside);
+        for (size_t i = 0; i < to; ++i) {
           reference[i] = randomFrame(random, base);
+          reference[i].parent = randomParent(random, i);
           ours.set(i, reference[i]);
         }
         reference.insert(reference.end(), moved.begin(), moved.end());
+        ASSERT_NO_FATAL_FAILURE(expectSameFrames(ours, reference));
         break;
       }
       case 7:
@@ -452,15 +499,57 @@ TEST(FrameList, TakesItsBaseFromTheFirstFrame) {
   first.begin = 1234567890123456;
   first.end = first.begin + 5;
   ours.push_back(first);
-  EXPECT_EQ(ours.bytes(), ours.capacity() * sizeof(PackedFrame))
-      << "a frame near the first needs no wide time";
+  EXPECT_EQ(ours.bytes(),
+            ours.capacity() * sizeof(PackedFrame) + sizeof(uint64_t))
+      << "a frame near the first needs no wide time, only the block's base";
   EXPECT_EQ(ours.endOf(0), first.end);
   ours.clear();
   Frame early;
   early.begin = early.end = 3;
   ours.push_back(early);
-  EXPECT_EQ(ours.bytes(), ours.capacity() * sizeof(PackedFrame))
+  EXPECT_EQ(ours.bytes(),
+            ours.capacity() * sizeof(PackedFrame) + sizeof(uint64_t))
       << "clear() forgets the base";
+}
+
+TEST(FrameList, LongTracesStayInTheirBits) {
+  // 100 s of calls 1 ms apart, each a child of the one before it or of its
+  // parent: every block of 256 frames has a base of its own, so no begin
+  // needs a wide time although the trace is 2^36 ns long, and no parent is
+  // far back. Then a cut moves all but the first frames down, across
+  // blocks, and every field still reads back.
+  FrameList ours;
+  std::vector<Frame> reference;
+  const uint64_t start = uint64_t(1) << 50;
+  for (uint32_t i = 0; i < 100000; ++i) {
+    Frame frame;
+    frame.begin = start + uint64_t(i) * 1000000;
+    frame.end = frame.begin + 999000;
+    frame.parent = i == 0 ? Frame::NoParent : i - 1 - i % 2;
+    frame.site = i % 1000;
+    reference.push_back(frame);
+    ours.pushAt(frame.begin, frame.parent, frame.site, false);
+    ours.setEnd(i, frame.end);
+  }
+  ours.shrinkToFit();
+  size_t blocks = (reference.size() + 255) / 256;
+  EXPECT_EQ(ours.bytes(),
+            reference.size() * sizeof(PackedFrame) + blocks * sizeof(uint64_t))
+      << "no field needed its wide table";
+  expectSameFrames(ours, reference);
+  ours.shift(1000, 3, [](uint32_t parent) {
+    return parent == Frame::NoParent ? parent : parent % 3;
+  });
+  std::vector<Frame> moved(reference.begin() + 1000, reference.end());
+  for (Frame &frame : moved)
+    frame.parent = frame.parent >= 1000 ? frame.parent - 997 : frame.parent % 3;
+  reference.resize(3);
+  for (uint32_t i = 0; i < 3; ++i) {
+    reference[i].parent = i ? i - 1 : Frame::NoParent;
+    ours.set(i, reference[i]);
+  }
+  reference.insert(reference.end(), moved.begin(), moved.end());
+  expectSameFrames(ours, reference);
 }
 
 } // namespace

@@ -19,7 +19,10 @@
 
 #include "llvm/Support/Error.h"
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -103,30 +106,41 @@ struct Frame {
   static constexpr uint32_t NoParent = UINT32_MAX;
 };
 
-/// A frame as a segment stores it, in 16 bytes: the model holds one per
+/// A frame as a segment stores it, in 11 bytes: the model holds one per
 /// call and inlined frame traced, so it is most of a snapshot's memory.
-/// `times` holds the begin as an offset from the list's base (low
-/// BeginBits) and the length (the rest); a field of all ones says the
-/// value is in the list's table of wide times instead (a segment longer
-/// than 68 s, a frame longer than 268 ms).
+/// The record's 88 bits, little-endian, hold:
+/// - bits 0-29: the begin, as an offset from its block's base (a block is
+///   256 consecutive frames, whose begins pre-order keeps close);
+/// - bits 30-51: the length, end - begin;
+/// - bits 52-54: inferred, anchored, open;
+/// - bits 55-67: the parent, as how far back it is (0: no parent);
+/// - bits 68-87: the site.
+/// A field of all ones says the value is in the list's wide table for that
+/// field instead: a frame beginning 1 s or more after its block's base or
+/// before it, lasting 4 ms or more, with its parent 8191 frames or more
+/// back (or not before it), or with a site id of 2^20 - 1 or more.
 struct PackedFrame {
-  static constexpr unsigned BeginBits = 36;
+  static constexpr unsigned BeginBits = 30;
   static constexpr uint64_t WideBegin = (uint64_t(1) << BeginBits) - 1;
-  static constexpr uint64_t WideLength = (uint64_t(1) << (64 - BeginBits)) - 1;
-  static constexpr uint32_t SiteMask = (1u << 29) - 1;
-  static constexpr uint32_t InferredBit = 1u << 29;
-  static constexpr uint32_t AnchoredBit = 1u << 30;
-  static constexpr uint32_t OpenBit = 1u << 31;
+  static constexpr unsigned LengthShift = BeginBits;
+  static constexpr uint64_t WideLength = (uint64_t(1) << 22) - 1;
+  // The rest is read from the record's bits 24-87 (`high`).
+  static constexpr unsigned HighShift = 24;
+  static constexpr unsigned InferredShift = 52 - HighShift;
+  static constexpr unsigned AnchoredShift = 53 - HighShift;
+  static constexpr unsigned OpenShift = 54 - HighShift;
+  static constexpr unsigned ParentShift = 55 - HighShift;
+  static constexpr uint64_t WideParent = (uint64_t(1) << 13) - 1;
+  static constexpr unsigned SiteShift = 68 - HighShift;
+  static constexpr uint64_t WideSite = (uint64_t(1) << 20) - 1;
 
-  uint64_t times;
-  uint32_t parent;
-  uint32_t bits; ///< site | InferredBit | AnchoredBit | OpenBit.
+  unsigned char bytes[11];
 };
-static_assert(sizeof(PackedFrame) == 16, "a frame is the model's unit");
+static_assert(sizeof(PackedFrame) == 11, "a frame is the model's unit");
 
 /// A segment's frames: a std::vector-like list of Frame values kept as
 /// PackedFrames. Reads return copies; writes go through set() and the
-/// field setters. Every uint64_t time round-trips exactly.
+/// field setters. Every field's value round-trips exactly.
 class FrameList {
 public:
   class const_iterator {
@@ -140,7 +154,9 @@ public:
     const_iterator() = default;
     const_iterator(const FrameList *list, size_t index)
         : list(list), index(index) {}
-    Frame operator*() const { return (*list)[index]; }
+    __attribute__((always_inline)) Frame operator*() const {
+      return (*list)[index];
+    }
     Frame operator[](difference_type n) const { return (*list)[index + n]; }
     const_iterator &operator++() { return ++index, *this; }
     const_iterator operator++(int) { return {list, index++}; }
@@ -174,32 +190,32 @@ public:
   size_t size() const { return packed.size(); }
   bool empty() const { return packed.empty(); }
   size_t capacity() const { return packed.capacity(); }
-  /// Heap bytes: the packed frames and the wide times.
+  /// Heap bytes: the packed frames, the block bases and the wide tables.
   size_t bytes() const {
     return packed.capacity() * sizeof(PackedFrame) +
-           (wideBegins.capacity() + wideEnds.capacity()) * sizeof(WideTime);
+           bases.capacity() * sizeof(uint64_t) + wideBegins.bytes() +
+           wideEnds.bytes() + wideParents.bytes() + wideSites.bytes();
   }
 
-  /// Times are stored as offsets from the base: the first frame's begin
-  /// unless set first (the builder sets the segment's start, which no
-  /// frame of it precedes). Only while the list is empty.
+  /// The first block's base: the first frame's begin unless set first (the
+  /// builder sets the segment's start, which no frame of it precedes).
+  /// Only while the list is empty.
   void setBase(uint64_t time) {
-    base = time;
-    baseSet = true;
+    bases.clear();
+    bases.push_back(time);
+    origin = 0;
   }
 
   __attribute__((always_inline)) Frame operator[](size_t i) const {
-    const PackedFrame &packedFrame = packed[i];
+    uint64_t low = lowOf(i), high = highOf(i);
     Frame frame;
-    frame.begin = beginOf(i);
-    uint64_t length = packedFrame.times >> PackedFrame::BeginBits;
-    frame.end = length != PackedFrame::WideLength ? frame.begin + length
-                                                  : wide(wideEnds, i);
-    frame.parent = packedFrame.parent;
-    frame.site = packedFrame.bits & PackedFrame::SiteMask;
-    frame.inferred = packedFrame.bits & PackedFrame::InferredBit;
-    frame.anchored = packedFrame.bits & PackedFrame::AnchoredBit;
-    frame.open = packedFrame.bits & PackedFrame::OpenBit;
+    frame.begin = beginFrom(i, low);
+    frame.end = endFrom(i, low, frame.begin);
+    frame.parent = parentFrom(i, high);
+    frame.site = siteFrom(i, high);
+    frame.inferred = high >> PackedFrame::InferredShift & 1;
+    frame.anchored = high >> PackedFrame::AnchoredShift & 1;
+    frame.open = high >> PackedFrame::OpenShift & 1;
     return frame;
   }
   Frame front() const { return (*this)[0]; }
@@ -208,122 +224,239 @@ public:
   const_iterator end() const { return {this, size()}; }
 
   __attribute__((always_inline)) uint64_t beginOf(size_t i) const {
-    uint64_t offset = packed[i].times & PackedFrame::WideBegin;
-    return offset != PackedFrame::WideBegin ? base + offset
-                                            : wide(wideBegins, i);
+    return beginFrom(i, lowOf(i));
   }
   __attribute__((always_inline)) uint64_t endOf(size_t i) const {
-    uint64_t length = packed[i].times >> PackedFrame::BeginBits;
-    return length != PackedFrame::WideLength ? beginOf(i) + length
-                                             : wide(wideEnds, i);
+    uint64_t low = lowOf(i);
+    return endFrom(i, low, beginFrom(i, low));
   }
-  uint32_t parentOf(size_t i) const { return packed[i].parent; }
-  SiteId siteOf(size_t i) const {
-    return packed[i].bits & PackedFrame::SiteMask;
-  }
+  uint32_t parentOf(size_t i) const { return parentFrom(i, highOf(i)); }
+  SiteId siteOf(size_t i) const { return siteFrom(i, highOf(i)); }
   bool inferredAt(size_t i) const {
-    return packed[i].bits & PackedFrame::InferredBit;
+    return highOf(i) >> PackedFrame::InferredShift & 1;
   }
   bool anchoredAt(size_t i) const {
-    return packed[i].bits & PackedFrame::AnchoredBit;
+    return highOf(i) >> PackedFrame::AnchoredShift & 1;
   }
-  bool openAt(size_t i) const { return packed[i].bits & PackedFrame::OpenBit; }
+  bool openAt(size_t i) const {
+    return highOf(i) >> PackedFrame::OpenShift & 1;
+  }
 
   void push_back(const Frame &frame) {
-    if (packed.empty() && !baseSet)
-      setBase(frame.begin);
-    packed.push_back(PackedFrame{0, frame.parent, bitsOf(frame)});
-    setTimes(packed.size() - 1, frame.begin, frame.end);
+    appendSlot(frame.begin);
+    set(packed.size() - 1, frame);
   }
   /// Appends a frame that begins and ends at `time` (the builder's append,
   /// written in place).
   __attribute__((always_inline)) void pushAt(uint64_t time, uint32_t parent,
                                              SiteId site, bool inferred) {
-    if (packed.empty() && !baseSet)
-      setBase(time);
-    PackedFrame *slot = packed.appendUninitialized(1);
+    size_t i = appendSlot(time);
+    uint64_t base = bases[blockOf(i)];
     uint64_t offset = time - base;
-    slot->parent = parent;
-    slot->bits = site | (inferred ? PackedFrame::InferredBit : 0);
-    if (time >= base && offset < PackedFrame::WideBegin) [[likely]] {
-      slot->times = offset;
+    uint64_t back = i - uint64_t(parent);
+    if (time >= base && offset < PackedFrame::WideBegin &&
+        (parent == Frame::NoParent ||
+         (parent < i && back < PackedFrame::WideParent)) &&
+        site < PackedFrame::WideSite) [[likely]] {
+      uint64_t fields = uint64_t(inferred) << PackedFrame::InferredShift |
+                        (parent == Frame::NoParent ? 0 : back)
+                            << PackedFrame::ParentShift |
+                        uint64_t(site) << PackedFrame::SiteShift;
+      store(i, offset | fields << PackedFrame::HighShift,
+            offset >> PackedFrame::HighShift | fields);
       return;
     }
-    slot->times = 0;
-    setTimes(packed.size() - 1, time, time);
+    Frame frame;
+    frame.begin = frame.end = time;
+    frame.parent = parent;
+    frame.site = site;
+    frame.inferred = inferred;
+    set(i, frame);
   }
-  void set(size_t i, const Frame &frame) {
-    packed[i].parent = frame.parent;
-    packed[i].bits = bitsOf(frame);
-    setTimes(i, frame.begin, frame.end);
-  }
+  /// Writes every field of frame `i`.
+  void set(size_t i, const Frame &frame);
   __attribute__((always_inline)) void setEnd(size_t i, uint64_t end) {
-    uint64_t &times = packed[i].times;
-    uint64_t offset = times & PackedFrame::WideBegin;
-    uint64_t begin =
-        offset != PackedFrame::WideBegin ? base + offset : wide(wideBegins, i);
+    uint64_t low = lowOf(i);
+    uint64_t begin = beginFrom(i, low);
     uint64_t length = end - begin;
     if (end >= begin && length < PackedFrame::WideLength &&
-        (times >> PackedFrame::BeginBits) != PackedFrame::WideLength)
-        [[likely]] {
-      times = offset | length << PackedFrame::BeginBits;
+        (low >> PackedFrame::LengthShift & PackedFrame::WideLength) !=
+            PackedFrame::WideLength) [[likely]] {
+      low = (low & ~(PackedFrame::WideLength << PackedFrame::LengthShift)) |
+            length << PackedFrame::LengthShift;
+      setLow(i, low);
       return;
     }
     setTimes(i, begin, end);
   }
-  void setParent(size_t i, uint32_t parent) { packed[i].parent = parent; }
-  void setOpen(size_t i, bool open) { setBit(i, PackedFrame::OpenBit, open); }
+  void setParent(size_t i, uint32_t parent);
+  void setOpen(size_t i, bool open) { setBit(i, PackedFrame::OpenShift, open); }
   void setInferred(size_t i, bool inferred) {
-    setBit(i, PackedFrame::InferredBit, inferred);
+    setBit(i, PackedFrame::InferredShift, inferred);
   }
   void setAnchored(size_t i, bool anchored) {
-    setBit(i, PackedFrame::AnchoredBit, anchored);
+    setBit(i, PackedFrame::AnchoredShift, anchored);
   }
 
-  /// Empties the list and forgets its base.
+  /// Empties the list and forgets its bases.
   void clear() {
     packed.clear();
+    bases.clear();
+    origin = 0;
     wideBegins.clear();
     wideEnds.clear();
-    baseSet = false;
+    wideParents.clear();
+    wideSites.clear();
   }
   void reserve(size_t wanted) { packed.reserve(wanted); }
   /// Drops the frames from `count` on.
   void truncate(size_t count);
   /// Gives back the capacity beyond size() + `spare`.
-  void shrinkToFit(size_t spare = 0) {
-    packed.shrinkToFit(spare);
-    wideBegins.shrink_to_fit();
-    wideEnds.shrink_to_fit();
-  }
+  void shrinkToFit(size_t spare = 0);
   /// Moves frames [from, size()) to start at `to` (either direction); the
-  /// frames in a grown gap are left for the caller to set().
-  void shift(size_t from, size_t to);
+  /// frames before `to` are left for the caller to set(). A moved frame's
+  /// parent that moved too is renumbered with it; any other parent (one
+  /// before `from`, none, or an index past the list) becomes
+  /// `outside(parent)`, or stays without `outside`.
+  void shift(size_t from, size_t to,
+             const std::function<uint32_t(uint32_t)> &outside = {});
 
 private:
-  struct WideTime {
-    uint32_t index;
-    uint64_t time;
+  static constexpr unsigned BlockBits = 8;
+  static constexpr uint64_t UnsetBase = UINT64_MAX;
+
+  /// Values of one field that do not fit its bits, sorted by frame index.
+  template <typename Value> class WideTable {
+  public:
+    struct Entry {
+      uint32_t index;
+      Value value;
+    };
+    /// Frame `i`'s value, which it has.
+    Value at(size_t i) const {
+      auto found = entryAt(i);
+      return found != entries.end() && found->index == i ? found->value
+                                                         : Value();
+    }
+    /// Stores `value` as frame `i`'s, or drops its entry.
+    void set(size_t i, std::optional<Value> value) {
+      if (!value && entries.empty())
+        return;
+      // Appends come in index order: the common case is the end.
+      auto found = !entries.empty() && entries.back().index < i ? entries.end()
+                                                                : entryAt(i);
+      bool present = found != entries.end() && found->index == i;
+      if (!value) {
+        if (present)
+          entries.erase(found);
+        return;
+      }
+      if (present)
+        found->value = *value;
+      else
+        entries.insert(found, Entry{uint32_t(i), *value});
+    }
+    void truncate(size_t count) {
+      while (!entries.empty() && entries.back().index >= count)
+        entries.pop_back();
+    }
+    /// Drops the entries before `from` and renumbers the rest by to - from.
+    void shift(size_t from, size_t to) {
+      entries.erase(entries.begin(), entryAt(from));
+      for (Entry &entry : entries)
+        entry.index = uint32_t(entry.index - from + to);
+    }
+    void clear() { entries.clear(); }
+    void shrinkToFit() { entries.shrink_to_fit(); }
+    size_t bytes() const { return entries.capacity() * sizeof(Entry); }
+
+    std::vector<Entry> entries;
+
+  private:
+    auto entryAt(size_t i) const {
+      return std::lower_bound(
+          entries.begin(), entries.end(), i,
+          [](const Entry &entry, size_t index) { return entry.index < index; });
+    }
+    auto entryAt(size_t i) {
+      return std::lower_bound(
+          entries.begin(), entries.end(), i,
+          [](const Entry &entry, size_t index) { return entry.index < index; });
+    }
   };
-  static uint32_t bitsOf(const Frame &frame) {
-    return frame.site | (frame.inferred ? PackedFrame::InferredBit : 0) |
-           (frame.anchored ? PackedFrame::AnchoredBit : 0) |
-           (frame.open ? PackedFrame::OpenBit : 0);
+
+  size_t blockOf(size_t i) const { return (i + origin) >> BlockBits; }
+  /// Appends an unwritten frame, giving a new block `begin` as its base.
+  __attribute__((always_inline)) size_t appendSlot(uint64_t begin) {
+    size_t i = packed.size();
+    packed.appendUninitialized(1);
+    if (blockOf(i) >= bases.size()) [[unlikely]]
+      bases.push_back(begin);
+    return i;
   }
-  void setBit(size_t i, uint32_t bit, bool on) {
-    packed[i].bits = on ? packed[i].bits | bit : packed[i].bits & ~bit;
+  /// A record's bits 0-63 (`low`) and 24-87 (`high`), read and written
+  /// as unaligned uint64_t words: typed, so that the compiler knows stores
+  /// of other types (a reader's stacks and buffers) leave them be.
+  struct __attribute__((packed)) Word {
+    uint64_t value;
+  };
+  uint64_t lowOf(size_t i) const {
+    return reinterpret_cast<const Word *>(packed[i].bytes)->value;
   }
-  /// Frame `i`'s entry in `table` (sorted by index), which it has.
-  static uint64_t wide(const std::vector<WideTime> &table, size_t i);
-  /// Stores `time` as frame `i`'s entry in `table`, or drops its entry.
-  static void setWide(std::vector<WideTime> &table, size_t i,
-                      std::optional<uint64_t> time);
+  uint64_t highOf(size_t i) const {
+    return reinterpret_cast<const Word *>(packed[i].bytes +
+                                          PackedFrame::HighShift / 8)
+        ->value;
+  }
+  void setLow(size_t i, uint64_t low) {
+    reinterpret_cast<Word *>(packed[i].bytes)->value = low;
+  }
+  void setHigh(size_t i, uint64_t high) {
+    reinterpret_cast<Word *>(packed[i].bytes + PackedFrame::HighShift / 8)
+        ->value = high;
+  }
+  /// Writes the record whose bits 0-63 are `low` and 24-87 are `high`.
+  void store(size_t i, uint64_t low, uint64_t high) {
+    setLow(i, low);
+    setHigh(i, high);
+  }
+  uint64_t beginFrom(size_t i, uint64_t low) const {
+    uint64_t offset = low & PackedFrame::WideBegin;
+    return offset != PackedFrame::WideBegin ? bases[blockOf(i)] + offset
+                                            : wideBegins.at(i);
+  }
+  uint64_t endFrom(size_t i, uint64_t low, uint64_t begin) const {
+    uint64_t length = low >> PackedFrame::LengthShift & PackedFrame::WideLength;
+    return length != PackedFrame::WideLength ? begin + length : wideEnds.at(i);
+  }
+  uint32_t parentFrom(size_t i, uint64_t high) const {
+    uint64_t back = high >> PackedFrame::ParentShift & PackedFrame::WideParent;
+    if (back == 0)
+      return Frame::NoParent;
+    return back != PackedFrame::WideParent ? uint32_t(i - back)
+                                           : wideParents.at(i);
+  }
+  SiteId siteFrom(size_t i, uint64_t high) const {
+    uint64_t site = high >> PackedFrame::SiteShift;
+    return site != PackedFrame::WideSite ? SiteId(site) : wideSites.at(i);
+  }
+  void setBit(size_t i, unsigned shift, bool on) {
+    uint64_t high = highOf(i);
+    high = on ? high | uint64_t(1) << shift : high & ~(uint64_t(1) << shift);
+    setHigh(i, high);
+  }
+  /// Frame `i`'s parent field for `parent`, with its wide entry kept.
+  uint64_t parentField(size_t i, uint32_t parent);
   void setTimes(size_t i, uint64_t begin, uint64_t end);
 
   PodVector<PackedFrame> packed;
-  uint64_t base = 0;
-  bool baseSet = false;
-  std::vector<WideTime> wideBegins, wideEnds;
+  /// Per block, the time its begin offsets count from (UnsetBase: none yet).
+  std::vector<uint64_t> bases;
+  /// Frame i is in block (i + origin) >> BlockBits: shifts move frames
+  /// between indices, not between blocks.
+  size_t origin = 0;
+  WideTable<uint64_t> wideBegins, wideEnds;
+  WideTable<uint32_t> wideParents, wideSites;
 };
 
 struct Segment {

@@ -807,9 +807,9 @@ void SegmentBuilder::placeOuterChains() {
       return id;
     return id & OuterTag ? position[id & ~OuterTag] : id + outer;
   };
-  frames.shift(0, outer);
-  for (size_t i = outer; i < frames.size(); ++i)
-    frames.setParent(i, finalIndex(frames.parentOf(i)));
+  // The creation-order frames' parents among them move with them; the
+  // others are roots or outer chain frames.
+  frames.shift(0, outer, finalIndex);
   for (uint32_t i = 0; i < outer; ++i) {
     Frame frame = outerFrames[i];
     frame.parent = finalIndex(frame.parent);

@@ -106,11 +106,10 @@ void model::reroot(Segment &segment, SegmentFacts &facts, uint32_t strip,
     return old - strip + added;
   };
   // In place: the frames after the stripped ones move to follow the new
-  // roots (one memmove), then every parent index is renumbered.
+  // roots (one memmove); their parents among them move with them, and the
+  // others are remapped.
   FrameList &frames = segment.frames;
-  frames.shift(strip, added);
-  for (size_t i = added; i < frames.size(); ++i)
-    frames.setParent(i, remap(frames.parentOf(i)));
+  frames.shift(strip, added, remap);
   for (uint32_t i = 0; i < added; ++i) {
     Frame frame = roots[i];
     frame.begin = segment.begin;
@@ -393,6 +392,6 @@ void model::anchorToStop(ThreadModel &model, std::vector<SegmentFacts> &facts,
   }
 
   for (const Segment &each : model.segments)
-    for (const Frame &frame : each.frames)
-      stats.anchoredFrames += frame.anchored;
+    for (size_t i = 0; i < each.frames.size(); ++i)
+      stats.anchoredFrames += each.frames.anchoredAt(i);
 }

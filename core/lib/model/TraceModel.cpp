@@ -56,73 +56,138 @@ std::string clockNote(const ThreadModel &thread) {
   return estimatedTimesNote(thread.estimatedInstructions, thread.instructions);
 }
 
-/// The first entry of `table` (sorted by index) at frame `i` or after it.
-template <typename Table> static auto entryAt(Table &table, size_t i) {
-  return std::lower_bound(
-      table.begin(), table.end(), i,
-      [](const auto &entry, size_t index) { return entry.index < index; });
-}
-
-uint64_t FrameList::wide(const std::vector<WideTime> &table, size_t i) {
-  auto at = entryAt(table, i);
-  return at != table.end() && at->index == i ? at->time : 0;
-}
-
-void FrameList::setWide(std::vector<WideTime> &table, size_t i,
-                        std::optional<uint64_t> time) {
-  if (!time && table.empty())
-    return;
-  // Appends come in index order: the common case is the end.
-  auto at = !table.empty() && table.back().index < i ? table.end()
-                                                     : entryAt(table, i);
-  bool present = at != table.end() && at->index == i;
-  if (!time) {
-    if (present)
-      table.erase(at);
-    return;
-  }
-  if (present)
-    at->time = *time;
-  else
-    table.insert(at, WideTime{uint32_t(i), *time});
-}
-
 void FrameList::setTimes(size_t i, uint64_t begin, uint64_t end) {
+  uint64_t &base = bases[blockOf(i)];
+  if (base == UnsetBase)
+    base = begin;
   uint64_t offset = begin - base;
   bool wideBegin = begin < base || offset >= PackedFrame::WideBegin;
   uint64_t length = end - begin;
   bool wideEnd = end < begin || length >= PackedFrame::WideLength;
-  packed[i].times = (wideBegin ? PackedFrame::WideBegin : offset) |
-                    (wideEnd ? PackedFrame::WideLength : length)
-                        << PackedFrame::BeginBits;
-  setWide(wideBegins, i,
-          wideBegin ? std::optional<uint64_t>(begin) : std::nullopt);
-  setWide(wideEnds, i, wideEnd ? std::optional<uint64_t>(end) : std::nullopt);
+  uint64_t low = lowOf(i);
+  low &= ~(PackedFrame::WideBegin | PackedFrame::WideLength
+                                        << PackedFrame::LengthShift);
+  low |= (wideBegin ? PackedFrame::WideBegin : offset) |
+         (wideEnd ? PackedFrame::WideLength : length)
+             << PackedFrame::LengthShift;
+  setLow(i, low);
+  wideBegins.set(i, wideBegin ? std::optional<uint64_t>(begin) : std::nullopt);
+  wideEnds.set(i, wideEnd ? std::optional<uint64_t>(end) : std::nullopt);
+}
+
+uint64_t FrameList::parentField(size_t i, uint32_t parent) {
+  if (parent == Frame::NoParent) {
+    wideParents.set(i, std::nullopt);
+    return 0;
+  }
+  if (parent < i && i - parent < PackedFrame::WideParent) {
+    wideParents.set(i, std::nullopt);
+    return i - parent;
+  }
+  wideParents.set(i, parent);
+  return PackedFrame::WideParent;
+}
+
+void FrameList::set(size_t i, const Frame &frame) {
+  bool wideSite = frame.site >= PackedFrame::WideSite;
+  wideSites.set(i,
+                wideSite ? std::optional<uint32_t>(frame.site) : std::nullopt);
+  uint64_t fields = uint64_t(frame.inferred) << PackedFrame::InferredShift |
+                    uint64_t(frame.anchored) << PackedFrame::AnchoredShift |
+                    uint64_t(frame.open) << PackedFrame::OpenShift |
+                    parentField(i, frame.parent) << PackedFrame::ParentShift |
+                    (wideSite ? PackedFrame::WideSite : frame.site)
+                        << PackedFrame::SiteShift;
+  // The flags, parent and site first (record bits 52-87); the times then
+  // write bits 0-51.
+  uint64_t low = fields << PackedFrame::HighShift;
+  store(i, low, fields);
+  setTimes(i, frame.begin, frame.end);
+}
+
+void FrameList::setParent(size_t i, uint32_t parent) {
+  uint64_t high = highOf(i);
+  high &= ~(PackedFrame::WideParent << PackedFrame::ParentShift);
+  high |= parentField(i, parent) << PackedFrame::ParentShift;
+  setHigh(i, high);
 }
 
 void FrameList::truncate(size_t count) {
   if (count >= packed.size())
     return;
   packed.shift(packed.size(), count);
-  for (std::vector<WideTime> *table : {&wideBegins, &wideEnds})
-    while (!table->empty() && table->back().index >= count)
-      table->pop_back();
+  bases.resize(count ? blockOf(count - 1) + 1 : 0);
+  if (count == 0)
+    origin = 0;
+  wideBegins.truncate(count);
+  wideEnds.truncate(count);
+  wideParents.truncate(count);
+  wideSites.truncate(count);
 }
 
-void FrameList::shift(size_t from, size_t to) {
+void FrameList::shrinkToFit(size_t spare) {
+  packed.shrinkToFit(spare);
+  bases.shrink_to_fit();
+  wideBegins.shrinkToFit();
+  wideEnds.shrinkToFit();
+  wideParents.shrinkToFit();
+  wideSites.shrinkToFit();
+}
+
+void FrameList::shift(size_t from, size_t to,
+                      const std::function<uint32_t(uint32_t)> &outside) {
+  size_t oldSize = packed.size();
+  from = std::min(from, oldSize);
   packed.shift(from, to);
-  // In place, and still in index order: the entries of frames the move
-  // overwrote go, the moved ones follow them.
-  for (std::vector<WideTime> *table : {&wideBegins, &wideEnds}) {
-    table->erase(std::remove_if(table->begin(), table->end(),
-                                [&](const WideTime &entry) {
-                                  return entry.index >= to &&
-                                         entry.index < from;
-                                }),
-                 table->end());
-    for (WideTime &entry : *table)
-      if (entry.index >= from)
-        entry.index = uint32_t(entry.index - from + to);
+  // Every moved frame stays in its block: the blocks before the first
+  // moved frame's go, or new unset ones open in front.
+  int64_t shifted = int64_t(origin) + int64_t(from) - int64_t(to);
+  if (shifted >= 0) {
+    size_t drop = std::min(size_t(shifted) >> BlockBits, bases.size());
+    bases.erase(bases.begin(), bases.begin() + drop);
+    origin = size_t(shifted) - (drop << BlockBits);
+  } else {
+    size_t open =
+        (size_t(-shifted) + (size_t(1) << BlockBits) - 1) >> BlockBits;
+    bases.insert(bases.begin(), open, UnsetBase);
+    origin = size_t(shifted + int64_t(open << BlockBits));
+  }
+  if (!packed.empty() && blockOf(packed.size() - 1) >= bases.size())
+    bases.resize(blockOf(packed.size() - 1) + 1, UnsetBase);
+  wideBegins.shift(from, to);
+  wideEnds.shift(from, to);
+  wideSites.shift(from, to);
+  // Parents: a distance back stays right when the parent moved too (the
+  // common case, read and left); every other parent is rewritten, and the
+  // wide table is rebuilt in index order as the frames are walked.
+  WideTable<uint32_t> oldParents;
+  oldParents.entries.swap(wideParents.entries);
+  oldParents.shift(from, to);
+  auto oldParent = oldParents.entries.begin();
+  for (size_t i = to; i < packed.size(); ++i) {
+    uint64_t high = highOf(i);
+    uint64_t back = high >> PackedFrame::ParentShift & PackedFrame::WideParent;
+    uint32_t parent;
+    if (back == PackedFrame::WideParent) {
+      uint32_t old = (oldParent++)->value;
+      parent = old >= from && old < oldSize ? uint32_t(old - from + to)
+               : outside                    ? outside(old)
+                                            : old;
+    } else if (back == 0) {
+      if (!outside)
+        continue;
+      parent = outside(Frame::NoParent);
+      if (parent == Frame::NoParent)
+        continue;
+    } else if (back <= i - to) {
+      continue; // The parent moved with it.
+    } else {
+      uint32_t old = uint32_t(i - to + from - back);
+      parent = outside ? outside(old) : old;
+    }
+    high &= ~(PackedFrame::WideParent << PackedFrame::ParentShift);
+    high |= parentField(i, parent) << PackedFrame::ParentShift;
+    setHigh(i, high);
   }
 }
 
@@ -263,7 +328,7 @@ bool segmentValid(const Segment &segment, size_t siteCount,
   uint32_t *stack = open.data();
   size_t depth = 0;
   for (uint32_t i = 0; i < count; ++i) {
-    const Frame &frame = frames[i];
+    Frame frame = frames[i];
     bool bad = (frame.begin > frame.end) | (frame.site >= siteCount) |
                (frame.begin < segment.begin) | (frame.end > segment.end);
     uint32_t parent = frame.parent;
@@ -275,8 +340,8 @@ bool segmentValid(const Segment &segment, size_t siteCount,
       depth = 0;
     } else if (parent + 1 == i) {
       // The previous frame's first child: its parent is on top already.
-      const Frame &up = frames[parent];
-      bad |= (frame.begin < up.begin) | (frame.end > up.end);
+      uint64_t upBegin = frames.beginOf(parent), upEnd = frames.endOf(parent);
+      bad |= (frame.begin < upBegin) | (frame.end > upEnd);
     } else {
       if (bad || parent >= i)
         return false;
@@ -284,11 +349,11 @@ bool segmentValid(const Segment &segment, size_t siteCount,
         sibling = stack[--depth];
       if (depth == 0)
         return false;
-      const Frame &up = frames[parent];
-      bad = (frame.begin < up.begin) | (frame.end > up.end);
+      uint64_t upBegin = frames.beginOf(parent), upEnd = frames.endOf(parent);
+      bad = (frame.begin < upBegin) | (frame.end > upEnd);
     }
     if (sibling != Frame::NoParent)
-      bad |= frames[sibling].end > frame.begin;
+      bad |= frames.endOf(sibling) > frame.begin;
     if (bad)
       return false;
     if (depth == open.size()) {

@@ -11,8 +11,8 @@ namespace {
 
 /// A frame stays in a window from `from` when it ends after `from`, or
 /// begins there or later (a zero-length frame at the window's start).
-bool keepsFrame(const Frame &frame, uint64_t from) {
-  return frame.end > from || frame.begin >= from;
+bool keepsFrame(uint64_t begin, uint64_t end, uint64_t from) {
+  return end > from || begin >= from;
 }
 
 bool keepsSegment(const Segment &segment, uint64_t from) {
@@ -33,8 +33,10 @@ void forEachSlice(const ThreadModel &thread, uint64_t end, Visit visit) {
   auto distance = [end](uint64_t at) { return at < end ? end - at : 0; };
   for (const Segment &segment : thread.segments) {
     visit(distance(segment.begin), 1);
-    for (const Frame &frame : segment.frames)
-      visit(distance(frame.end), frameSlices(thread.sites[frame.site]));
+    const FrameList &frames = segment.frames;
+    for (size_t i = 0; i < frames.size(); ++i)
+      visit(distance(frames.endOf(i)),
+            frameSlices(thread.sites[frames.siteOf(i)]));
   }
 }
 
@@ -48,9 +50,10 @@ uint64_t windowSlices(const ThreadModel &thread, uint64_t from) {
       continue;
     if (segment.begin >= from && (s > 0 || !segment.gapReason.empty()))
       ++slices;
-    for (const Frame &frame : segment.frames)
-      if (keepsFrame(frame, from))
-        slices += frameSlices(thread.sites[frame.site]);
+    const FrameList &frames = segment.frames;
+    for (size_t i = 0; i < frames.size(); ++i)
+      if (keepsFrame(frames.beginOf(i), frames.endOf(i), from))
+        slices += frameSlices(thread.sites[frames.siteOf(i)]);
   }
   return slices;
 }
@@ -173,7 +176,7 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
   std::vector<uint32_t> newIndex(first, 0);
   std::vector<bool> kept(first);
   for (size_t i = 0; i < first; ++i)
-    kept[i] = keepsFrame(frames[i], from);
+    kept[i] = keepsFrame(frames.beginOf(i), frames.endOf(i), from);
   // A kept frame keeps its ancestors (a zero-length frame at `from` at the
   // very end of a parent that ends there). Every frame from `first` on is
   // kept; a parent of one in the prefix contains it, so ends at `from` or
@@ -188,7 +191,8 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
     if (kept[i] && frames[i].parent != Frame::NoParent)
       kept[frames[i].parent] = true;
   // The kept prefix, clipped to `from`, goes in front of the suffix, which
-  // moves down as a block (one memmove) and only has its parents renumbered.
+  // moves down as a block (one memmove); only its parents in the prefix are
+  // renumbered.
   std::vector<Frame> prefix;
   for (size_t i = 0; i < first; ++i) {
     if (!kept[i])
@@ -202,15 +206,11 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
     prefix.push_back(frame);
   }
   uint32_t next = uint32_t(prefix.size());
-  uint32_t dropped = uint32_t(first) - next;
-  frames.shift(first, next);
+  frames.shift(first, next, [&](uint32_t parent) {
+    return parent == Frame::NoParent ? parent : newIndex[parent];
+  });
   for (uint32_t i = 0; i < next; ++i)
     frames.set(i, prefix[i]);
-  for (size_t i = next; i < frames.size(); ++i) {
-    uint32_t parent = frames.parentOf(i);
-    if (parent != Frame::NoParent)
-      frames.setParent(i, parent < first ? newIndex[parent] : parent - dropped);
-  }
   frames.shrinkToFit();
   segment.begin = from;
   segment.end = std::max(segment.end, from);

@@ -121,7 +121,7 @@ public:
       return false;
     stack.clear();
     justBegun = NoFrame;
-    auto closeTop = [&] {
+    auto closeTop = [&]() __attribute__((always_inline)) {
       uint32_t top = stack.back();
       stack.pop_back();
       // A frame without children ends at least 1 ns after it began.
