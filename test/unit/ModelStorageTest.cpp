@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -317,9 +318,14 @@ TEST(Frame, DefaultFrameIsValidAndSmall) {
 /// a distance back that fits and that does not, the frame itself, one
 /// after it, and any index.
 static uint32_t randomParent(std::mt19937_64 &random, size_t index) {
-  static const uint64_t Backs[] = {1, 2, PackedFrame::WideParent - 1,
+  static const uint64_t Backs[] = {1,
+                                   2,
+                                   PackedFrame::FarParents - 1,
+                                   PackedFrame::FarParents,
+                                   PackedFrame::FarParents + 1,
                                    PackedFrame::WideParent,
-                                   PackedFrame::WideParent + 1};
+                                   PackedFrame::WideParent + 1,
+                                   100000};
   switch (random() % 6) {
   case 0:
     return Frame::NoParent;
@@ -458,7 +464,9 @@ TEST(FrameList, EveryTimeRoundTripsThroughEveryEdit) {
         std::vector<Frame> moved(reference.begin() + from, reference.end());
         std::function<uint32_t(uint32_t)> outside;
         if (random() % 2)
-          outside = [](uint32_t parent) { return parent ^ 0x2a5u; };
+          outside = [](uint32_t parent) {
+            return parent % 5 == 0 ? Frame::NoParent : parent ^ 0x2a5u;
+          };
         for (Frame &frame : moved) {
           if (frame.parent >= from && frame.parent < size)
             frame.parent = uint32_t(frame.parent - from + to);
@@ -500,7 +508,7 @@ TEST(FrameList, TakesItsBaseFromTheFirstFrame) {
   first.end = first.begin + 5;
   ours.push_back(first);
   EXPECT_EQ(ours.bytes(),
-            ours.capacity() * sizeof(PackedFrame) + sizeof(uint64_t))
+            ours.capacity() * sizeof(PackedFrame) + FrameList::BlockBytes)
       << "a frame near the first needs no wide time, only the block's base";
   EXPECT_EQ(ours.endOf(0), first.end);
   ours.clear();
@@ -508,16 +516,18 @@ TEST(FrameList, TakesItsBaseFromTheFirstFrame) {
   early.begin = early.end = 3;
   ours.push_back(early);
   EXPECT_EQ(ours.bytes(),
-            ours.capacity() * sizeof(PackedFrame) + sizeof(uint64_t))
+            ours.capacity() * sizeof(PackedFrame) + FrameList::BlockBytes)
       << "clear() forgets the base";
 }
 
 TEST(FrameList, LongTracesStayInTheirBits) {
-  // 100 s of calls 1 ms apart, each a child of the one before it or of its
-  // parent: every block of 256 frames has a base of its own, so no begin
-  // needs a wide time although the trace is 2^36 ns long, and no parent is
-  // far back. Then a cut moves all but the first frames down, across
-  // blocks, and every field still reads back.
+  // 100 s of calls 1 ms apart, each a child of the one before it, of its
+  // parent, or (every third, as two loops' calls, in turn) of the first or
+  // the second frame: every block of 256 frames has a base of its own, so
+  // no begin needs a wide time although the trace is 2^36 ns long, and the
+  // first two frames, far back from most, are each block's far parents.
+  // Then a cut moves all but the first frames down, across blocks, and
+  // every field still reads back.
   FrameList ours;
   std::vector<Frame> reference;
   const uint64_t start = uint64_t(1) << 50;
@@ -525,16 +535,26 @@ TEST(FrameList, LongTracesStayInTheirBits) {
     Frame frame;
     frame.begin = start + uint64_t(i) * 1000000;
     frame.end = frame.begin + 999000;
-    frame.parent = i == 0 ? Frame::NoParent : i - 1 - i % 2;
+    frame.parent = i < 2 ? Frame::NoParent : i % 3 == 0 ? i % 2 : i - 1 - i % 2;
     frame.site = i % 1000;
     reference.push_back(frame);
     ours.pushAt(frame.begin, frame.parent, frame.site, false);
     ours.setEnd(i, frame.end);
   }
   ours.shrinkToFit();
-  size_t blocks = (reference.size() + 255) / 256;
-  EXPECT_EQ(ours.bytes(),
-            reference.size() * sizeof(PackedFrame) + blocks * sizeof(uint64_t))
+  // Each block keeps each of its far parents once in its list.
+  size_t blocks = (reference.size() + 255) / 256, farParents = 0;
+  for (size_t block = 0; block < blocks; ++block) {
+    std::set<uint32_t> far;
+    for (size_t i = block * 256; i < (block + 1) * 256; ++i)
+      if (i % 3 == 0 && i - i % 2 >= PackedFrame::FarParents)
+        far.insert(i % 2);
+    farParents += far.size();
+  }
+  EXPECT_GT(farParents, blocks);
+  EXPECT_EQ(ours.bytes(), reference.size() * sizeof(PackedFrame) +
+                              blocks * FrameList::BlockBytes +
+                              farParents * sizeof(uint32_t))
       << "no field needed its wide table";
   expectSameFrames(ours, reference);
   ours.shift(1000, 3, [](uint32_t parent) {

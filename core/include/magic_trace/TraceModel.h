@@ -113,12 +113,15 @@ struct Frame {
 ///   256 consecutive frames, whose begins pre-order keeps close);
 /// - bits 30-51: the length, end - begin;
 /// - bits 52-54: inferred, anchored, open;
-/// - bits 55-67: the parent, as how far back it is (0: no parent);
+/// - bits 55-67: the parent, as how far back it is (0: no parent), or from
+///   FarParents on, an index into its block's list of far parents (a
+///   loop's calls are far from their parent, as are the calls a recursion
+///   makes between its deeper calls; a block's frames share few);
 /// - bits 68-87: the site.
 /// A field of all ones says the value is in the list's wide table for that
 /// field instead: a frame beginning 1 s or more after its block's base or
-/// before it, lasting 4 ms or more, with its parent 8191 frames or more
-/// back (or not before it), or with a site id of 2^20 - 1 or more.
+/// before it, lasting 4 ms or more, with its block's far parents all taken,
+/// or with a site id of 2^20 - 1 or more.
 struct PackedFrame {
   static constexpr unsigned BeginBits = 30;
   static constexpr uint64_t WideBegin = (uint64_t(1) << BeginBits) - 1;
@@ -131,6 +134,7 @@ struct PackedFrame {
   static constexpr unsigned OpenShift = 54 - HighShift;
   static constexpr unsigned ParentShift = 55 - HighShift;
   static constexpr uint64_t WideParent = (uint64_t(1) << 13) - 1;
+  static constexpr uint64_t FarParents = WideParent - 256;
   static constexpr unsigned SiteShift = 68 - HighShift;
   static constexpr uint64_t WideSite = (uint64_t(1) << 20) - 1;
 
@@ -190,19 +194,18 @@ public:
   size_t size() const { return packed.size(); }
   bool empty() const { return packed.empty(); }
   size_t capacity() const { return packed.capacity(); }
-  /// Heap bytes: the packed frames, the block bases and the wide tables.
-  size_t bytes() const {
-    return packed.capacity() * sizeof(PackedFrame) +
-           bases.capacity() * sizeof(uint64_t) + wideBegins.bytes() +
-           wideEnds.bytes() + wideParents.bytes() + wideSites.bytes();
-  }
+  /// A block's own bytes (its base and its list of far parents, but not
+  /// the list's heap), per 256 frames.
+  static constexpr size_t BlockBytes = 32;
+  /// Heap bytes: the packed frames, the blocks and the wide tables.
+  size_t bytes() const;
 
   /// The first block's base: the first frame's begin unless set first (the
   /// builder sets the segment's start, which no frame of it precedes).
   /// Only while the list is empty.
   void setBase(uint64_t time) {
-    bases.clear();
-    bases.push_back(time);
+    blocks.clear();
+    blocks.push_back(Block{time, {}});
     origin = 0;
   }
 
@@ -251,12 +254,12 @@ public:
   __attribute__((always_inline)) void pushAt(uint64_t time, uint32_t parent,
                                              SiteId site, bool inferred) {
     size_t i = appendSlot(time);
-    uint64_t base = bases[blockOf(i)];
+    uint64_t base = blocks[blockOf(i)].base;
     uint64_t offset = time - base;
     uint64_t back = i - uint64_t(parent);
     if (time >= base && offset < PackedFrame::WideBegin &&
         (parent == Frame::NoParent ||
-         (parent < i && back < PackedFrame::WideParent)) &&
+         (parent < i && back < PackedFrame::FarParents)) &&
         site < PackedFrame::WideSite) [[likely]] {
       uint64_t fields = uint64_t(inferred) << PackedFrame::InferredShift |
                         (parent == Frame::NoParent ? 0 : back)
@@ -298,10 +301,10 @@ public:
     setBit(i, PackedFrame::AnchoredShift, anchored);
   }
 
-  /// Empties the list and forgets its bases.
+  /// Empties the list and forgets its blocks.
   void clear() {
     packed.clear();
-    bases.clear();
+    blocks.clear();
     origin = 0;
     wideBegins.clear();
     wideEnds.clear();
@@ -324,6 +327,15 @@ public:
 private:
   static constexpr unsigned BlockBits = 8;
   static constexpr uint64_t UnsetBase = UINT64_MAX;
+
+  /// What a block of frames shares: the time its begin offsets count from
+  /// (UnsetBase: none yet), and the parents too far back from its frames
+  /// for their fields, each once.
+  struct Block {
+    uint64_t base = UnsetBase;
+    std::vector<uint32_t> far;
+  };
+  static_assert(sizeof(Block) == BlockBytes, "BlockBytes is a Block");
 
   /// Values of one field that do not fit its bits, sorted by frame index.
   template <typename Value> class WideTable {
@@ -390,8 +402,8 @@ private:
   __attribute__((always_inline)) size_t appendSlot(uint64_t begin) {
     size_t i = packed.size();
     packed.appendUninitialized(1);
-    if (blockOf(i) >= bases.size()) [[unlikely]]
-      bases.push_back(begin);
+    if (blockOf(i) >= blocks.size()) [[unlikely]]
+      blocks.push_back(Block{begin, {}});
     return i;
   }
   /// A record's bits 0-63 (`low`) and 24-87 (`high`), read and written
@@ -422,7 +434,7 @@ private:
   }
   uint64_t beginFrom(size_t i, uint64_t low) const {
     uint64_t offset = low & PackedFrame::WideBegin;
-    return offset != PackedFrame::WideBegin ? bases[blockOf(i)] + offset
+    return offset != PackedFrame::WideBegin ? blocks[blockOf(i)].base + offset
                                             : wideBegins.at(i);
   }
   uint64_t endFrom(size_t i, uint64_t low, uint64_t begin) const {
@@ -433,8 +445,11 @@ private:
     uint64_t back = high >> PackedFrame::ParentShift & PackedFrame::WideParent;
     if (back == 0)
       return Frame::NoParent;
-    return back != PackedFrame::WideParent ? uint32_t(i - back)
-                                           : wideParents.at(i);
+    if (back < PackedFrame::FarParents) [[likely]]
+      return uint32_t(i - back);
+    if (back != PackedFrame::WideParent)
+      return blocks[blockOf(i)].far[back - PackedFrame::FarParents];
+    return wideParents.at(i);
   }
   SiteId siteFrom(size_t i, uint64_t high) const {
     uint64_t site = high >> PackedFrame::SiteShift;
@@ -450,8 +465,7 @@ private:
   void setTimes(size_t i, uint64_t begin, uint64_t end);
 
   PodVector<PackedFrame> packed;
-  /// Per block, the time its begin offsets count from (UnsetBase: none yet).
-  std::vector<uint64_t> bases;
+  std::vector<Block> blocks;
   /// Frame i is in block (i + origin) >> BlockBits: shifts move frames
   /// between indices, not between blocks.
   size_t origin = 0;

@@ -57,7 +57,7 @@ std::string clockNote(const ThreadModel &thread) {
 }
 
 void FrameList::setTimes(size_t i, uint64_t begin, uint64_t end) {
-  uint64_t &base = bases[blockOf(i)];
+  uint64_t &base = blocks[blockOf(i)].base;
   if (base == UnsetBase)
     base = begin;
   uint64_t offset = begin - base;
@@ -80,12 +80,23 @@ uint64_t FrameList::parentField(size_t i, uint32_t parent) {
     wideParents.set(i, std::nullopt);
     return 0;
   }
-  if (parent < i && i - parent < PackedFrame::WideParent) {
+  if (parent < i && i - parent < PackedFrame::FarParents) {
     wideParents.set(i, std::nullopt);
     return i - parent;
   }
-  wideParents.set(i, parent);
-  return PackedFrame::WideParent;
+  std::vector<uint32_t> &far = blocks[blockOf(i)].far;
+  // The latest first: a frame's far parent is most often the one before's.
+  auto found = std::find(far.rbegin(), far.rend(), parent);
+  size_t slot =
+      found != far.rend() ? size_t(far.rend() - found - 1) : far.size();
+  if (slot + PackedFrame::FarParents >= PackedFrame::WideParent) {
+    wideParents.set(i, parent); // Taken by frames set again and again.
+    return PackedFrame::WideParent;
+  }
+  if (slot == far.size())
+    far.push_back(parent);
+  wideParents.set(i, std::nullopt);
+  return PackedFrame::FarParents + slot;
 }
 
 void FrameList::set(size_t i, const Frame &frame) {
@@ -112,11 +123,20 @@ void FrameList::setParent(size_t i, uint32_t parent) {
   setHigh(i, high);
 }
 
+size_t FrameList::bytes() const {
+  size_t total = packed.capacity() * sizeof(PackedFrame) +
+                 blocks.capacity() * sizeof(Block) + wideBegins.bytes() +
+                 wideEnds.bytes() + wideParents.bytes() + wideSites.bytes();
+  for (const Block &block : blocks)
+    total += block.far.capacity() * sizeof(uint32_t);
+  return total;
+}
+
 void FrameList::truncate(size_t count) {
   if (count >= packed.size())
     return;
   packed.shift(packed.size(), count);
-  bases.resize(count ? blockOf(count - 1) + 1 : 0);
+  blocks.resize(count ? blockOf(count - 1) + 1 : 0);
   if (count == 0)
     origin = 0;
   wideBegins.truncate(count);
@@ -127,7 +147,9 @@ void FrameList::truncate(size_t count) {
 
 void FrameList::shrinkToFit(size_t spare) {
   packed.shrinkToFit(spare);
-  bases.shrink_to_fit();
+  blocks.shrink_to_fit();
+  for (Block &block : blocks)
+    block.far.shrink_to_fit();
   wideBegins.shrinkToFit();
   wideEnds.shrinkToFit();
   wideParents.shrinkToFit();
@@ -143,17 +165,34 @@ void FrameList::shift(size_t from, size_t to,
   // moved frame's go, or new unset ones open in front.
   int64_t shifted = int64_t(origin) + int64_t(from) - int64_t(to);
   if (shifted >= 0) {
-    size_t drop = std::min(size_t(shifted) >> BlockBits, bases.size());
-    bases.erase(bases.begin(), bases.begin() + drop);
+    size_t drop = std::min(size_t(shifted) >> BlockBits, blocks.size());
+    blocks.erase(blocks.begin(), blocks.begin() + drop);
     origin = size_t(shifted) - (drop << BlockBits);
   } else {
     size_t open =
         (size_t(-shifted) + (size_t(1) << BlockBits) - 1) >> BlockBits;
-    bases.insert(bases.begin(), open, UnsetBase);
+    blocks.insert(blocks.begin(), open, Block{});
     origin = size_t(shifted + int64_t(open << BlockBits));
   }
-  if (!packed.empty() && blockOf(packed.size() - 1) >= bases.size())
-    bases.resize(blockOf(packed.size() - 1) + 1, UnsetBase);
+  if (!packed.empty() && blockOf(packed.size() - 1) >= blocks.size())
+    blocks.resize(blockOf(packed.size() - 1) + 1);
+  // The far parents of the blocks that hold moved frames are theirs (and
+  // the caller's, who sets the frames before `to`): renumbered once a block.
+  // The blocks before those only hold frames the caller sets.
+  size_t firstMoved = blockOf(to);
+  for (size_t block = 0; block < blocks.size(); ++block) {
+    std::vector<uint32_t> &far = blocks[block].far;
+    if (block < firstMoved || to == packed.size()) {
+      far = {};
+      continue;
+    }
+    for (uint32_t &parent : far) {
+      if (parent >= from && parent < oldSize)
+        parent = uint32_t(parent - from + to);
+      else if (outside)
+        parent = outside(parent);
+    }
+  }
   wideBegins.shift(from, to);
   wideEnds.shift(from, to);
   wideSites.shift(from, to);
@@ -179,8 +218,8 @@ void FrameList::shift(size_t from, size_t to,
       parent = outside(Frame::NoParent);
       if (parent == Frame::NoParent)
         continue;
-    } else if (back <= i - to) {
-      continue; // The parent moved with it.
+    } else if (back >= PackedFrame::FarParents || back <= i - to) {
+      continue; // Its block's far parent, or a parent that moved with it.
     } else {
       uint32_t old = uint32_t(i - to + from - back);
       parent = outside ? outside(old) : old;

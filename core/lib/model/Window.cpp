@@ -207,7 +207,7 @@ void cutThreadModel(ThreadModel &thread, uint64_t from) {
   }
   uint32_t next = uint32_t(prefix.size());
   frames.shift(first, next, [&](uint32_t parent) {
-    return parent == Frame::NoParent ? parent : newIndex[parent];
+    return parent < newIndex.size() ? newIndex[parent] : parent;
   });
   for (uint32_t i = 0; i < next; ++i)
     frames.set(i, prefix[i]);
