@@ -385,16 +385,14 @@ private:
     std::vector<Entry> entries;
 
   private:
-    auto entryAt(size_t i) const {
+    /// The first entry of `list` at frame `i` or after it.
+    template <typename List> static auto entryAt(List &list, size_t i) {
       return std::lower_bound(
-          entries.begin(), entries.end(), i,
+          list.begin(), list.end(), i,
           [](const Entry &entry, size_t index) { return entry.index < index; });
     }
-    auto entryAt(size_t i) {
-      return std::lower_bound(
-          entries.begin(), entries.end(), i,
-          [](const Entry &entry, size_t index) { return entry.index < index; });
-    }
+    auto entryAt(size_t i) const { return entryAt(entries, i); }
+    auto entryAt(size_t i) { return entryAt(entries, i); }
   };
 
   size_t blockOf(size_t i) const { return (i + origin) >> BlockBits; }

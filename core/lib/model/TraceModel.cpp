@@ -224,9 +224,7 @@ void FrameList::shift(size_t from, size_t to,
       uint32_t old = uint32_t(i - to + from - back);
       parent = outside ? outside(old) : old;
     }
-    high &= ~(PackedFrame::WideParent << PackedFrame::ParentShift);
-    high |= parentField(i, parent) << PackedFrame::ParentShift;
-    setHigh(i, high);
+    setParent(i, parent);
   }
 }
 
