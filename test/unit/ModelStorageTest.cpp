@@ -229,6 +229,96 @@ TEST(PodVector, FreedPagesAreTakenBackFromThePool) {
   setPagePoolLimit(size_t(256) << 20);
 }
 
+/// A 16 MiB array of `mark` | index, freed: its pages go to the pool.
+void poolMarkedPages(uint64_t mark) {
+  const size_t count = (size_t(16) << 20) / sizeof(uint64_t);
+  PodVector<uint64_t> freed;
+  uint64_t *values = freed.appendUninitialized(count);
+  for (size_t i = 0; i < count; ++i)
+    values[i] = mark | i;
+}
+
+/// How many of `values` carry `mark` in their top 16 bits.
+size_t marked(const uint64_t *values, size_t count, uint64_t mark) {
+  size_t same = 0;
+  for (size_t i = 0; i < count; ++i)
+    same += (values[i] >> 48) == (mark >> 48);
+  return same;
+}
+
+TEST(PodVector, PopulatingAheadTakesPooledPagesWhereNoneAre) {
+  // An array that reserved its capacity earlier, populating ahead of its
+  // appends 8 MiB at a time, takes the pool's pages for the huge pages that
+  // have none: the elements appended there, left as they were, read what
+  // the pooled pages held.
+  setPagePoolLimit(0);
+  setPagePoolLimit(size_t(64) << 20);
+  const size_t perStep = (size_t(8) << 20) / sizeof(uint64_t);
+  const uint64_t pooled = 0x5eed000000000000ull;
+  {
+    PodVector<uint64_t> ahead;
+    ahead.reserve(8 * perStep); // 64 MiB, the pool empty: no pages.
+    ahead.push_back(0);         // The first 8 MiB populated.
+    poolMarkedPages(pooled);
+    ASSERT_EQ(pagePoolBytes(), size_t(16) << 20);
+    ahead.appendUninitialized(perStep - 1); // Populates 8-16 MiB.
+    EXPECT_EQ(pagePoolBytes(), size_t(8) << 20);
+    const uint64_t *next = ahead.appendUninitialized(perStep);
+    EXPECT_EQ(marked(next, perStep, pooled), perStep)
+        << "the pages past the elements were not the pool's";
+    EXPECT_EQ(pagePoolBytes(), 0u);
+  }
+  setPagePoolLimit(0);
+  setPagePoolLimit(size_t(64) << 20);
+
+  // Huge pages that have pages keep them: an array that grew took pooled
+  // pages for all of its new part, and a later pool is left alone.
+  {
+    poolMarkedPages(pooled);
+    PodVector<uint64_t> grown;
+    grown.reserve(2 * perStep); // 16 MiB of the pool's pages at once.
+    EXPECT_EQ(pagePoolBytes(), 0u);
+    const uint64_t later = 0x1a7e000000000000ull;
+    poolMarkedPages(later);
+    grown.appendUninitialized(perStep); // Populates 8-16 MiB.
+    const uint64_t *next = grown.appendUninitialized(perStep);
+    EXPECT_EQ(marked(next, perStep, pooled), perStep)
+        << "pages the array had were replaced";
+    EXPECT_EQ(pagePoolBytes(), size_t(16) << 20);
+  }
+  setPagePoolLimit(0);
+  setPagePoolLimit(size_t(256) << 20);
+}
+
+TEST(PodVector, AReserveKeepsThePoolToppedUp) {
+  // A PagePoolReserve's thread adds pages until the pool holds its bytes,
+  // and again after an array takes them; at its end it unmaps what it added
+  // that no array took. Every wait has a deadline.
+  setPagePoolLimit(0);
+  setPagePoolLimit(size_t(64) << 20);
+  const size_t reserve = size_t(16) << 20;
+  auto waitFor = [](size_t bytes) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (pagePoolBytes() < bytes &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return pagePoolBytes();
+  };
+  {
+    PagePoolReserve ready(reserve);
+    EXPECT_GE(waitFor(reserve), reserve);
+    EXPECT_LE(pagePoolBytes(), reserve + (size_t(8) << 20));
+    PodVector<uint64_t> taker;
+    taker.appendUninitialized(reserve / sizeof(uint64_t));
+    EXPECT_GE(waitFor(reserve), reserve) << "the pool was not topped up again";
+    // The pool at its limit: the thread waits, and ends when told.
+    setPagePoolLimit(reserve / 2);
+    EXPECT_LE(pagePoolBytes(), reserve / 2);
+  }
+  EXPECT_EQ(pagePoolBytes(), 0u);
+  setPagePoolLimit(size_t(256) << 20);
+}
+
 TEST(PodVector, FilledPagesArePresentAndBoundedByTheLimit) {
   // fillPagePool adds new pages on a thread of its own: as many as asked,
   // as far as the limit allows; an array then takes them with their pages
