@@ -213,6 +213,30 @@ TEST_F(Scratch, InputsThatAreNotRegularFilesAreNotRead) {
       readInputFile(root + "/big", InputPlace::Named, 99).takeError());
   EXPECT_NE(error.find("100 bytes, more than the 99"), std::string::npos)
       << error;
+
+  // Read into a vector (a thread's PT), with the same checks.
+  std::vector<uint8_t> bytes{1, 2, 3};
+  error =
+      errorText(readInputFileInto(fifo, InputPlace::Named, bytes).takeError());
+  EXPECT_NE(error.find("it is a FIFO"), std::string::npos) << error;
+  EXPECT_TRUE(bytes.empty());
+  error =
+      errorText(readInputFileInto(link, InputPlace::Named, bytes).takeError());
+  EXPECT_NE(error.find("it is a device"), std::string::npos) << error;
+  error =
+      errorText(readInputFileInto(root + "/big", InputPlace::Named, bytes, 99)
+                    .takeError());
+  EXPECT_NE(error.find("100 bytes, more than the 99"), std::string::npos)
+      << error;
+  llvm::Expected<bool> none =
+      readInputFileInto(root + "/none", InputPlace::Named, bytes);
+  ASSERT_TRUE(bool(none));
+  EXPECT_FALSE(*none);
+  llvm::Expected<bool> big =
+      readInputFileInto(root + "/big", InputPlace::Named, bytes);
+  ASSERT_TRUE(bool(big));
+  EXPECT_TRUE(*big);
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), std::string(100, 'x'));
 }
 
 TEST_F(Scratch, AnotherUsersFileInASharedPlaceIsNotRead) {

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace magic_trace {
 
@@ -43,6 +44,13 @@ constexpr uint64_t kMaxInputBytes = uint64_t(1) << 30;
 llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
 readInputFile(llvm::StringRef path, InputPlace place,
               uint64_t maxBytes = kMaxInputBytes);
+
+/// readInputFile, into `bytes` (resized to what was read): a large input (a
+/// thread's PT) read once, where it is kept, without a buffer to copy it
+/// from. False (`bytes` empty) when there is no such file.
+llvm::Expected<bool> readInputFileInto(llvm::StringRef path, InputPlace place,
+                                       std::vector<uint8_t> &bytes,
+                                       uint64_t maxBytes = kMaxInputBytes);
 
 /// Checks, before a library (LLVM's object reader) opens PATH itself, that
 /// it is a regular file no bigger than `maxBytes` (stat, links followed): a

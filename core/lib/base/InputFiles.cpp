@@ -35,15 +35,19 @@ Error notRead(StringRef path, const Twine &why) {
 
 } // namespace
 
-Expected<std::unique_ptr<MemoryBuffer>>
-readInputFile(StringRef path, InputPlace place, uint64_t maxBytes) {
+namespace {
+
+/// readInputFile's opening and checks: the descriptor (closed by the
+/// caller) and the length fstat gave; -1 when there is no such file.
+Expected<std::pair<int, uint64_t>>
+openInputFile(StringRef path, InputPlace place, uint64_t maxBytes) {
   int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
   if (place == InputPlace::Shared)
     flags |= O_NOFOLLOW;
   int fd = ::open(path.str().c_str(), flags);
   if (fd < 0) {
     if (errno == ENOENT)
-      return nullptr;
+      return std::make_pair(-1, uint64_t(0));
     if (errno == ELOOP)
       return notRead(path, "it is a symbolic link");
     return createStringError(
@@ -51,42 +55,39 @@ readInputFile(StringRef path, InputPlace place, uint64_t maxBytes) {
                 std::strerror(errno))
             .str());
   }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
+  auto fail = [&](Error error) -> Error {
+    ::close(fd);
+    return error;
+  };
   struct stat info;
   if (fstat(fd, &info) != 0)
-    return createStringError(
-        formatv("cannot read {0}: {1}", path, std::strerror(errno)).str());
+    return fail(createStringError(
+        formatv("cannot read {0}: {1}", path, std::strerror(errno)).str()));
   if (!S_ISREG(info.st_mode))
-    return notRead(path, std::string("it is ") + kindOf(info.st_mode));
+    return fail(notRead(path, std::string("it is ") + kindOf(info.st_mode)));
   if (place == InputPlace::Shared && info.st_uid != geteuid() &&
       info.st_uid != 0)
-    return notRead(path, formatv("not owned by current user or root (it is "
-                                 "user {0}'s)",
-                                 info.st_uid)
-                             .str());
+    return fail(notRead(path, formatv("not owned by current user or root (it "
+                                      "is user {0}'s)",
+                                      info.st_uid)
+                                  .str()));
   if (uint64_t(info.st_size) > maxBytes)
-    return createStringError(
+    return fail(createStringError(
         formatv("cannot read {0}: {1} bytes, more than the {2} this input may "
                 "have (is it the right file?)",
                 path, uint64_t(info.st_size), maxBytes)
-            .str());
-  // Read, not mapped: a file another user truncates under a mapping would
-  // kill the debugger with SIGBUS. Exactly the length fstat gave: a file
-  // that grows as we read is cut there, one that shrinks ends early.
-  std::unique_ptr<WritableMemoryBuffer> buffer =
-      WritableMemoryBuffer::getNewUninitMemBuffer(uint64_t(info.st_size), path);
-  if (!buffer)
-    return createStringError(
-        formatv("cannot read {0}: out of memory for {1} bytes", path,
-                uint64_t(info.st_size))
-            .str());
+            .str()));
+  return std::make_pair(fd, uint64_t(info.st_size));
+}
+
+/// Reads up to `size` bytes of `fd` into `to`; the count read. Read, not
+/// mapped: a file another user truncates under a mapping would kill the
+/// debugger with SIGBUS. Exactly the length fstat gave: a file that grows
+/// as we read is cut there, one that shrinks ends early.
+Expected<size_t> readAll(StringRef path, int fd, char *to, size_t size) {
   size_t got = 0;
-  while (got < buffer->getBufferSize()) {
-    ssize_t n = ::pread(fd, buffer->getBufferStart() + got,
-                        buffer->getBufferSize() - got, off_t(got));
+  while (got < size) {
+    ssize_t n = ::pread(fd, to + got, size - got, off_t(got));
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
@@ -96,10 +97,64 @@ readInputFile(StringRef path, InputPlace place, uint64_t maxBytes) {
       break;
     got += size_t(n);
   }
-  if (got == buffer->getBufferSize())
+  return got;
+}
+
+} // namespace
+
+Expected<std::unique_ptr<MemoryBuffer>>
+readInputFile(StringRef path, InputPlace place, uint64_t maxBytes) {
+  Expected<std::pair<int, uint64_t>> opened =
+      openInputFile(path, place, maxBytes);
+  if (!opened)
+    return opened.takeError();
+  auto [fd, size] = *opened;
+  if (fd < 0)
+    return nullptr;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  std::unique_ptr<WritableMemoryBuffer> buffer =
+      WritableMemoryBuffer::getNewUninitMemBuffer(size, path);
+  if (!buffer)
+    return createStringError(
+        formatv("cannot read {0}: out of memory for {1} bytes", path, size)
+            .str());
+  Expected<size_t> got =
+      readAll(path, fd, buffer->getBufferStart(), buffer->getBufferSize());
+  if (!got)
+    return got.takeError();
+  if (*got == buffer->getBufferSize())
     return std::move(buffer);
   return MemoryBuffer::getMemBufferCopy(
-      StringRef(buffer->getBufferStart(), got), path);
+      StringRef(buffer->getBufferStart(), *got), path);
+}
+
+Expected<bool> readInputFileInto(StringRef path, InputPlace place,
+                                 std::vector<uint8_t> &bytes,
+                                 uint64_t maxBytes) {
+  bytes.clear();
+  Expected<std::pair<int, uint64_t>> opened =
+      openInputFile(path, place, maxBytes);
+  if (!opened)
+    return opened.takeError();
+  auto [fd, size] = *opened;
+  if (fd < 0)
+    return false;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  bytes.resize(size);
+  Expected<size_t> got =
+      readAll(path, fd, reinterpret_cast<char *>(bytes.data()), size);
+  if (!got) {
+    bytes.clear();
+    return got.takeError();
+  }
+  bytes.resize(*got);
+  return true;
 }
 
 Error checkRegularFile(StringRef path, uint64_t maxBytes) {

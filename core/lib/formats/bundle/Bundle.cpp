@@ -151,19 +151,18 @@ Error readThreads(const FieldReader &reader, const json::Object &process,
     result.tid = *tid;
     if (*trace) {
       std::string path = resolve(dir, **trace);
-      Expected<std::unique_ptr<MemoryBuffer>> bytes =
-          readInputFile(path, InputPlace::Named);
-      if (!bytes)
-        return reader.fail(field(at, key), toString(bytes.takeError()));
-      if (!*bytes)
+      Expected<bool> read =
+          readInputFileInto(path, InputPlace::Named, result.bytes);
+      if (!read)
+        return reader.fail(field(at, key), toString(read.takeError()));
+      if (!*read)
         return reader.fail(
             field(at, key),
             formatv("cannot read {0}: no such file", path).str());
-      StringRef data = (*bytes)->getBuffer();
       // The next piece's PSB+ that a piece carries for LLDB (LldbView.h).
       uint64_t tail = (*thread)->getInteger("magicTraceTail").value_or(0);
-      data = data.drop_back(std::min<uint64_t>(tail, data.size()));
-      result.bytes.assign(data.begin(), data.end());
+      result.bytes.resize(result.bytes.size() -
+                          std::min<uint64_t>(tail, result.bytes.size()));
     }
     auto earlier = llvm::find_if(snapshot.threads, [&](const ThreadTrace &t) {
       return t.tid == result.tid;
