@@ -164,6 +164,99 @@ TEST(ModelWindow, LongestWindowIsTheDefinitionsOnAnyWorkers) {
   }
 }
 
+/// A thread whose first segment holds `frames` frames of a random tree
+/// (more than longestWindow's runs of a million), then a small segment.
+ThreadModel bigThread(std::mt19937_64 &random, uint64_t tid, size_t frames) {
+  ThreadModel thread;
+  thread.tid = tid;
+  FrameSite plain, loss;
+  plain.name = 1;
+  loss.name = 2;
+  loss.kind = FrameKind::DecodeError;
+  SiteId plainId = thread.sites.intern(plain),
+         lossId = thread.sites.intern(loss);
+  Segment segment;
+  segment.begin = 1000;
+  uint64_t at = segment.begin;
+  std::vector<std::pair<uint32_t, uint64_t>> open;
+  for (size_t f = 0; f < frames; ++f) {
+    while (!open.empty() && at >= open.back().second)
+      open.pop_back();
+    Frame frame;
+    frame.begin = at;
+    frame.end = at + random() % 300;
+    if (!open.empty())
+      frame.end = std::min(frame.end, open.back().second);
+    frame.site = random() % 10 == 0 ? lossId : plainId;
+    frame.parent = open.empty() ? Frame::NoParent : open.back().first;
+    segment.frames.push_back(frame);
+    if (random() % 2 && open.size() < 200)
+      open.push_back({uint32_t(segment.frames.size() - 1), frame.end});
+    else
+      at = frame.end;
+    at += random() % 4;
+  }
+  for (size_t i = 0; i < segment.frames.size(); ++i)
+    at = std::max(at, segment.frames.endOf(i));
+  segment.end = at;
+  thread.segments.push_back(std::move(segment));
+  Segment last;
+  last.begin = last.end = at + 10;
+  thread.segments.push_back(std::move(last));
+  return thread;
+}
+
+TEST(ModelWindow, LongestWindowSplitsABigThreadExactly) {
+  // A thread of more than a million frames is counted in runs, on several
+  // workers. The answer must be the definition's, found here another way:
+  // every slice's distance sorted, the budget counted along them.
+  std::mt19937_64 random(52);
+  std::vector<ThreadModel> threads;
+  threads.push_back(bigThread(random, 1, 1'300'000));
+  threads.push_back(randomThread(random, 2));
+  std::vector<uint64_t> ends;
+  std::vector<const ThreadModel *> pointers;
+  for (const ThreadModel &thread : threads) {
+    ends.push_back(thread.segments.back().end);
+    pointers.push_back(&thread);
+  }
+  std::vector<std::pair<uint64_t, uint64_t>> slices; // distance, slices.
+  for (size_t t = 0; t < threads.size(); ++t)
+    for (const Segment &segment : threads[t].segments) {
+      auto distance = [&](uint64_t at) {
+        return at < ends[t] ? ends[t] - at : 0;
+      };
+      slices.push_back({distance(segment.begin), 1});
+      for (const Frame &frame : segment.frames)
+        slices.push_back(
+            {distance(frame.end),
+             threads[t].sites[frame.site].kind == FrameKind::DecodeError ? 2
+                                                                         : 1});
+    }
+  std::sort(slices.begin(), slices.end());
+  uint64_t instants = kThreadInstants * threads.size(), all = instants;
+  for (const auto &slice : slices)
+    all += slice.second;
+  ASSERT_GT(slices.size(), size_t(1) << 20);
+  for (int round = 0; round < 5; ++round) {
+    uint64_t maxSlices = instants + 1 + random() % (all - instants);
+    uint64_t expected = UINT64_MAX, counted = instants;
+    for (size_t i = 0; i < slices.size();) {
+      uint64_t distance = slices[i].first;
+      for (; i < slices.size() && slices[i].first == distance; ++i)
+        counted += slices[i].second;
+      if (counted > maxSlices) {
+        expected = distance ? distance - 1 : 0;
+        break;
+      }
+    }
+    for (unsigned workers : {1u, 2u, 7u})
+      EXPECT_EQ(longestWindow(pointers, ends, 0, maxSlices, workers), expected)
+          << "round " << round << ", " << workers << " workers, budget "
+          << maxSlices << " of " << all;
+  }
+}
+
 TEST(ModelWindow, SlicesWithinIsTheBudgetALengthNeeds) {
   std::mt19937_64 random(51);
   for (int round = 0; round < 40; ++round) {

@@ -3,6 +3,7 @@
 #include "magic_trace/Parallel.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -24,20 +25,50 @@ uint64_t frameSlices(const FrameSite &site) {
   return site.kind == FrameKind::DecodeError ? 2 : 1;
 }
 
-/// Calls `visit(distance, slices)` for everything of `thread` that
-/// windowSlices counts: a frame at the distance of its end from `end`, a
-/// segment's gap instant at that of its begin. A window of length W keeps
-/// what is at a distance of at most W (a superset of what a cut keeps).
+/// A run of one segment's frames that longestWindow's passes take as one
+/// work item: a thread's frames are split, so that one big thread keeps
+/// every worker busy.
+constexpr size_t RunFrames = size_t(1) << 20;
+struct SliceRun {
+  size_t thread, segment;
+  size_t from, to; ///< Frames [from, to); from 0, the segment's gap too.
+};
+
+/// The runs of at most `most` frames (> 0) that cover every segment of
+/// `threads`, empty ones included.
+std::vector<SliceRun> sliceRuns(llvm::ArrayRef<const ThreadModel *> threads,
+                                size_t most) {
+  std::vector<SliceRun> runs;
+  for (size_t t = 0; t < threads.size(); ++t)
+    for (size_t s = 0; s < threads[t]->segments.size(); ++s) {
+      size_t frames = threads[t]->segments[s].frames.size();
+      size_t from = 0;
+      do {
+        size_t to = frames - from <= most ? frames : from + most;
+        runs.push_back({t, s, from, to});
+        from = to;
+      } while (from < frames);
+    }
+  return runs;
+}
+
+/// Calls `visit(distance, slices)` for everything of `run` that
+/// windowSlices counts: a frame at the distance of its end from `end` (its
+/// thread's), a segment's gap instant at that of its begin. A window of
+/// length W keeps what is at a distance of at most W (a superset of what a
+/// cut keeps).
 template <typename Visit>
-void forEachSlice(const ThreadModel &thread, uint64_t end, Visit visit) {
+void forEachSlice(llvm::ArrayRef<const ThreadModel *> threads,
+                  const SliceRun &run, uint64_t end, Visit visit) {
   auto distance = [end](uint64_t at) { return at < end ? end - at : 0; };
-  for (const Segment &segment : thread.segments) {
+  const ThreadModel &thread = *threads[run.thread];
+  const Segment &segment = thread.segments[run.segment];
+  if (run.from == 0)
     visit(distance(segment.begin), 1);
-    const FrameList &frames = segment.frames;
-    for (size_t i = 0; i < frames.size(); ++i)
-      visit(distance(frames.endOf(i)),
-            frameSlices(thread.sites[frames.siteOf(i)]));
-  }
+  const FrameList &frames = segment.frames;
+  for (size_t i = run.from; i < run.to; ++i)
+    visit(distance(frames.endOf(i)),
+          frameSlices(thread.sites[frames.siteOf(i)]));
 }
 
 } // namespace
@@ -76,28 +107,33 @@ uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
         threads[t]->segments.front().begin < ends[t])
       farthest =
           std::max(farthest, ends[t] - threads[t]->segments.front().begin);
-  // Pass 1: a histogram of the distances, a thread per worker; the bucket
-  // where the running count passes the budget holds the answer.
+  // Pass 1: a histogram of the distances, a histogram per worker, each
+  // taking the next run of frames; the bucket where the running count
+  // passes the budget holds the answer. Counts add up in any order: the
+  // result is the same.
   constexpr uint64_t Buckets = 1 << 16;
   uint64_t width = farthest / Buckets + 1;
   std::vector<uint64_t> counts(Buckets + 1, 0);
   std::mutex lock;
-  forEachParallel(threads.size(), workers, [&](size_t t) {
-    size_t frames = 0;
-    for (const Segment &segment : threads[t]->segments)
-      frames += segment.frames.size();
-    if (frames < Buckets / 8) {
-      // A small thread: straight into the shared histogram.
-      std::lock_guard<std::mutex> hold(lock);
-      forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
-        counts[distance / width] += n;
-      });
+  std::vector<SliceRun> runs = sliceRuns(threads, RunFrames);
+  uint64_t frames = 0;
+  for (const SliceRun &run : runs)
+    frames += run.to - run.from;
+  // A small model is counted on one thread, straight into the histogram.
+  size_t counting =
+      frames < RunFrames ? 1 : std::min<size_t>(workers, runs.size());
+  std::atomic<size_t> nextRun{0};
+  forEachParallel(counting, unsigned(counting), [&](size_t) {
+    std::vector<uint64_t> own;
+    if (counting > 1)
+      own.assign(Buckets + 1, 0);
+    std::vector<uint64_t> &into = counting > 1 ? own : counts;
+    for (size_t r; (r = nextRun++) < runs.size();)
+      forEachSlice(
+          threads, runs[r], ends[runs[r].thread],
+          [&](uint64_t distance, uint64_t n) { into[distance / width] += n; });
+    if (counting == 1)
       return;
-    }
-    std::vector<uint64_t> own(Buckets + 1, 0);
-    forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
-      own[distance / width] += n;
-    });
     std::lock_guard<std::mutex> hold(lock);
     for (size_t b = 0; b <= Buckets; ++b)
       counts[b] += own[b];
@@ -113,12 +149,14 @@ uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
     before += counts[bucket++];
   // Pass 2: the distances in that bucket, in order.
   std::vector<std::pair<uint64_t, uint64_t>> inBucket;
-  forEachParallel(threads.size(), workers, [&](size_t t) {
+  forEachParallel(runs.size(), workers, [&](size_t r) {
     std::vector<std::pair<uint64_t, uint64_t>> own;
-    forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
-      if (distance / width == bucket)
-        own.emplace_back(distance, n);
-    });
+    const SliceRun &run = runs[r];
+    forEachSlice(threads, run, ends[run.thread],
+                 [&](uint64_t distance, uint64_t n) {
+                   if (distance / width == bucket)
+                     own.emplace_back(distance, n);
+                 });
     std::lock_guard<std::mutex> hold(lock);
     inBucket.insert(inBucket.end(), own.begin(), own.end());
   });
@@ -140,11 +178,12 @@ uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
 uint64_t slicesWithin(llvm::ArrayRef<const ThreadModel *> threads,
                       llvm::ArrayRef<uint64_t> ends, uint64_t lengthNs) {
   uint64_t slices = kThreadInstants * threads.size();
-  for (size_t t = 0; t < threads.size(); ++t)
-    forEachSlice(*threads[t], ends[t], [&](uint64_t distance, uint64_t n) {
-      if (distance <= lengthNs)
-        slices += n;
-    });
+  for (const SliceRun &run : sliceRuns(threads, SIZE_MAX))
+    forEachSlice(threads, run, ends[run.thread],
+                 [&](uint64_t distance, uint64_t n) {
+                   if (distance <= lengthNs)
+                     slices += n;
+                 });
   return slices;
 }
 
