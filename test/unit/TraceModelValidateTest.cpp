@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <vector>
 
 using namespace magic_trace;
 using magic_trace::test::ModelBuilder;
@@ -114,6 +116,85 @@ TEST(TraceModel, ValidateModelAcceptsExactlyTheValidModels) {
   // Both answers were exercised.
   EXPECT_GT(valid, 100);
   EXPECT_LT(valid, 3900);
+}
+
+TEST(TraceModel, ValidateModelChecksBigSegmentsInRunsExactly) {
+  // validateModel checks a segment of a million frames or more in runs (on
+  // several workers), each starting from the stack of open frames it
+  // rebuilds from the parent chain. Random frames across the first run's
+  // end (frame 2^20), valid or broken, after a valid prefix: it must fail
+  // exactly when the independent check above finds a broken frame.
+  const size_t prefix = (size_t(1) << 20) - 4;
+  ModelBuilder b;
+  Segment &seg = ModelBuilder::segment(b.thread(1), 0, 1000);
+  b.frame(seg, "root", 0, 1000);
+  for (size_t i = 1; i < prefix; ++i)
+    b.frame(seg, "f", 1, 1, 0);
+  llvm::Error prefixErr = validateModel(b.model);
+  ASSERT_FALSE(bool(prefixErr)) << toString(std::move(prefixErr));
+  const Frame proto = seg.frames[1];
+  std::mt19937 random(51);
+  int valid = 0;
+  const int rounds = 40;
+  for (int round = 0; round < rounds; ++round) {
+    Segment &tail = b.model.threads[0].segments[0];
+    tail.frames.truncate(prefix);
+    // 5 to 8 frames, the 5th the second run's first: a valid random tree
+    // below the root (each frame closes some open ones, then nests in the
+    // innermost still open)...
+    size_t count = 5 + random() % 4;
+    std::vector<Frame> added;
+    std::vector<size_t> open;
+    uint64_t at = 1;
+    for (size_t k = 0; k < count; ++k) {
+      for (size_t pops = random() % (open.size() + 1); pops > 0; --pops) {
+        at = std::max(at, added[open.back()].end);
+        open.pop_back();
+      }
+      uint64_t parentEnd = open.empty() ? 1000 : added[open.back()].end;
+      Frame frame = proto;
+      frame.parent = open.empty() ? 0 : uint32_t(prefix + open.back());
+      frame.begin = std::min(parentEnd, at + random() % 3);
+      frame.end = frame.begin + random() % (parentEnd - frame.begin + 1);
+      at = frame.begin;
+      open.push_back(added.size());
+      added.push_back(frame);
+    }
+    // ... then, in half of the rounds, one field of one frame changed.
+    if (random() % 2) {
+      Frame &changed = added[random() % count];
+      switch (random() % 4) {
+      case 0:
+        changed.begin += 1 + random() % 20;
+        break;
+      case 1:
+        changed.end -= 1 + random() % 20; // May wrap: past the segment.
+        break;
+      case 2:
+        changed.end += 1 + random() % 20;
+        break;
+      default:
+        uint32_t parents[] = {Frame::NoParent, 0, uint32_t(prefix - 1),
+                              uint32_t(prefix + random() % count)};
+        changed.parent = parents[random() % 4];
+      }
+    }
+    bool expected = true;
+    for (size_t k = 0; k < count; ++k) {
+      tail.frames.push_back(added[k]);
+      size_t i = prefix + k;
+      if (expected)
+        expected = added[k].parent == Frame::NoParent || added[k].parent < i
+                       ? frameKeepsInvariants(tail, i)
+                       : false;
+    }
+    llvm::Error err = validateModel(b.model);
+    EXPECT_EQ(!err, expected) << "round " << round;
+    llvm::consumeError(std::move(err));
+    valid += expected;
+  }
+  EXPECT_GT(valid, 10);
+  EXPECT_LT(valid, rounds - 5);
 }
 
 TEST(TraceModel, ValidateModelFollowsDeepStacks) {

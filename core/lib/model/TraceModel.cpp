@@ -12,6 +12,8 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -347,24 +349,39 @@ llvm::Error validateSegment(const ThreadModel &thread, size_t segIndex,
 
 /// validateSegment's checks without their messages, for a thread whose
 /// sites all name strings in the table (so a site id in the table is enough):
-/// whether every frame passes them. One pass with few branches; a model
-/// that fails is checked again by validateSegment, which names the fault.
-/// `open` is scratch space.
+/// whether every frame of [from, to) passes them. One pass with few
+/// branches; a model that fails is checked again by validateSegment, which
+/// names the fault. `open` is scratch space. Ranges check independently:
+/// where the frames before `from` pass, the stack of open frames at `from`
+/// is the chain of parents of the frame before it, rebuilt here, so that
+/// the ranges of a segment all pass exactly when the whole segment does.
 bool segmentValid(const Segment &segment, size_t siteCount,
-                  std::vector<uint32_t> &open) {
+                  std::vector<uint32_t> &open, size_t from, size_t to) {
   const FrameList &frames = segment.frames;
   size_t count = segment.frames.size();
   // validateSegment's stack holds indices, which could not be told from
   // NoParent past 2^32 - 1 frames.
-  if (count >= Frame::NoParent)
+  if (count >= Frame::NoParent || from > to || to > count)
     return false;
   // The stack grows with the depth reached, not the frame count: sizing it
   // to the frames cost a memset (and page faults) of 4 bytes a frame.
   if (open.size() < 64)
     open.resize(64);
-  uint32_t *stack = open.data();
   size_t depth = 0;
-  for (uint32_t i = 0; i < count; ++i) {
+  for (uint32_t up = uint32_t(from) - 1; from > 0;) {
+    if (depth == open.size())
+      open.resize(open.size() * 2);
+    open[depth++] = up;
+    uint32_t parent = frames.parentOf(up);
+    if (parent == Frame::NoParent)
+      break;
+    if (parent >= up)
+      return false;
+    up = parent;
+  }
+  std::reverse(open.begin(), open.begin() + depth);
+  uint32_t *stack = open.data();
+  for (uint32_t i = uint32_t(from); i < to; ++i) {
     Frame frame = frames[i];
     bool bad = (frame.begin > frame.end) | (frame.site >= siteCount) |
                (frame.begin < segment.begin) | (frame.end > segment.end);
@@ -411,6 +428,24 @@ bool sitesValid(const ThreadModel &thread, size_t stringCount) {
   return true;
 }
 
+/// validateModel's check of one run of `thread`'s frames (segment
+/// `segIndex`, frames [from, to)): at a segment's first run also its times
+/// against the segment before, and at the thread's first its sites. False
+/// when anything fails (validateThread then names it).
+bool runValid(const ThreadModel &thread, size_t segIndex, size_t from,
+              size_t to, size_t stringCount, std::vector<uint32_t> &open) {
+  if (segIndex == 0 && from == 0 && !sitesValid(thread, stringCount))
+    return false;
+  if (thread.segments.empty())
+    return true;
+  const Segment &segment = thread.segments[segIndex];
+  if (from == 0 &&
+      (segment.begin > segment.end ||
+       (segIndex > 0 && thread.segments[segIndex - 1].end > segment.begin)))
+    return false;
+  return segmentValid(segment, thread.sites.size(), open, from, to);
+}
+
 /// validateModel for one thread.
 llvm::Error validateThread(const ThreadModel &thread, size_t stringCount) {
   std::vector<uint32_t> open;
@@ -432,7 +467,8 @@ llvm::Error validateThread(const ThreadModel &thread, size_t stringCount) {
                         "(this is a bug in the model builder)",
                         thread.tid, s, segment.begin, s - 1,
                         thread.segments[s - 1].end));
-    if (sitesGood && segmentValid(segment, thread.sites.size(), open))
+    if (sitesGood && segmentValid(segment, thread.sites.size(), open, 0,
+                                  segment.frames.size()))
       continue;
     if (llvm::Error err = validateSegment(thread, s, segment, stringCount))
       return err;
@@ -451,18 +487,57 @@ unsigned frameWorkers(const TraceModel &model) {
 }
 
 llvm::Error validateModel(const TraceModel &model) {
-  // A thread per worker when the model is big (the check walks every
-  // frame); the first thread's error in the model's order is the one said.
+  // Runs of a segment's frames per worker when the model is big (the check
+  // walks every frame), so that one big thread keeps every worker busy. A
+  // thread that fails is checked again alone, to name its fault; the first
+  // such thread in the model's order is the one said.
   unsigned workers = frameWorkers(model);
-  std::vector<std::optional<std::string>> failures(model.threads.size());
-  forEachParallel(model.threads.size(), workers, [&](size_t i) {
-    if (llvm::Error err =
-            validateThread(model.threads[i], model.strings.size()))
-      failures[i] = llvm::toString(std::move(err));
+  struct Run {
+    size_t thread, segment, from, to;
+  };
+  constexpr size_t RunFrames = size_t(1) << 20;
+  std::vector<Run> runs;
+  for (size_t t = 0; t < model.threads.size(); ++t) {
+    const ThreadModel &thread = model.threads[t];
+    if (thread.segments.empty())
+      runs.push_back({t, 0, 0, 0});
+    for (size_t s = 0; s < thread.segments.size(); ++s) {
+      size_t frames = thread.segments[s].frames.size(), from = 0;
+      do {
+        size_t to = std::min(frames, from + RunFrames);
+        runs.push_back({t, s, from, to});
+        from = to;
+      } while (from < frames);
+    }
+  }
+  std::unique_ptr<std::atomic<bool>[]> failed(
+      new std::atomic<bool>[model.threads.size()]);
+  for (size_t t = 0; t < model.threads.size(); ++t)
+    failed[t] = false;
+  size_t strings = model.strings.size();
+  std::atomic<size_t> next{0};
+  forEachParallel(std::min<size_t>(workers, runs.size()), workers, [&](size_t) {
+    std::vector<uint32_t> open;
+    for (size_t r; (r = next++) < runs.size();) {
+      const Run &run = runs[r];
+      const ThreadModel &thread = model.threads[run.thread];
+      if (!failed[run.thread] &&
+          !runValid(thread, run.segment, run.from, run.to, strings, open))
+        failed[run.thread] = true;
+    }
   });
-  for (std::optional<std::string> &failure : failures)
-    if (failure)
-      return llvm::createStringError(llvm::inconvertibleErrorCode(), *failure);
+  for (size_t t = 0; t < model.threads.size(); ++t) {
+    if (!failed[t])
+      continue;
+    if (llvm::Error err = validateThread(model.threads[t], strings))
+      return err;
+    return llvm::createStringError(
+        llvm::inconvertibleErrorCode(),
+        llvm::formatv("invalid trace model: thread {0} failed a check that "
+                      "passed when repeated (this is a bug in the model "
+                      "checks)",
+                      model.threads[t].tid));
+  }
   return llvm::Error::success();
 }
 
