@@ -257,6 +257,53 @@ TEST(ModelWindow, LongestWindowSplitsABigThreadExactly) {
   }
 }
 
+TEST(ModelWindow, WindowSlicesCountsWhatTheCutKeeps) {
+  // windowSlices against its definition, written out plainly: a segment
+  // that ends after `from` or begins at or after it keeps its frames that
+  // do, a loss two slices, and its gap instant when it begins in the window
+  // (after the first segment, or with a reason). With losses and without
+  // (every frame then one slice, counted without a pass where it can be).
+  std::mt19937_64 random(53);
+  auto plain = [](const ThreadModel &thread, uint64_t from) {
+    uint64_t slices = 0;
+    for (size_t s = 0; s < thread.segments.size(); ++s) {
+      const Segment &segment = thread.segments[s];
+      if (!(segment.end > from || segment.begin >= from))
+        continue;
+      slices += segment.begin >= from && (s > 0 || !segment.gapReason.empty());
+      for (const Frame &frame : segment.frames)
+        if (frame.end > from || frame.begin >= from)
+          slices +=
+              thread.sites[frame.site].kind == FrameKind::DecodeError ? 2 : 1;
+    }
+    return slices;
+  };
+  for (int round = 0; round < 40; ++round) {
+    ThreadModel thread = randomThread(random, 1);
+    if (round % 2) {
+      // No losses: every frame takes the one plain site.
+      FrameSite site;
+      site.name = 1;
+      thread.sites = SiteTable();
+      SiteId only = thread.sites.intern(site);
+      for (Segment &segment : thread.segments)
+        for (size_t i = 0; i < segment.frames.size(); ++i) {
+          Frame frame = segment.frames[i];
+          frame.site = only;
+          segment.frames.set(i, frame);
+        }
+    }
+    if (random() % 2)
+      thread.segments.front().gapReason = "overflow";
+    uint64_t first = thread.segments.front().begin,
+             last = thread.segments.back().end;
+    for (uint64_t from : {uint64_t(0), first, first + 1, last, last + 1,
+                          first + random() % (last - first + 1)})
+      EXPECT_EQ(windowSlices(thread, from), plain(thread, from))
+          << "round " << round << ", from " << from;
+  }
+}
+
 TEST(ModelWindow, SlicesWithinIsTheBudgetALengthNeeds) {
   std::mt19937_64 random(51);
   for (int round = 0; round < 40; ++round) {

@@ -74,16 +74,26 @@ void forEachSlice(llvm::ArrayRef<const ThreadModel *> threads,
 } // namespace
 
 uint64_t windowSlices(const ThreadModel &thread, uint64_t from) {
+  // Without losses every frame is one slice: a segment wholly in the
+  // window (every frame begins in it) is counted without a pass.
+  bool losses = false;
+  for (size_t id = 0; id < thread.sites.size() && !losses; ++id)
+    losses = thread.sites[SiteId(id)].kind == FrameKind::DecodeError;
   uint64_t slices = 0;
   for (size_t s = 0; s < thread.segments.size(); ++s) {
     const Segment &segment = thread.segments[s];
     if (!keepsSegment(segment, from))
       continue;
-    if (segment.begin >= from && (s > 0 || !segment.gapReason.empty()))
+    bool whole = segment.begin >= from;
+    if (whole && (s > 0 || !segment.gapReason.empty()))
       ++slices;
     const FrameList &frames = segment.frames;
+    if (whole && !losses) {
+      slices += frames.size();
+      continue;
+    }
     for (size_t i = 0; i < frames.size(); ++i)
-      if (keepsFrame(frames.beginOf(i), frames.endOf(i), from))
+      if (whole || keepsFrame(frames.beginOf(i), frames.endOf(i), from))
         slices += frameSlices(thread.sites[frames.siteOf(i)]);
   }
   return slices;
