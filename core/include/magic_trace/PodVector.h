@@ -65,14 +65,6 @@ size_t takePooledPages(void *at, size_t bytes);
 /// would hold nothing), and unmaps what the pool's limit has no room for.
 void poolPages(void *block, size_t bytes, size_t present);
 
-/// Whether the pool holds pages (read without its lock: a hint).
-bool poolHasPages();
-/// Moves pooled pages into each huge page of [begin, end) (HugePage
-/// aligned, past an array's elements) that has none yet, as far as the pool
-/// has them: an array populating ahead takes pages made ready on another
-/// core (PagePoolReserve) instead of waiting for the kernel to zero them.
-void takeAbsentPooledPages(char *begin, char *end);
-
 /// A new mapping of `bytes` (a multiple of HugePage) at a HugePage
 /// boundary, advised for huge pages; nullptr when there is no memory.
 inline void *reserveAligned(size_t bytes) {
@@ -182,25 +174,6 @@ void fillPagePool(size_t bytes);
 /// Stops fillPagePool()'s thread and waits for it: at most the 8 MiB it is
 /// populating.
 void stopPagePoolFill();
-
-/// While it lives, a thread of its own keeps at least `bytes` of new,
-/// populated pages in the pool (as far as its limit allows), so that large
-/// arrays growing on other threads take pages instead of waiting for the
-/// kernel to zero them: the pipeline holds one while a core it would leave
-/// idle is free. Its destructor stops the thread and unmaps the pages it
-/// added that no array took.
-class PagePoolReserve {
-public:
-  explicit PagePoolReserve(size_t bytes);
-  ~PagePoolReserve();
-  PagePoolReserve(const PagePoolReserve &) = delete;
-  PagePoolReserve &operator=(const PagePoolReserve &) = delete;
-
-  struct State;
-
-private:
-  State *state;
-};
 
 /// A std::vector subset for trivially copyable T (elements move with
 /// memcpy/realloc). Out of memory ends the process through LLVM's bad-alloc
@@ -390,13 +363,6 @@ private:
     if (huge) {
       begin &= ~(align - 1);
       end = (end + align - 1) & ~(align - 1);
-      // Past the elements (appendUninitialized's included), whole huge
-      // pages may take ready ones from the pool.
-      uintptr_t free = reinterpret_cast<uintptr_t>(elements + count);
-      free = (free + align - 1) & ~(align - 1);
-      if (end > free && podvector_detail::poolHasPages())
-        podvector_detail::takeAbsentPooledPages(reinterpret_cast<char *>(free),
-                                                reinterpret_cast<char *>(end));
     } else {
       begin = (begin + align - 1) & ~(align - 1);
       end &= ~(align - 1);

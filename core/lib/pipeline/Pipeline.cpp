@@ -4,7 +4,6 @@
 #include "WindowedBuild.h"
 
 #include "magic_trace/ModelWindow.h"
-#include "magic_trace/PodVector.h"
 #include "magic_trace/SizeOptions.h"
 #include "magic_trace/VirtualClock.h"
 
@@ -28,10 +27,6 @@ namespace magic_trace {
 namespace {
 
 using namespace pipeline;
-
-/// The pages kept ready for an overlapped decode's model: four of the
-/// pool's pieces, ahead of a model growing at about 100 MB a second.
-constexpr size_t OverlapReserveBytes = size_t(32) << 20;
 
 const ThreadStop *findStop(const Snapshot &snapshot, uint64_t tid) {
   for (const ThreadStop &stop : snapshot.stop)
@@ -242,11 +237,6 @@ llvm::Error buildModels(const Snapshot &snapshot,
           builder.finish(findStop(snapshot, tid), options, &stats[job.slot]);
     }
   };
-  // The decode of an overlapped thread leaves most of its core idle: a
-  // thread there zeroes the pages the model will grow into.
-  std::optional<PagePoolReserve> reserve;
-  if (overlap)
-    reserve.emplace(OverlapReserveBytes);
   std::vector<std::thread> threads;
   for (size_t i = 1; i < running; ++i)
     threads.emplace_back(work);
