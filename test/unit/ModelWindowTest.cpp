@@ -24,18 +24,25 @@ using namespace magic_trace;
 
 namespace {
 
+/// The two sites of the random threads below: a plain frame's and a loss's.
+struct TwoSites {
+  SiteId plain, loss;
+};
+TwoSites internTwoSites(ThreadModel &thread) {
+  FrameSite plain, loss;
+  plain.name = 1;
+  loss.name = 2;
+  loss.kind = FrameKind::DecodeError;
+  return {thread.sites.intern(plain), thread.sites.intern(loss)};
+}
+
 /// A random thread: segments one after another, each a random pre-order
 /// tree whose children lie inside their parents, some of them zero-length
 /// at their parent's end.
 ThreadModel randomThread(std::mt19937_64 &random, uint64_t tid) {
   ThreadModel thread;
   thread.tid = tid;
-  FrameSite plain, loss;
-  plain.name = 1;
-  loss.name = 2;
-  loss.kind = FrameKind::DecodeError;
-  SiteId plainId = thread.sites.intern(plain);
-  SiteId lossId = thread.sites.intern(loss);
+  auto [plainId, lossId] = internTwoSites(thread);
   uint64_t at = 1000 + random() % 5000;
   unsigned segments = 1 + random() % 3;
   for (unsigned s = 0; s < segments; ++s) {
@@ -169,12 +176,7 @@ TEST(ModelWindow, LongestWindowIsTheDefinitionsOnAnyWorkers) {
 ThreadModel bigThread(std::mt19937_64 &random, uint64_t tid, size_t frames) {
   ThreadModel thread;
   thread.tid = tid;
-  FrameSite plain, loss;
-  plain.name = 1;
-  loss.name = 2;
-  loss.kind = FrameKind::DecodeError;
-  SiteId plainId = thread.sites.intern(plain),
-         lossId = thread.sites.intern(loss);
+  auto [plainId, lossId] = internTwoSites(thread);
   Segment segment;
   segment.begin = 1000;
   uint64_t at = segment.begin;

@@ -37,17 +37,32 @@ Error notRead(StringRef path, const Twine &why) {
 
 namespace {
 
-/// readInputFile's opening and checks: the descriptor (closed by the
-/// caller) and the length fstat gave; -1 when there is no such file.
-Expected<std::pair<int, uint64_t>>
-openInputFile(StringRef path, InputPlace place, uint64_t maxBytes) {
+/// An open input: its descriptor (closed with it; -1 when there is no such
+/// file) and the length fstat gave.
+struct OpenInput {
+  int fd = -1;
+  uint64_t size = 0;
+  explicit OpenInput(int fd) : fd(fd) {}
+  OpenInput(OpenInput &&other) : fd(other.fd), size(other.size) {
+    other.fd = -1;
+  }
+  OpenInput &operator=(OpenInput &&) = delete;
+  ~OpenInput() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+/// readInputFile's opening and checks.
+Expected<OpenInput> openInputFile(StringRef path, InputPlace place,
+                                  uint64_t maxBytes) {
   int flags = O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY;
   if (place == InputPlace::Shared)
     flags |= O_NOFOLLOW;
-  int fd = ::open(path.str().c_str(), flags);
-  if (fd < 0) {
+  OpenInput input(::open(path.str().c_str(), flags));
+  if (input.fd < 0) {
     if (errno == ENOENT)
-      return std::make_pair(-1, uint64_t(0));
+      return std::move(input);
     if (errno == ELOOP)
       return notRead(path, "it is a symbolic link");
     return createStringError(
@@ -55,29 +70,26 @@ openInputFile(StringRef path, InputPlace place, uint64_t maxBytes) {
                 std::strerror(errno))
             .str());
   }
-  auto fail = [&](Error error) -> Error {
-    ::close(fd);
-    return error;
-  };
   struct stat info;
-  if (fstat(fd, &info) != 0)
-    return fail(createStringError(
-        formatv("cannot read {0}: {1}", path, std::strerror(errno)).str()));
+  if (fstat(input.fd, &info) != 0)
+    return createStringError(
+        formatv("cannot read {0}: {1}", path, std::strerror(errno)).str());
   if (!S_ISREG(info.st_mode))
-    return fail(notRead(path, std::string("it is ") + kindOf(info.st_mode)));
+    return notRead(path, std::string("it is ") + kindOf(info.st_mode));
   if (place == InputPlace::Shared && info.st_uid != geteuid() &&
       info.st_uid != 0)
-    return fail(notRead(path, formatv("not owned by current user or root (it "
-                                      "is user {0}'s)",
-                                      info.st_uid)
-                                  .str()));
+    return notRead(path, formatv("not owned by current user or root (it is "
+                                 "user {0}'s)",
+                                 info.st_uid)
+                             .str());
   if (uint64_t(info.st_size) > maxBytes)
-    return fail(createStringError(
+    return createStringError(
         formatv("cannot read {0}: {1} bytes, more than the {2} this input may "
                 "have (is it the right file?)",
                 path, uint64_t(info.st_size), maxBytes)
-            .str()));
-  return std::make_pair(fd, uint64_t(info.st_size));
+            .str());
+  input.size = uint64_t(info.st_size);
+  return std::move(input);
 }
 
 /// Reads up to `size` bytes of `fd` into `to`; the count read. Read, not
@@ -104,25 +116,20 @@ Expected<size_t> readAll(StringRef path, int fd, char *to, size_t size) {
 
 Expected<std::unique_ptr<MemoryBuffer>>
 readInputFile(StringRef path, InputPlace place, uint64_t maxBytes) {
-  Expected<std::pair<int, uint64_t>> opened =
-      openInputFile(path, place, maxBytes);
+  Expected<OpenInput> opened = openInputFile(path, place, maxBytes);
   if (!opened)
     return opened.takeError();
-  auto [fd, size] = *opened;
-  if (fd < 0)
+  if (opened->fd < 0)
     return nullptr;
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
   std::unique_ptr<WritableMemoryBuffer> buffer =
-      WritableMemoryBuffer::getNewUninitMemBuffer(size, path);
+      WritableMemoryBuffer::getNewUninitMemBuffer(opened->size, path);
   if (!buffer)
     return createStringError(
-        formatv("cannot read {0}: out of memory for {1} bytes", path, size)
+        formatv("cannot read {0}: out of memory for {1} bytes", path,
+                opened->size)
             .str());
-  Expected<size_t> got =
-      readAll(path, fd, buffer->getBufferStart(), buffer->getBufferSize());
+  Expected<size_t> got = readAll(path, opened->fd, buffer->getBufferStart(),
+                                 buffer->getBufferSize());
   if (!got)
     return got.takeError();
   if (*got == buffer->getBufferSize())
@@ -135,20 +142,14 @@ Expected<bool> readInputFileInto(StringRef path, InputPlace place,
                                  std::vector<uint8_t> &bytes,
                                  uint64_t maxBytes) {
   bytes.clear();
-  Expected<std::pair<int, uint64_t>> opened =
-      openInputFile(path, place, maxBytes);
+  Expected<OpenInput> opened = openInputFile(path, place, maxBytes);
   if (!opened)
     return opened.takeError();
-  auto [fd, size] = *opened;
-  if (fd < 0)
+  if (opened->fd < 0)
     return false;
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  bytes.resize(size);
-  Expected<size_t> got =
-      readAll(path, fd, reinterpret_cast<char *>(bytes.data()), size);
+  bytes.resize(opened->size);
+  Expected<size_t> got = readAll(
+      path, opened->fd, reinterpret_cast<char *>(bytes.data()), bytes.size());
   if (!got) {
     bytes.clear();
     return got.takeError();
