@@ -36,6 +36,21 @@ TwoSites internTwoSites(ThreadModel &thread) {
   return {thread.sites.intern(plain), thread.sites.intern(loss)};
 }
 
+/// Makes every frame of `thread` take one plain site: a thread without
+/// losses, each frame one slice.
+void dropLosses(ThreadModel &thread) {
+  FrameSite site;
+  site.name = 1;
+  thread.sites = SiteTable();
+  SiteId only = thread.sites.intern(site);
+  for (Segment &segment : thread.segments)
+    for (size_t i = 0; i < segment.frames.size(); ++i) {
+      Frame frame = segment.frames[i];
+      frame.site = only;
+      segment.frames.set(i, frame);
+    }
+}
+
 /// A random thread: segments one after another, each a random pre-order
 /// tree whose children lie inside their parents, some of them zero-length
 /// at their parent's end.
@@ -153,6 +168,10 @@ TEST(ModelWindow, LongestWindowIsTheDefinitionsOnAnyWorkers) {
   std::mt19937_64 random(49);
   for (int round = 0; round < 40; ++round) {
     RandomThreads made = randomThreads(random, 6, 100, true);
+    // Without losses in every other round (each frame one slice).
+    if (round % 2)
+      for (ThreadModel &thread : made.threads)
+        dropLosses(thread);
     const std::vector<ThreadModel> &threads = made.threads;
     const std::vector<uint64_t> &ends = made.ends;
     const std::vector<const ThreadModel *> &pointers = made.pointers;
@@ -213,49 +232,57 @@ TEST(ModelWindow, LongestWindowSplitsABigThreadExactly) {
   // workers. The answer must be the definition's, found here another way:
   // every slice's distance sorted, the budget counted along them.
   std::mt19937_64 random(52);
-  std::vector<ThreadModel> threads;
-  threads.push_back(bigThread(random, 1, 1'300'000));
-  threads.push_back(randomThread(random, 2));
-  std::vector<uint64_t> ends;
-  std::vector<const ThreadModel *> pointers;
-  for (const ThreadModel &thread : threads) {
-    ends.push_back(thread.segments.back().end);
-    pointers.push_back(&thread);
-  }
-  std::vector<std::pair<uint64_t, uint64_t>> slices; // distance, slices.
-  for (size_t t = 0; t < threads.size(); ++t)
-    for (const Segment &segment : threads[t].segments) {
-      auto distance = [&](uint64_t at) {
-        return at < ends[t] ? ends[t] - at : 0;
-      };
-      slices.push_back({distance(segment.begin), 1});
-      for (const Frame &frame : segment.frames)
-        slices.push_back(
-            {distance(frame.end),
-             threads[t].sites[frame.site].kind == FrameKind::DecodeError ? 2
-                                                                         : 1});
+  for (bool losses : {true, false}) {
+    SCOPED_TRACE(losses ? "with losses" : "without losses");
+    std::vector<ThreadModel> threads;
+    threads.push_back(bigThread(random, 1, 1'300'000));
+    threads.push_back(randomThread(random, 2));
+    if (!losses)
+      for (ThreadModel &thread : threads)
+        dropLosses(thread);
+    std::vector<uint64_t> ends;
+    std::vector<const ThreadModel *> pointers;
+    for (const ThreadModel &thread : threads) {
+      ends.push_back(thread.segments.back().end);
+      pointers.push_back(&thread);
     }
-  std::sort(slices.begin(), slices.end());
-  uint64_t instants = kThreadInstants * threads.size(), all = instants;
-  for (const auto &slice : slices)
-    all += slice.second;
-  ASSERT_GT(slices.size(), size_t(1) << 20);
-  for (int round = 0; round < 5; ++round) {
-    uint64_t maxSlices = instants + 1 + random() % (all - instants);
-    uint64_t expected = UINT64_MAX, counted = instants;
-    for (size_t i = 0; i < slices.size();) {
-      uint64_t distance = slices[i].first;
-      for (; i < slices.size() && slices[i].first == distance; ++i)
-        counted += slices[i].second;
-      if (counted > maxSlices) {
-        expected = distance ? distance - 1 : 0;
-        break;
+    std::vector<std::pair<uint64_t, uint64_t>> slices; // distance, slices.
+    for (size_t t = 0; t < threads.size(); ++t)
+      for (const Segment &segment : threads[t].segments) {
+        auto distance = [&](uint64_t at) {
+          return at < ends[t] ? ends[t] - at : 0;
+        };
+        slices.push_back({distance(segment.begin), 1});
+        for (const Frame &frame : segment.frames)
+          slices.push_back(
+              {distance(frame.end),
+               threads[t].sites[frame.site].kind == FrameKind::DecodeError
+                   ? 2
+                   : 1});
       }
+    std::sort(slices.begin(), slices.end());
+    uint64_t instants = kThreadInstants * threads.size(), all = instants;
+    for (const auto &slice : slices)
+      all += slice.second;
+    ASSERT_GT(slices.size(), size_t(1) << 20);
+    for (int round = 0; round < 5; ++round) {
+      uint64_t maxSlices = instants + 1 + random() % (all - instants);
+      uint64_t expected = UINT64_MAX, counted = instants;
+      for (size_t i = 0; i < slices.size();) {
+        uint64_t distance = slices[i].first;
+        for (; i < slices.size() && slices[i].first == distance; ++i)
+          counted += slices[i].second;
+        if (counted > maxSlices) {
+          expected = distance ? distance - 1 : 0;
+          break;
+        }
+      }
+      for (unsigned workers : {1u, 2u, 7u})
+        EXPECT_EQ(longestWindow(pointers, ends, 0, maxSlices, workers),
+                  expected)
+            << "round " << round << ", " << workers << " workers, budget "
+            << maxSlices << " of " << all;
     }
-    for (unsigned workers : {1u, 2u, 7u})
-      EXPECT_EQ(longestWindow(pointers, ends, 0, maxSlices, workers), expected)
-          << "round " << round << ", " << workers << " workers, budget "
-          << maxSlices << " of " << all;
   }
 }
 
@@ -282,19 +309,8 @@ TEST(ModelWindow, WindowSlicesCountsWhatTheCutKeeps) {
   };
   for (int round = 0; round < 40; ++round) {
     ThreadModel thread = randomThread(random, 1);
-    if (round % 2) {
-      // No losses: every frame takes the one plain site.
-      FrameSite site;
-      site.name = 1;
-      thread.sites = SiteTable();
-      SiteId only = thread.sites.intern(site);
-      for (Segment &segment : thread.segments)
-        for (size_t i = 0; i < segment.frames.size(); ++i) {
-          Frame frame = segment.frames[i];
-          frame.site = only;
-          segment.frames.set(i, frame);
-        }
-    }
+    if (round % 2)
+      dropLosses(thread);
     if (random() % 2)
       thread.segments.front().gapReason = "overflow";
     uint64_t first = thread.segments.front().begin,

@@ -32,23 +32,34 @@ constexpr size_t RunFrames = size_t(1) << 20;
 struct SliceRun {
   size_t thread, segment;
   size_t from, to; ///< Frames [from, to); from 0, the segment's gap too.
+  bool losses;     ///< Whether its thread has a loss's site.
 };
+
+/// Whether some site of `thread` is a loss (two slices a frame).
+bool hasLosses(const ThreadModel &thread) {
+  for (size_t id = 0; id < thread.sites.size(); ++id)
+    if (thread.sites[SiteId(id)].kind == FrameKind::DecodeError)
+      return true;
+  return false;
+}
 
 /// The runs of at most `most` frames (> 0) that cover every segment of
 /// `threads`, empty ones included.
 std::vector<SliceRun> sliceRuns(llvm::ArrayRef<const ThreadModel *> threads,
                                 size_t most) {
   std::vector<SliceRun> runs;
-  for (size_t t = 0; t < threads.size(); ++t)
+  for (size_t t = 0; t < threads.size(); ++t) {
+    bool losses = hasLosses(*threads[t]);
     for (size_t s = 0; s < threads[t]->segments.size(); ++s) {
       size_t frames = threads[t]->segments[s].frames.size();
       size_t from = 0;
       do {
         size_t to = frames - from <= most ? frames : from + most;
-        runs.push_back({t, s, from, to});
+        runs.push_back({t, s, from, to, losses});
         from = to;
       } while (from < frames);
     }
+  }
   return runs;
 }
 
@@ -66,6 +77,12 @@ void forEachSlice(llvm::ArrayRef<const ThreadModel *> threads,
   if (run.from == 0)
     visit(distance(segment.begin), 1);
   const FrameList &frames = segment.frames;
+  if (!run.losses) {
+    // Every frame one slice: its site is not read.
+    for (size_t i = run.from; i < run.to; ++i)
+      visit(distance(frames.endOf(i)), 1);
+    return;
+  }
   for (size_t i = run.from; i < run.to; ++i)
     visit(distance(frames.endOf(i)),
           frameSlices(thread.sites[frames.siteOf(i)]));
@@ -76,9 +93,7 @@ void forEachSlice(llvm::ArrayRef<const ThreadModel *> threads,
 uint64_t windowSlices(const ThreadModel &thread, uint64_t from) {
   // Without losses every frame is one slice: a segment wholly in the
   // window (every frame begins in it) is counted without a pass.
-  bool losses = false;
-  for (size_t id = 0; id < thread.sites.size() && !losses; ++id)
-    losses = thread.sites[SiteId(id)].kind == FrameKind::DecodeError;
+  bool losses = hasLosses(thread);
   uint64_t slices = 0;
   for (size_t s = 0; s < thread.segments.size(); ++s) {
     const Segment &segment = thread.segments[s];
