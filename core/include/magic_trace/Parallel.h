@@ -2,7 +2,8 @@
 //
 // The stages after the decode (the window's search and cut, the checks and
 // the writers) walk each thread's model on its own: they run one model per
-// worker, the caller being one of them.
+// worker, the caller being one of them; the window's search and the checks
+// split a thread of a million frames or more into runs of frames.
 //
 //===----------------------------------------------------------------------===//
 #ifndef MAGIC_TRACE_PARALLEL_H
