@@ -9,11 +9,12 @@
 
 #include "magic_trace/Parallel.h"
 
+#include "FrameRuns.h"
+
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -367,8 +368,9 @@ bool segmentValid(const Segment &segment, size_t siteCount,
   // to the frames cost a memset (and page faults) of 4 bytes a frame.
   if (open.size() < 64)
     open.resize(64);
+  // The frame before the run and its ancestors, outermost first.
   size_t depth = 0;
-  for (uint32_t up = uint32_t(from) - 1; from > 0;) {
+  for (uint32_t up = uint32_t(from - 1); from > 0;) {
     if (depth == open.size())
       open.resize(open.size() * 2);
     open[depth++] = up;
@@ -492,34 +494,17 @@ llvm::Error validateModel(const TraceModel &model) {
   // thread that fails is checked again alone, to name its fault; the first
   // such thread in the model's order is the one said.
   unsigned workers = frameWorkers(model);
-  struct Run {
-    size_t thread, segment, from, to;
-  };
-  constexpr size_t RunFrames = size_t(1) << 20;
-  std::vector<Run> runs;
-  for (size_t t = 0; t < model.threads.size(); ++t) {
-    const ThreadModel &thread = model.threads[t];
-    if (thread.segments.empty())
-      runs.push_back({t, 0, 0, 0});
-    for (size_t s = 0; s < thread.segments.size(); ++s) {
-      size_t frames = thread.segments[s].frames.size(), from = 0;
-      do {
-        size_t to = std::min(frames, from + RunFrames);
-        runs.push_back({t, s, from, to});
-        from = to;
-      } while (from < frames);
-    }
-  }
-  std::unique_ptr<std::atomic<bool>[]> failed(
-      new std::atomic<bool>[model.threads.size()]);
-  for (size_t t = 0; t < model.threads.size(); ++t)
-    failed[t] = false;
+  std::vector<model::FrameRun> runs = model::frameRuns(
+      model.threads.size(),
+      [&](size_t t) -> const ThreadModel & { return model.threads[t]; },
+      model::RunFrames);
+  std::vector<std::atomic<bool>> failed(model.threads.size());
   size_t strings = model.strings.size();
   std::atomic<size_t> next{0};
   forEachParallel(std::min<size_t>(workers, runs.size()), workers, [&](size_t) {
     std::vector<uint32_t> open;
     for (size_t r; (r = next++) < runs.size();) {
-      const Run &run = runs[r];
+      const model::FrameRun &run = runs[r];
       const ThreadModel &thread = model.threads[run.thread];
       if (!failed[run.thread] &&
           !runValid(thread, run.segment, run.from, run.to, strings, open))

@@ -1,4 +1,5 @@
 //===- Window.cpp - The stretch of a model before its end -----------------===//
+#include "FrameRuns.h"
 #include "magic_trace/ModelWindow.h"
 #include "magic_trace/Parallel.h"
 
@@ -25,16 +26,6 @@ uint64_t frameSlices(const FrameSite &site) {
   return site.kind == FrameKind::DecodeError ? 2 : 1;
 }
 
-/// A run of one segment's frames that longestWindow's passes take as one
-/// work item: a thread's frames are split, so that one big thread keeps
-/// every worker busy.
-constexpr size_t RunFrames = size_t(1) << 20;
-struct SliceRun {
-  size_t thread, segment;
-  size_t from, to; ///< Frames [from, to); from 0, the segment's gap too.
-  bool losses;     ///< Whether its thread has a loss's site.
-};
-
 /// Whether some site of `thread` is a loss (two slices a frame).
 bool hasLosses(const ThreadModel &thread) {
   for (size_t id = 0; id < thread.sites.size(); ++id)
@@ -43,24 +34,20 @@ bool hasLosses(const ThreadModel &thread) {
   return false;
 }
 
-/// The runs of at most `most` frames (> 0) that cover every segment of
-/// `threads`, empty ones included.
-std::vector<SliceRun> sliceRuns(llvm::ArrayRef<const ThreadModel *> threads,
-                                size_t most) {
-  std::vector<SliceRun> runs;
-  for (size_t t = 0; t < threads.size(); ++t) {
-    bool losses = hasLosses(*threads[t]);
-    for (size_t s = 0; s < threads[t]->segments.size(); ++s) {
-      size_t frames = threads[t]->segments[s].frames.size();
-      size_t from = 0;
-      do {
-        size_t to = frames - from <= most ? frames : from + most;
-        runs.push_back({t, s, from, to, losses});
-        from = to;
-      } while (from < frames);
-    }
-  }
-  return runs;
+/// The runs of `threads` (FrameRuns.h), each at most `most` frames, and
+/// whether each thread has losses.
+struct SliceRuns {
+  std::vector<model::FrameRun> runs;
+  std::vector<char> losses; ///< By thread.
+};
+SliceRuns sliceRuns(llvm::ArrayRef<const ThreadModel *> threads, size_t most) {
+  SliceRuns made;
+  made.runs = model::frameRuns(
+      threads.size(),
+      [&](size_t t) -> const ThreadModel & { return *threads[t]; }, most);
+  for (const ThreadModel *thread : threads)
+    made.losses.push_back(hasLosses(*thread));
+  return made;
 }
 
 /// Calls `visit(distance, slices)` for everything of `run` that
@@ -70,14 +57,17 @@ std::vector<SliceRun> sliceRuns(llvm::ArrayRef<const ThreadModel *> threads,
 /// cut keeps).
 template <typename Visit>
 void forEachSlice(llvm::ArrayRef<const ThreadModel *> threads,
-                  const SliceRun &run, uint64_t end, Visit visit) {
+                  const SliceRuns &runs, size_t r, uint64_t end, Visit visit) {
   auto distance = [end](uint64_t at) { return at < end ? end - at : 0; };
+  const model::FrameRun &run = runs.runs[r];
   const ThreadModel &thread = *threads[run.thread];
+  if (thread.segments.empty())
+    return;
   const Segment &segment = thread.segments[run.segment];
   if (run.from == 0)
     visit(distance(segment.begin), 1);
   const FrameList &frames = segment.frames;
-  if (!run.losses) {
+  if (!runs.losses[run.thread]) {
     // Every frame one slice: its site is not read.
     for (size_t i = run.from; i < run.to; ++i)
       visit(distance(frames.endOf(i)), 1);
@@ -140,22 +130,24 @@ uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
   uint64_t width = farthest / Buckets + 1;
   std::vector<uint64_t> counts(Buckets + 1, 0);
   std::mutex lock;
-  std::vector<SliceRun> runs = sliceRuns(threads, RunFrames);
+  SliceRuns runs = sliceRuns(threads, model::RunFrames);
+  size_t count = runs.runs.size();
   uint64_t frames = 0;
-  for (const SliceRun &run : runs)
+  for (const model::FrameRun &run : runs.runs)
     frames += run.to - run.from;
   // A small model is counted on one thread, straight into the histogram.
-  size_t counting =
-      frames < RunFrames ? 1 : std::min<size_t>(workers, runs.size());
+  unsigned counting = frames < model::RunFrames
+                          ? 1
+                          : unsigned(std::min<size_t>(workers, count));
   std::atomic<size_t> nextRun{0};
-  forEachParallel(counting, unsigned(counting), [&](size_t) {
+  forEachParallel(counting, counting, [&](size_t) {
     std::vector<uint64_t> own;
     if (counting > 1)
       own.assign(Buckets + 1, 0);
     std::vector<uint64_t> &into = counting > 1 ? own : counts;
-    for (size_t r; (r = nextRun++) < runs.size();)
+    for (size_t r; (r = nextRun++) < count;)
       forEachSlice(
-          threads, runs[r], ends[runs[r].thread],
+          threads, runs, r, ends[runs.runs[r].thread],
           [&](uint64_t distance, uint64_t n) { into[distance / width] += n; });
     if (counting == 1)
       return;
@@ -174,10 +166,9 @@ uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
     before += counts[bucket++];
   // Pass 2: the distances in that bucket, in order.
   std::vector<std::pair<uint64_t, uint64_t>> inBucket;
-  forEachParallel(runs.size(), workers, [&](size_t r) {
+  forEachParallel(count, counting, [&](size_t r) {
     std::vector<std::pair<uint64_t, uint64_t>> own;
-    const SliceRun &run = runs[r];
-    forEachSlice(threads, run, ends[run.thread],
+    forEachSlice(threads, runs, r, ends[runs.runs[r].thread],
                  [&](uint64_t distance, uint64_t n) {
                    if (distance / width == bucket)
                      own.emplace_back(distance, n);
@@ -203,8 +194,9 @@ uint64_t longestWindow(llvm::ArrayRef<const ThreadModel *> threads,
 uint64_t slicesWithin(llvm::ArrayRef<const ThreadModel *> threads,
                       llvm::ArrayRef<uint64_t> ends, uint64_t lengthNs) {
   uint64_t slices = kThreadInstants * threads.size();
-  for (const SliceRun &run : sliceRuns(threads, SIZE_MAX))
-    forEachSlice(threads, run, ends[run.thread],
+  SliceRuns runs = sliceRuns(threads, SIZE_MAX);
+  for (size_t r = 0; r < runs.runs.size(); ++r)
+    forEachSlice(threads, runs, r, ends[runs.runs[r].thread],
                  [&](uint64_t distance, uint64_t n) {
                    if (distance <= lengthNs)
                      slices += n;
