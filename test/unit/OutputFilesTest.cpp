@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
@@ -237,6 +238,52 @@ TEST_F(Scratch, InputsThatAreNotRegularFilesAreNotRead) {
   ASSERT_TRUE(bool(big));
   EXPECT_TRUE(*big);
   EXPECT_EQ(std::string(bytes.begin(), bytes.end()), std::string(100, 'x'));
+}
+
+/// Resident KiB of the mapping holding `address`, from /proc/self/smaps
+/// (the kernel's count, not ours); -1 when no mapping holds it.
+long residentKiBAt(const void *address) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  uintptr_t at = uintptr_t(address);
+  while (std::getline(smaps, line)) {
+    unsigned long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2 &&
+        line.find(':') > line.find(' ')) {
+      inside = begin <= at && at < end;
+      continue;
+    }
+    if (inside && line.rfind("Rss:", 0) == 0)
+      return std::atol(line.c_str() + 4);
+  }
+  return -1;
+}
+
+TEST_F(Scratch, ReleasedPagesOfAMappedFileReadTheSameAgain) {
+  // 8 MiB that differ page by page: LLVM maps a file this big.
+  std::string path = root + "/object";
+  std::string bytes(8 << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = char((i * 2654435761u) >> 13);
+  write(path, bytes);
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  ASSERT_TRUE(bool(buffer));
+  const llvm::MemoryBuffer &mapped = **buffer;
+  ASSERT_EQ(mapped.getBufferKind(), llvm::MemoryBuffer::MemoryBuffer_MMap);
+  EXPECT_EQ(mapped.getBuffer(), bytes); // Every page read.
+  long before = residentKiBAt(mapped.getBufferStart());
+  EXPECT_GE(before, 7 << 10);
+  releaseReadPages(mapped);
+  long after = residentKiBAt(mapped.getBufferStart());
+  EXPECT_LE(after, 64) << "before " << before;
+  EXPECT_EQ(mapped.getBuffer(), bytes); // Read again from the file.
+
+  // A buffer in memory keeps its pages and bytes.
+  auto copy = llvm::MemoryBuffer::getMemBufferCopy(bytes);
+  releaseReadPages(*copy);
+  EXPECT_EQ(copy->getBuffer(), bytes);
 }
 
 TEST_F(Scratch, AnotherUsersFileInASharedPlaceIsNotRead) {

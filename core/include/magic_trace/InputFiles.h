@@ -60,6 +60,13 @@ llvm::Expected<bool> readInputFileInto(llvm::StringRef path, InputPlace place,
 llvm::Error checkRegularFile(llvm::StringRef path,
                              uint64_t maxBytes = uint64_t(16) << 30);
 
+/// Gives back the pages of `buffer` that were read, when it maps a file
+/// (LLVM maps big object files read-only and private): a later read maps
+/// them again from the page cache, so what `buffer` holds does not change.
+/// A buffer in memory is left alone. (LLVM's own dontNeedIfMmap calls
+/// posix_madvise, which glibc ignores for POSIX_MADV_DONTNEED.)
+void releaseReadPages(const llvm::MemoryBuffer &buffer);
+
 } // namespace magic_trace
 
 #endif

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -176,6 +177,19 @@ Error checkRegularFile(StringRef path, uint64_t maxBytes) {
                                      path, uint64_t(info.st_size))
                                  .str());
   return Error::success();
+}
+
+void releaseReadPages(const MemoryBuffer &buffer) {
+  if (buffer.getBufferKind() != MemoryBuffer::MemoryBuffer_MMap)
+    return;
+  // Whole pages inside the mapping only: its first page may hold what
+  // comes before the file's start when LLVM mapped from an offset.
+  uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  uintptr_t begin =
+      (uintptr_t(buffer.getBufferStart()) + page - 1) & ~(page - 1);
+  uintptr_t end = uintptr_t(buffer.getBufferEnd()) & ~(page - 1);
+  if (begin < end)
+    ::madvise(reinterpret_cast<void *>(begin), end - begin, MADV_DONTNEED);
 }
 
 } // namespace magic_trace

@@ -29,6 +29,7 @@
 
 #include "magic_trace/InputFiles.h"
 
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/DebugInfo/DIContext.h"
 #include "llvm/DebugInfo/DWARF/DWARFCompileUnit.h"
 #include "llvm/DebugInfo/DWARF/DWARFContext.h"
@@ -225,7 +226,10 @@ ObjectInfo::ObjectInfo(const Module &module, const Symbolizer::Options &options,
               " (give the module's file or a copy of it)";
     return;
   }
-  owner = std::move(*binary);
+  auto [objectFile, objectBuffer] = binary->takeBinary();
+  const MemoryBuffer &mapped = *objectBuffer;
+  owner = object::OwningBinary<object::ObjectFile>(std::move(objectFile),
+                                                   std::move(objectBuffer));
   const object::ObjectFile &object = *owner.getBinary();
   Expected<std::vector<LoadSegmentHeader>> headers = readLoadHeaders(object);
   if (!headers) {
@@ -249,13 +253,27 @@ ObjectInfo::ObjectInfo(const Module &module, const Symbolizer::Options &options,
   // keeps only .dynsym, its -dbg package the whole table (gdb and LLDB read
   // it too; llvm-symbolizer does not, so `--obj=DEBUGFILE` is its match).
   std::string debugPath = findDebugFile(object, module.fileToRead());
+  const MemoryBuffer *debugMapped = nullptr;
   if (!debugPath.empty()) {
     auto debugBinary = object::ObjectFile::createObjectFile(debugPath);
-    if (debugBinary)
-      debugOwner = std::move(*debugBinary);
-    else
+    if (debugBinary) {
+      auto [debugObject, debugBuffer] = debugBinary->takeBinary();
+      debugMapped = debugBuffer.get();
+      debugOwner = object::OwningBinary<object::ObjectFile>(
+          std::move(debugObject), std::move(debugBuffer));
+    } else {
       consumeError(debugBinary.takeError());
+    }
   }
+  // What the tables below read of the files (a big library's .dynstr and
+  // .eh_frame: 10-20 MB of pages) is not read again: the mappings give
+  // those pages back once the tables are built, and a later read of a name
+  // maps its page again from the page cache.
+  scope_exit releasePages([&] {
+    releaseReadPages(mapped);
+    if (debugMapped)
+      releaseReadPages(*debugMapped);
+  });
   const object::ObjectFile *debugFile = debugOwner.getBinary();
   readSymbols(object, debugFile, debugPath);
   // Ranges earlier runs computed for this build-id, with this debug file.
