@@ -207,6 +207,48 @@ TEST(SymbolizerTest, CacheServesLaterSymbolizersWithoutRecomputing) {
   EXPECT_EQ(cache.objectCount(), 1u);
 }
 
+TEST(SymbolizerTest, AFileListedTwiceIsReadOnce) {
+  // The QEMU recorder lists a program's code with its build-id, and the
+  // program's own read-only mapping of its file without one.
+  ElfFacts facts = readElf(Program);
+  uint64_t size = 0;
+  uint64_t hotLoop = facts.symbolAddress("_ZN6shapes7hotLoopEi", &size);
+  ASSERT_NE(hotLoop, 0u);
+  constexpr uint64_t Code = 0x555555554000, Again = 0x7f0000000000;
+  Module code;
+  code.path = Program;
+  code.buildId = facts.buildId;
+  code.loadAddress = Code;
+  Module again = code;
+  again.buildId.clear();
+  again.loadAddress = Again;
+  StringTable strings;
+  Symbolizer alone({atFileAddresses(Program)}, strings);
+  SymbolCache cache;
+  Symbolizer both({code, again}, cache);
+  EXPECT_TRUE(both.moduleProblems().empty());
+  EXPECT_EQ(cache.objectCount(), 1u);
+  for (uint64_t address = hotLoop; address < hotLoop + size; ++address) {
+    auto expected = ourChain(alone.lookup(address), strings);
+    EXPECT_EQ(ourChain(both.lookup(Code + address), cache.strings()), expected);
+    EXPECT_EQ(ourChain(both.lookup(Again + address), cache.strings()),
+              expected);
+  }
+  // A copy at another path is another file, read on its own.
+  llvm::SmallString<128> copyPath;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("mt-copy", "", copyPath));
+  ASSERT_FALSE(llvm::sys::fs::copy_file(Program, copyPath));
+  Module copy = again;
+  copy.path = std::string(copyPath);
+  {
+    Symbolizer apart({code, copy}, cache);
+    EXPECT_EQ(cache.objectCount(), 2u);
+    EXPECT_EQ(ourChain(apart.lookup(Again + hotLoop), cache.strings()),
+              ourChain(alone.lookup(hotLoop), strings));
+  }
+  llvm::sys::fs::remove(copyPath);
+}
+
 TEST(SymbolizerTest, CacheRereadsAFileRebuiltAtTheSamePath) {
   // No build-id in the module: the cache must notice the new file.
   llvm::SmallString<128> path;

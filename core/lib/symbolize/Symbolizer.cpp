@@ -167,6 +167,24 @@ private:
   }
 
   ObjectInfo *objectFor(const Module &module) {
+    // A module without a build-id whose file this snapshot has read for
+    // another module shares its tables: the QEMU recorder lists a program's
+    // own read-only mapping of its file (node maps /usr/bin/node) beside
+    // its code, and a second copy of a big file's symbols costs its time
+    // and memory again.
+    std::pair<std::string, std::string> file{module.path, module.fileToRead()};
+    if (module.buildId.empty()) {
+      auto same = objectsByFile.find(file);
+      if (same != objectsByFile.end())
+        return same->second;
+    }
+    ObjectInfo *result = objectForKey(module);
+    if (result->usable())
+      objectsByFile.emplace(std::move(file), result);
+    return result;
+  }
+
+  ObjectInfo *objectForKey(const Module &module) {
     std::string key = module.buildId.empty() ? "path:" + module.fileToRead()
                                              : "id:" + module.buildId;
     if (cached && module.buildId.empty()) {
@@ -355,6 +373,8 @@ private:
   std::vector<std::pair<uint64_t, uint64_t>> jitCode;
   ObjectMap ownObjects;
   ObjectMap &objects; ///< ownObjects or a SymbolCache's.
+  /// This snapshot's usable objects by (module path, file read).
+  std::map<std::pair<std::string, std::string>, ObjectInfo *> objectsByFile;
   bool cached;
   std::vector<Mapping> mappings;  ///< Sorted by begin.
   std::deque<SymbolRange> stored; ///< Stable addresses for returned refs.
