@@ -63,7 +63,9 @@ llvm::Error checkRegularFile(llvm::StringRef path,
 /// Gives back the pages of `buffer` that were read, when it maps a file
 /// (LLVM maps big object files read-only and private): a later read maps
 /// them again from the page cache, so what `buffer` holds does not change.
-/// A buffer in memory is left alone. (LLVM's own dontNeedIfMmap calls
+/// A buffer in memory is left alone. Only for read-only buffers: a
+/// WritableMemoryBuffer's mapping is private too, and its writes would be
+/// lost. (LLVM's own dontNeedIfMmap calls
 /// posix_madvise, which glibc ignores for POSIX_MADV_DONTNEED.)
 void releaseReadPages(const llvm::MemoryBuffer &buffer);
 
