@@ -65,8 +65,8 @@ llvm::Error checkRegularFile(llvm::StringRef path,
 /// them again from the page cache, so what `buffer` holds does not change.
 /// A buffer in memory is left alone. Only for read-only buffers: a
 /// WritableMemoryBuffer's mapping is private too, and its writes would be
-/// lost. (LLVM's own dontNeedIfMmap calls
-/// posix_madvise, which glibc ignores for POSIX_MADV_DONTNEED.)
+/// lost. (LLVM's own dontNeedIfMmap calls posix_madvise, which glibc
+/// ignores for POSIX_MADV_DONTNEED.)
 void releaseReadPages(const llvm::MemoryBuffer &buffer);
 
 } // namespace magic_trace

@@ -207,6 +207,15 @@ void intersectLineRows(const DWARFDebugLine::LineTable &table, uint64_t address,
   interval.clipAbove(end);
 }
 
+/// The buffer `binary` reads (OwningBinary only hands it over whole).
+const MemoryBuffer &bufferOf(object::OwningBinary<object::ObjectFile> &binary) {
+  auto [file, buffer] = binary.takeBinary();
+  const MemoryBuffer &held = *buffer;
+  binary = object::OwningBinary<object::ObjectFile>(std::move(file),
+                                                    std::move(buffer));
+  return held;
+}
+
 } // namespace
 
 ObjectInfo::ObjectInfo(const Module &module, const Symbolizer::Options &options,
@@ -226,10 +235,8 @@ ObjectInfo::ObjectInfo(const Module &module, const Symbolizer::Options &options,
               " (give the module's file or a copy of it)";
     return;
   }
-  auto [objectFile, objectBuffer] = binary->takeBinary();
-  const MemoryBuffer &mapped = *objectBuffer;
-  owner = object::OwningBinary<object::ObjectFile>(std::move(objectFile),
-                                                   std::move(objectBuffer));
+  owner = std::move(*binary);
+  const MemoryBuffer &mapped = bufferOf(owner);
   const object::ObjectFile &object = *owner.getBinary();
   Expected<std::vector<LoadSegmentHeader>> headers = readLoadHeaders(object);
   if (!headers) {
@@ -257,10 +264,8 @@ ObjectInfo::ObjectInfo(const Module &module, const Symbolizer::Options &options,
   if (!debugPath.empty()) {
     auto debugBinary = object::ObjectFile::createObjectFile(debugPath);
     if (debugBinary) {
-      auto [debugObject, debugBuffer] = debugBinary->takeBinary();
-      debugMapped = debugBuffer.get();
-      debugOwner = object::OwningBinary<object::ObjectFile>(
-          std::move(debugObject), std::move(debugBuffer));
+      debugOwner = std::move(*debugBinary);
+      debugMapped = &bufferOf(debugOwner);
     } else {
       consumeError(debugBinary.takeError());
     }
